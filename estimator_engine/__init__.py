@@ -1,0 +1,82 @@
+"""estimator_engine: TensorFlow's Estimator API, eager, on PyTorch.
+
+Example:
+    >>> import estimator_engine as ee
+    >>> ee.ModeKeys.PREDICT.value
+    'infer'
+"""
+
+from __future__ import annotations
+
+from estimator_engine import checkpoints, inputs, metrics
+from estimator_engine.errors import (
+    CheckpointError,
+    CheckpointNotFoundError,
+    EstimatorError,
+    NanLossDuringTrainingError,
+)
+from estimator_engine.estimator import Estimator, default_training_hooks
+from estimator_engine.hooks import (
+    CheckpointSaverHook,
+    CheckpointSaverListener,
+    FinalOpsHook,
+    GlobalStepWaiterHook,
+    LoggingTensorHook,
+    NanTensorHook,
+    SecondOrStepTimer,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    StepCounterHook,
+    StopAtStepHook,
+    SummarySaverHook,
+)
+from estimator_engine.metric_op import MetricOp
+from estimator_engine.mode_keys import ModeKeys
+from estimator_engine.run_config import RunConfig
+from estimator_engine.spec import EstimatorSpec, Scaffold
+from estimator_engine.summary import read_eval_metrics
+from estimator_engine.training import TrainOp, get_global_step, get_module, get_optimizer, minimize
+from estimator_engine.warm_start import VocabInfo, WarmStartSettings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CheckpointError",
+    "CheckpointNotFoundError",
+    "CheckpointSaverHook",
+    "CheckpointSaverListener",
+    "Estimator",
+    "EstimatorError",
+    "EstimatorSpec",
+    "FinalOpsHook",
+    "GlobalStepWaiterHook",
+    "LoggingTensorHook",
+    "MetricOp",
+    "ModeKeys",
+    "NanLossDuringTrainingError",
+    "NanTensorHook",
+    "RunConfig",
+    "Scaffold",
+    "SecondOrStepTimer",
+    "SessionRunArgs",
+    "SessionRunContext",
+    "SessionRunHook",
+    "SessionRunValues",
+    "StepCounterHook",
+    "StopAtStepHook",
+    "SummarySaverHook",
+    "TrainOp",
+    "VocabInfo",
+    "WarmStartSettings",
+    "checkpoints",
+    "default_training_hooks",
+    "get_global_step",
+    "get_module",
+    "get_optimizer",
+    "inputs",
+    "metrics",
+    "minimize",
+    "read_eval_metrics",
+]

@@ -1,0 +1,780 @@
+"""Checkpoint files and the ``checkpoint`` state file of a model_dir (TF's Saver, on ``torch.save``).
+
+Layout of a model_dir (TF's, so TF users find their way)::
+
+    <model_dir>/model.ckpt-0        one file per checkpoint: torch.save of a dict (below)
+    <model_dir>/model.ckpt-5
+    <model_dir>/checkpoint          the state file, TF's text format, paths relative to model_dir:
+        model_checkpoint_path: "model.ckpt-5"
+        all_model_checkpoint_paths: "model.ckpt-0"
+        all_model_checkpoint_paths: "model.ckpt-5"
+
+A checkpoint file holds::
+
+    {"format": "estimator_engine.checkpoint", "format_version": 1,
+     "global_step": int,
+     "variables": {"<module name>/<parameter or persistent buffer path, '/' for '.'>": Tensor},
+     "optimizers": {name: optimizer.state_dict()},
+     "rng": {...}, "input": dict | None, "hooks": {key: state}}
+
+The "prefix" TF returns from ``latest_checkpoint`` is the checkpoint file's path here.
+
+What this module does better than TF's Saver (reference §7, §10.6):
+
+* every write is atomic (temp file in the same directory, flush + fsync, ``os.replace``), so a crash
+  leaves the previous checkpoint and state file intact;
+* pruning (``keep_checkpoint_max``) runs over the state file, so checkpoints written by an earlier
+  process are pruned too, and all surplus checkpoints go at once;
+* files are read with ``torch.load(weights_only=True)``: a file crafted to run code is refused, and a
+  damaged file is reported by name together with the next older checkpoint to fall back to;
+* a restore that does not fit the model fails with every missing, unexpected and mis-shaped
+  variable named, before anything in the model is changed.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import difflib
+import logging
+import math
+import os
+import re
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from typing import IO, Any, NamedTuple
+
+import numpy as np
+import torch
+
+from estimator_engine.errors import CheckpointError, CheckpointNotFoundError
+
+__all__ = [
+    "CHECKPOINT_FORMAT",
+    "CHECKPOINT_FORMAT_VERSION",
+    "DEFAULT_BASENAME",
+    "GLOBAL_STEP_NAME",
+    "STATE_FILENAME",
+    "all_checkpoints",
+    "assign_module_variables",
+    "create_checkpoint",
+    "latest_checkpoint",
+    "list_checkpoint_files",
+    "list_variables",
+    "load_checkpoint",
+    "load_variable",
+    "module_variables",
+    "read_global_step",
+    "rebuild_checkpoint_state",
+    "resolve_checkpoint",
+    "save_checkpoint",
+    "trainable_variable_names",
+]
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FORMAT = "estimator_engine.checkpoint"
+CHECKPOINT_FORMAT_VERSION = 1
+STATE_FILENAME = "checkpoint"
+DEFAULT_BASENAME = "model.ckpt"
+GLOBAL_STEP_NAME = "global_step"
+
+_STATE_PATH_KEYS = ("model_checkpoint_path", "all_model_checkpoint_paths")
+_STATE_FLOAT_KEYS = ("all_model_checkpoint_timestamps", "last_preserved_timestamp")
+_STATE_LINE = re.compile(r"^([A-Za-z_]+)\s*:\s*(.+?)\s*$")
+_QUOTED = re.compile(r'^"(?:[^"\\]|\\.)*"$')
+
+# Types torch.load(weights_only=True) accepts (checked on torch 2.13); anything else in a state
+# dict would save fine and then refuse to load, so save_checkpoint rejects it up front.
+_SAFE_SCALARS = frozenset({str, bytes, bytearray, int, float, complex, bool, type(None),
+                           torch.Size, torch.dtype, torch.device})
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+
+
+def _fspath(value: Any, argument: str) -> str:
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"`{argument}` must be a path (str or os.PathLike), got {value!r}.")
+    path = os.fspath(value)
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not path:
+        raise ValueError(f"`{argument}` must be a non-empty path, got {value!r}.")
+    return path
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def _same_dir(path: str, directory: str) -> bool:
+    return os.path.normcase(os.path.abspath(os.path.dirname(path))) == os.path.normcase(
+        os.path.abspath(directory))
+
+
+def _fsync_dir(directory: str) -> None:
+    """Makes a rename durable (POSIX); a no-op where directories cannot be opened (Windows)."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: str, write: Callable[[IO[bytes]], None]) -> None:
+    """Writes ``path`` through a temp file in the same directory: flush, fsync, ``os.replace``.
+
+    A crash at any point leaves either the old file or the new one, never a torn file; the temp
+    file is removed when the write fails inside this process.
+    """
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    _fsync_dir(directory)
+
+
+def _check_loadable(value: Any, where: str, safe_types: tuple[type, ...]) -> None:
+    """Raises TypeError naming the first value ``torch.load(weights_only=True)`` would refuse.
+
+    Types are checked exactly: subclasses such as ``numpy.float64`` (a float), a str Enum or a
+    namedtuple pickle as their own class and would be refused at load time.
+    """
+    kind = type(value)
+    if kind in (dict, OrderedDict):
+        for key, item in value.items():
+            _check_loadable(key, f"{where} key {key!r}", safe_types)
+            _check_loadable(item, f"{where}[{key!r}]", safe_types)
+        return
+    if kind in (list, tuple, set):
+        for index, item in enumerate(value):
+            _check_loadable(item, f"{where}[{index}]", safe_types)
+        return
+    if kind in _SAFE_SCALARS or isinstance(value, torch.Tensor) or kind in safe_types:
+        return
+    raise TypeError(
+        f"Cannot checkpoint {where}: a {kind.__module__}.{kind.__qualname__} ({value!r:.80}) "
+        "would not load back with torch.load(weights_only=True). Store plain Python values "
+        "(int, float, str, bool, None, list, tuple, dict) or torch tensors instead: e.g. float(x) "
+        "for a numpy scalar, torch.from_numpy(a) for a numpy array, str(x) for an Enum.")
+
+
+# ---------------------------------------------------------------------------------------------
+# The state file
+
+
+class _State(NamedTuple):
+    newest: str | None  # raw path as written in the file
+    paths: list[str]  # raw paths, oldest first (newest included)
+    timestamps: list[float] | None  # parallel to paths, or None when absent/inconsistent
+    last_preserved: float | None
+
+
+def _state_path(checkpoint_dir: str) -> str:
+    return os.path.join(checkpoint_dir, STATE_FILENAME)
+
+
+def _state_error(state_file: str, problem: str) -> CheckpointError:
+    directory = os.path.dirname(state_file)
+    return CheckpointError(
+        f"Cannot read the checkpoint state file {state_file!r}: {problem}. Delete it (the "
+        "checkpoint files themselves are not affected) and, to keep using them, rebuild it with "
+        f"estimator_engine.checkpoints.rebuild_checkpoint_state({directory!r}); the checkpoint "
+        f"files are listed by list_checkpoint_files({directory!r}).")
+
+
+def _read_state(checkpoint_dir: str) -> _State | None:
+    """Parses ``<dir>/checkpoint``; ``None`` when there is no state file."""
+    state_file = _state_path(checkpoint_dir)
+    try:
+        with open(state_file, encoding="utf-8") as handle:
+            text = handle.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise _state_error(state_file, f"{type(exc).__name__}: {exc}") from exc
+    newest: str | None = None
+    paths: list[str] = []
+    timestamps: list[float] = []
+    last_preserved: float | None = None
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        match = _STATE_LINE.match(line)
+        if match is None or match.group(1) not in _STATE_PATH_KEYS + _STATE_FLOAT_KEYS:
+            raise _state_error(state_file, f"line {number} is not understood: {raw!r}")
+        key, value = match.groups()
+        if key in _STATE_PATH_KEYS:
+            if not _QUOTED.match(value):
+                raise _state_error(state_file, f"line {number} needs a quoted path: {raw!r}")
+            try:
+                path = ast.literal_eval(value)
+            except (ValueError, SyntaxError) as exc:
+                raise _state_error(state_file, f"line {number} has a bad path: {raw!r}") from exc
+            if key == "model_checkpoint_path":
+                newest = path
+            else:
+                paths.append(path)
+        else:
+            try:
+                number_value = float(value)
+            except ValueError as exc:
+                raise _state_error(state_file, f"line {number} needs a number: {raw!r}") from exc
+            if key == "last_preserved_timestamp":
+                last_preserved = number_value
+            else:
+                timestamps.append(number_value)
+    if newest and newest not in paths:  # TF: the newest is always part of the list
+        paths.append(newest)
+        if timestamps:
+            timestamps.append(math.nan)
+    if newest is None and paths:
+        newest = paths[-1]
+    return _State(newest, paths, timestamps if len(timestamps) == len(paths) else None,
+                  last_preserved)
+
+
+def _quote(path: str) -> str:
+    escaped = path.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+def _write_state(checkpoint_dir: str, entries: list[tuple[str, float]],
+                 last_preserved: float | None) -> None:
+    """Writes the state file atomically; ``entries`` = (stored path, save time), oldest first."""
+    lines = []
+    if entries:
+        lines.append(f"model_checkpoint_path: {_quote(entries[-1][0])}")
+    lines += [f"all_model_checkpoint_paths: {_quote(path)}" for path, _ in entries]
+    lines += [f"all_model_checkpoint_timestamps: {stamp!r}" for _, stamp in entries]
+    if last_preserved is not None:
+        lines.append(f"last_preserved_timestamp: {last_preserved!r}")
+    data = ("\n".join(lines) + "\n").encode("utf-8")
+    _atomic_write(_state_path(checkpoint_dir), lambda handle: handle.write(data))
+
+
+def _resolve_entry(checkpoint_dir: str, raw: str) -> str:
+    """Absolute path of a state-file entry; relative entries are relative to the directory."""
+    if os.path.isabs(raw):
+        if not os.path.exists(raw):
+            moved = os.path.join(checkpoint_dir, os.path.basename(raw))
+            if os.path.exists(moved):  # the model_dir was moved or copied
+                return os.path.abspath(moved)
+        return os.path.abspath(raw)
+    return os.path.abspath(os.path.join(checkpoint_dir, raw))
+
+
+def _stored_entry(checkpoint_dir: str, path: str) -> str:
+    """The form written to the state file: relative inside the directory, absolute otherwise."""
+    return os.path.basename(path) if _same_dir(path, checkpoint_dir) else os.path.abspath(path)
+
+
+def _entry_time(path: str, recorded: float | None) -> float:
+    if recorded is not None and math.isfinite(recorded):
+        return recorded
+    try:
+        return os.path.getmtime(path)
+    except OSError:
+        return time.time()
+
+
+def _existing_entries(checkpoint_dir: str) -> tuple[list[tuple[str, float]], float | None]:
+    """(absolute path, save time) of every listed checkpoint, oldest first, and the anchor."""
+    state = _read_state(checkpoint_dir)
+    if state is None:
+        return [], None
+    stamps = state.timestamps or [None] * len(state.paths)
+    entries: list[tuple[str, float]] = []
+    seen: set[str] = set()
+    for raw, stamp in zip(state.paths, stamps):
+        path = _resolve_entry(checkpoint_dir, raw)
+        if path in seen:  # keep the newest listing of a duplicated entry
+            entries = [entry for entry in entries if entry[0] != path]
+        seen.add(path)
+        entries.append((path, _entry_time(path, stamp)))
+    return entries, state.last_preserved
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving and pruning
+
+
+def save_checkpoint(
+    model_dir: str | os.PathLike[str],
+    state: Mapping[str, Any],
+    global_step: int,
+    keep_checkpoint_max: int | None = 5,
+    keep_checkpoint_every_n_hours: float | None = None,
+    basename: str = DEFAULT_BASENAME,
+) -> str:
+    """Writes ``<model_dir>/<basename>-<global_step>`` atomically, lists it, prunes old ones.
+
+    Args:
+        model_dir: directory of the checkpoints (created when missing).
+        state: the checkpoint's content: ``variables`` (name -> tensor; not ``global_step``),
+            ``optimizers``, ``rng``, ``input``, ``hooks`` and any other key. Missing keys are filled
+            with empty values; ``format``, ``format_version`` and ``global_step`` are set here.
+        global_step: the step the checkpoint is written at (its file name ends in it).
+        keep_checkpoint_max: how many of the newest checkpoints listed in the state file to keep;
+            ``None`` or 0 keeps all. Older listed checkpoints are deleted, all at once, including
+            ones written by an earlier process.
+        keep_checkpoint_every_n_hours: additionally keep (on disk, no longer listed in the state
+            file, as TF does) the first checkpoint saved at least N hours after the last one kept
+            this way. Save times come from the state file's ``all_model_checkpoint_timestamps``
+            (file mtimes for entries without one); the starting point is the first save into an
+            empty directory, stored as ``last_preserved_timestamp``.
+        basename: the file-name prefix (TF's ``model.ckpt``).
+
+    Returns:
+        The absolute path of the checkpoint file (TF's checkpoint "prefix").
+
+    Raises:
+        TypeError: ``state`` holds a value ``torch.load(weights_only=True)`` would refuse.
+        ValueError: a bad argument.
+
+    Re-saving the same step replaces the file and moves its entry to the newest position.
+    """
+    directory = _fspath(model_dir, "model_dir")
+    if not _is_int(global_step) or global_step < 0:
+        raise ValueError(f"`global_step` must be an int >= 0, got {global_step!r}.")
+    if keep_checkpoint_max is not None and (not _is_int(keep_checkpoint_max)
+                                            or keep_checkpoint_max < 0):
+        raise ValueError("`keep_checkpoint_max` must be None or an int >= 0 (None or 0 keeps "
+                         f"all), got {keep_checkpoint_max!r}.")
+    if keep_checkpoint_every_n_hours is not None and (
+            isinstance(keep_checkpoint_every_n_hours, bool)
+            or not isinstance(keep_checkpoint_every_n_hours, (int, float))
+            or not keep_checkpoint_every_n_hours > 0):
+        raise ValueError("`keep_checkpoint_every_n_hours` must be None or a number > 0, got "
+                         f"{keep_checkpoint_every_n_hours!r}.")
+    if not isinstance(basename, str) or not basename or os.sep in basename:
+        raise ValueError(f"`basename` must be a file-name prefix like 'model.ckpt', got {basename!r}.")
+    if not isinstance(state, Mapping):
+        raise TypeError(f"`state` must be a dict of named state, got {type(state).__name__}.")
+    variables = state.get("variables", {})
+    if not isinstance(variables, Mapping):
+        raise TypeError("`state['variables']` must map variable names to tensors, got "
+                        f"{type(variables).__name__}.")
+    if GLOBAL_STEP_NAME in variables:
+        raise ValueError("`state['variables']` must not hold 'global_step'; pass the step as the "
+                         "`global_step` argument (it is stored under the checkpoint's own key).")
+    for name, value in variables.items():
+        if not isinstance(name, str) or not isinstance(value, torch.Tensor):
+            raise TypeError(f"`state['variables']` must map str names to tensors; entry {name!r} "
+                            f"is a {type(value).__name__}.")
+
+    payload: dict[str, Any] = {"variables": {}, "optimizers": {}, "rng": {}, "input": None,
+                               "hooks": {}}
+    payload.update(state)
+    payload["format"] = CHECKPOINT_FORMAT
+    payload["format_version"] = CHECKPOINT_FORMAT_VERSION
+    payload["global_step"] = int(global_step)
+    safe_types = tuple(t for t in torch.serialization.get_safe_globals() if isinstance(t, type))
+    _check_loadable(payload, "state", safe_types)
+
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.abspath(os.path.join(directory, f"{basename}-{int(global_step)}"))
+    _atomic_write(path, lambda handle: torch.save(payload, handle))
+
+    now = time.time()
+    entries, last_preserved = _existing_entries(directory)
+    if last_preserved is None:
+        last_preserved = min([stamp for _, stamp in entries], default=now)
+    entries = [entry for entry in entries if entry[0] != path] + [(path, now)]
+    doomed: list[str] = []
+    if keep_checkpoint_max:
+        surplus, entries = entries[:-keep_checkpoint_max], entries[-keep_checkpoint_max:]
+        for surplus_path, stamp in surplus:
+            if (keep_checkpoint_every_n_hours is not None
+                    and stamp - keep_checkpoint_every_n_hours * 3600.0 >= last_preserved):
+                last_preserved = stamp  # kept on disk, dropped from the state file (TF)
+            else:
+                doomed.append(surplus_path)
+    _write_state(directory, [(_stored_entry(directory, p), stamp) for p, stamp in entries],
+                 last_preserved if keep_checkpoint_every_n_hours is not None else None)
+    # Deleting after the state file no longer lists them: a crash here leaves orphans, never a
+    # state file that lists missing files.
+    for old in doomed:
+        if old == path:
+            continue
+        if not _same_dir(old, directory):
+            logger.info("Not deleting %s: it lies outside the model_dir %s.", old, directory)
+            continue
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(old)
+    return path
+
+
+def rebuild_checkpoint_state(checkpoint_dir: str | os.PathLike[str],
+                             basename: str = DEFAULT_BASENAME) -> str | None:
+    """Rewrites the state file from the checkpoint files found on disk (oldest step first).
+
+    Use it after deleting a damaged state file. Returns the newest checkpoint, or ``None`` (and
+    writes nothing) when the directory holds no checkpoint file.
+    """
+    directory = _fspath(checkpoint_dir, "checkpoint_dir")
+    files = list_checkpoint_files(directory, basename=basename)
+    if not files:
+        return None
+    _write_state(directory, [(os.path.basename(p), os.path.getmtime(p)) for p in files], None)
+    return files[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding checkpoints
+
+
+def latest_checkpoint(checkpoint_dir: str | os.PathLike[str]) -> str | None:
+    """Absolute path of the newest checkpoint listed in ``<checkpoint_dir>/checkpoint``.
+
+    Returns ``None`` when there is no state file (or it lists nothing). When the newest listed file
+    is missing, the newest listed file that exists is returned and a warning is logged.
+
+    Raises:
+        CheckpointError: the state file cannot be parsed (the message says how to fix it).
+    """
+    directory = _fspath(checkpoint_dir, "checkpoint_dir")
+    state = _read_state(directory)
+    if state is None or not state.paths:
+        return None
+    candidates = [_resolve_entry(directory, raw) for raw in state.paths]
+    newest = _resolve_entry(directory, state.newest or state.paths[-1])
+    ordered = [newest] + [c for c in reversed(candidates) if c != newest]
+    for candidate in ordered:
+        if os.path.isfile(candidate):
+            if candidate != newest:
+                logger.warning("The newest checkpoint listed in %s, %s, is missing; using %s.",
+                               _state_path(directory), newest, candidate)
+            return candidate
+    logger.warning("None of the checkpoints listed in %s exist (newest: %s).",
+                   _state_path(directory), newest)
+    return None
+
+
+def all_checkpoints(checkpoint_dir: str | os.PathLike[str]) -> list[str]:
+    """Absolute paths of the checkpoints listed in the state file, oldest first ([] without one)."""
+    directory = _fspath(checkpoint_dir, "checkpoint_dir")
+    state = _read_state(directory)
+    if state is None:
+        return []
+    result: list[str] = []
+    for raw in state.paths:
+        path = _resolve_entry(directory, raw)
+        if path in result:
+            result.remove(path)
+        result.append(path)
+    return result
+
+
+def list_checkpoint_files(checkpoint_dir: str | os.PathLike[str],
+                          basename: str = DEFAULT_BASENAME) -> list[str]:
+    """Absolute paths of the files ``<basename>-<int>`` in the directory, by step (temp files ignored)."""
+    directory = _fspath(checkpoint_dir, "checkpoint_dir")
+    pattern = re.compile(rf"^{re.escape(basename)}-(\d+)$")
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for name in names:
+        match = pattern.match(name)
+        full = os.path.join(directory, name)
+        if match and os.path.isfile(full):
+            found.append((int(match.group(1)), os.path.abspath(full)))
+    return [path for _, path in sorted(found)]
+
+
+def resolve_checkpoint(path: str | os.PathLike[str]) -> str:
+    """A directory -> its latest checkpoint; a checkpoint file -> its absolute path.
+
+    Raises:
+        CheckpointNotFoundError: the directory holds no checkpoint, or the file does not exist.
+    """
+    target = _fspath(path, "checkpoint")
+    if os.path.isdir(target):
+        latest = latest_checkpoint(target)
+        if latest is None:
+            raise CheckpointNotFoundError(
+                f"Could not find trained model in model_dir: {target}. Train first, or pass a "
+                "checkpoint file path.")
+        return latest
+    if os.path.isfile(target):
+        return os.path.abspath(target)
+    raise CheckpointNotFoundError(
+        f"Checkpoint {target!r} does not exist: pass a model_dir holding a 'checkpoint' state "
+        "file, or the path of a checkpoint file such as '<model_dir>/model.ckpt-100'.")
+
+
+# ---------------------------------------------------------------------------------------------
+# Loading
+
+
+def _next_older(path: str) -> str | None:
+    match = re.match(r"^(.*)-(\d+)$", os.path.basename(path))
+    if match is None:
+        return None
+    base, step = match.group(1), int(match.group(2))
+    older = [p for p in list_checkpoint_files(os.path.dirname(path), basename=base)
+             if int(p.rsplit("-", 1)[1]) < step]
+    return older[-1] if older else None
+
+
+def _invalid(path: str, problem: str) -> CheckpointError:
+    older = _next_older(path)
+    fallback = (f" The next older checkpoint is {older}: pass it as checkpoint_path, or delete "
+                "the damaged file (and its line in the 'checkpoint' state file) to resume from it."
+                if older else " There is no older checkpoint in the same directory.")
+    return CheckpointError(
+        f"Checkpoint file {path} is not a valid estimator_engine checkpoint: {problem}.{fallback}")
+
+
+def _load(path: str, map_location: Any = "cpu", mmap: bool = False) -> dict[str, Any]:
+    try:
+        data = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    except Exception as exc:  # any failure to unpickle means "not a checkpoint we can trust"
+        first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+        raise _invalid(path, f"{type(exc).__name__}: {first_line}") from exc
+    if not isinstance(data, dict) or data.get("format") != CHECKPOINT_FORMAT:
+        raise _invalid(path, "it does not carry the format marker "
+                             f"{CHECKPOINT_FORMAT!r} (was it written by torch.save directly?)")
+    version = data.get("format_version")
+    if not _is_int(version) or version > CHECKPOINT_FORMAT_VERSION:
+        raise _invalid(path, f"format_version {version!r} is newer than this engine reads "
+                             f"({CHECKPOINT_FORMAT_VERSION}); upgrade estimator_engine")
+    if not _is_int(data.get("global_step")) or not isinstance(data.get("variables"), dict):
+        raise _invalid(path, "it lacks an int 'global_step' or a 'variables' dict")
+    return data
+
+
+def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu",
+                    mmap: bool = False) -> dict[str, Any]:
+    """Loads a checkpoint (a file, or a directory's latest) with ``torch.load(weights_only=True)``.
+
+    Args:
+        path: a checkpoint file or a model_dir.
+        map_location: passed to ``torch.load`` (CPU by default).
+        mmap: memory-map the tensors instead of reading them (cheap for partial reads).
+
+    Raises:
+        CheckpointNotFoundError: no checkpoint at ``path``.
+        CheckpointError: the file is not a valid checkpoint (damaged, foreign, or crafted to run
+            code); the message names the next older checkpoint of the directory, if any.
+    """
+    return _load(resolve_checkpoint(path), map_location=map_location, mmap=mmap)
+
+
+def read_global_step(model_dir: str | os.PathLike[str]) -> int:
+    """The global step of the latest checkpoint in ``model_dir``; 0 on any failure (TF's rule)."""
+    try:
+        latest = latest_checkpoint(model_dir)
+        if latest is None:
+            return 0
+        return int(_load(latest, mmap=True)["global_step"])
+    except Exception:  # TF: any failure to read counts as step 0
+        logger.debug("Could not read the global step of %r; using 0.", model_dir, exc_info=True)
+        return 0
+
+
+def list_variables(checkpoint: str | os.PathLike[str]) -> list[tuple[str, list[int]]]:
+    """(name, shape) of every variable of a checkpoint (file or dir), sorted by name.
+
+    ``global_step`` is included with shape ``[]``, as in TF.
+    """
+    data = load_checkpoint(checkpoint, mmap=True)
+    pairs = [(name, list(value.shape)) for name, value in data["variables"].items()]
+    pairs.append((GLOBAL_STEP_NAME, []))
+    return sorted(pairs)
+
+
+def _to_numpy(value: torch.Tensor) -> np.ndarray:
+    tensor = value.detach().cpu()
+    if tensor.dtype in (torch.bfloat16,):
+        tensor = tensor.float()
+    return tensor.numpy().copy()
+
+
+def load_variable(checkpoint: str | os.PathLike[str], name: str) -> np.ndarray:
+    """The value of one variable of a checkpoint (file or dir) as a numpy array.
+
+    Raises:
+        ValueError: no variable of that name (close names are listed).
+    """
+    path = resolve_checkpoint(checkpoint)
+    data = _load(path, mmap=True)
+    if name == GLOBAL_STEP_NAME:
+        return np.array(data["global_step"], dtype=np.int64)
+    variables = data["variables"]
+    if name not in variables:
+        names = [*variables, GLOBAL_STEP_NAME]
+        close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
+        hint = f" Close names: {close}." if close else f" It holds: {sorted(names)[:20]}."
+        raise ValueError(f"Variable {name!r} not found in checkpoint {path}.{hint}")
+    return _to_numpy(variables[name])
+
+
+def _as_tensor(name: str, value: Any) -> torch.Tensor:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().clone()
+    try:
+        array = np.asarray(value)
+    except Exception as exc:
+        raise TypeError(f"Variable {name!r}: cannot turn {value!r:.80} into an array.") from exc
+    if array.dtype.kind == "f":
+        array = array.astype(np.float32)
+    elif array.dtype.kind in "iu":
+        array = array.astype(np.int64)
+    elif array.dtype.kind != "b":
+        raise TypeError(f"Variable {name!r} must hold numbers, got dtype {array.dtype} "
+                        f"({value!r:.80}).")
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def create_checkpoint(model_dir: str | os.PathLike[str], variables: Mapping[str, Any],
+                      global_step: int) -> str:
+    """Writes a checkpoint holding ``variables`` (name -> array-like) at ``global_step``.
+
+    Floats become float32 tensors, ints int64; tensors keep their dtype. Other checkpoints in the
+    directory are kept. Returns the checkpoint path.
+
+    Example:
+        >>> import tempfile
+        >>> d = tempfile.mkdtemp()
+        >>> path = create_checkpoint(d, {"linear/weight": [[2.0]], "linear/bias": [3.0]}, 10)
+        >>> list_variables(path)
+        [('global_step', []), ('linear/bias', [1]), ('linear/weight', [1, 1])]
+    """
+    if not isinstance(variables, Mapping):
+        raise TypeError(f"`variables` must map names to array-likes, got {type(variables).__name__}.")
+    tensors: dict[str, torch.Tensor] = {}
+    for name, value in variables.items():
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"Variable names must be non-empty strings, got {name!r}.")
+        if name == GLOBAL_STEP_NAME:
+            raise ValueError("Pass the step as `global_step`, not as a variable named "
+                             "'global_step'.")
+        tensors[name] = _as_tensor(name, value)
+    return save_checkpoint(model_dir, {"variables": tensors}, global_step, keep_checkpoint_max=None)
+
+
+# ---------------------------------------------------------------------------------------------
+# Modules <-> flat variable dicts
+
+
+def _unwrap(module: torch.nn.Module) -> torch.nn.Module:
+    """The user's module inside DDP / DataParallel / torch.compile wrappers (names stay stable)."""
+    while True:
+        inner = getattr(module, "_orig_mod", None)  # torch.compile
+        if isinstance(inner, torch.nn.Module):
+            module = inner
+            continue
+        if isinstance(module, (torch.nn.parallel.DistributedDataParallel,
+                               torch.nn.DataParallel)):
+            module = module.module
+            continue
+        return module
+
+
+def _check_module(name: Any, module: Any) -> torch.nn.Module:
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"Module name must be a non-empty string, got {name!r}.")
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"Module {name!r} must be a torch.nn.Module, got {type(module).__name__}.")
+    return _unwrap(module)
+
+
+def module_variables(name: str, module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters and persistent buffers of ``module`` as ``{'<name>/<path with />': tensor}``.
+
+    The tensors are the module's own (detached views sharing storage, no copy).
+
+    Example:
+        >>> sorted(module_variables("linear", torch.nn.Linear(2, 1)))
+        ['linear/bias', 'linear/weight']
+    """
+    module = _check_module(name, module)
+    return {f"{name}/{key.replace('.', '/')}": value.detach()
+            for key, value in module.state_dict(keep_vars=True).items()
+            if isinstance(value, torch.Tensor)}
+
+
+def trainable_variable_names(name: str, module: torch.nn.Module) -> set[str]:
+    """Names (as in :func:`module_variables`) of the parameters with ``requires_grad``."""
+    module = _check_module(name, module)
+    return {f"{name}/{key.replace('.', '/')}"
+            for key, param in module.named_parameters(remove_duplicate=False)
+            if param.requires_grad}
+
+
+def _module_targets(name: str, module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Like module_variables, but the live tensors to copy into (parameters, buffers)."""
+    module = _check_module(name, module)
+    return {f"{name}/{key.replace('.', '/')}": value
+            for key, value in module.state_dict(keep_vars=True).items()
+            if isinstance(value, torch.Tensor)}
+
+
+def _shape(value: Any) -> list[int]:
+    return list(getattr(value, "shape", ()))
+
+
+def _limited(names: Iterable[str], limit: int = 20) -> str:
+    names = sorted(names)
+    shown = ", ".join(repr(n) for n in names[:limit])
+    return f"[{shown}{', ...' if len(names) > limit else ''}] ({len(names)})"
+
+
+def assign_module_variables(name: str, module: torch.nn.Module,
+                            variables: Mapping[str, torch.Tensor],
+                            checkpoint_path: str | None = None) -> None:
+    """Restores ``module`` strictly from a flat variables dict (a checkpoint's ``variables``).
+
+    Values are copied in place under ``torch.no_grad()``, so parameter identity (and with it any
+    optimizer holding them) is kept. Everything is checked before anything is copied.
+
+    Raises:
+        CheckpointError: variables of the module missing from ``variables``, variables under the
+            module's prefix that the module does not have, or shape mismatches — all of them named.
+    """
+    targets = _module_targets(name, module)
+    where = f"the checkpoint {checkpoint_path}" if checkpoint_path else "the checkpoint"
+    problems = []
+    missing = [key for key in targets if key not in variables]
+    if missing:
+        problems.append(f"variables of the model missing from {where}: {_limited(missing)}")
+    prefix = f"{name}/"
+    unexpected = [key for key in variables if key.startswith(prefix) and key not in targets]
+    if unexpected:
+        problems.append(f"variables in {where} that module {name!r} does not have: "
+                        f"{_limited(unexpected)}")
+    for key, target in targets.items():
+        if key in variables and _shape(variables[key]) != list(target.shape):
+            problems.append(f"variable {key!r} has shape {_shape(variables[key])} in {where} but "
+                            f"{list(target.shape)} in the model")
+    if problems:
+        raise CheckpointError(
+            "Restoring from checkpoint failed: " + "; ".join(problems) + ". The model built by "
+            "model_fn does not match the checkpoint (a mismatch between the current graph and the "
+            "checkpoint, as TF says): use a new model_dir, restore the model_fn that wrote the "
+            "checkpoint, or warm-start the variables that still fit with "
+            "WarmStartSettings(ckpt_to_initialize_from=..., vars_to_warm_start=...).")
+    with torch.no_grad():
+        for key, target in targets.items():
+            target.copy_(variables[key])

@@ -1,0 +1,795 @@
+"""The ``Estimator``: TF's train / evaluate / predict contract, run eagerly on PyTorch.
+
+Separation of concerns:
+
+* ``model_fn`` (user code) builds the step: it is called once per batch and returns an
+  ``EstimatorSpec``. State lives in named modules (``get_module``) owned by a ``ModelState``.
+* This module owns *when* things happen: restoring (resume > warm start > fresh), the three loops,
+  the hook lifecycle, and what is written to ``model_dir``. Each loop is one readable function.
+* ``hooks`` hold everything optional (stopping, logging, NaN checks, checkpoints, summaries);
+  ``default_training_hooks`` builds TF's standard list so it can be printed or replaced.
+* ``checkpoints`` owns the file format; ``inputs`` the input_fn contract.
+
+Unlike TF, the built model is cached between calls while the checkpoint on disk is unchanged,
+so repeated ``evaluate``/``predict`` calls do not rebuild and reload it (disk stays the source of
+truth: a new checkpoint, or a different ``checkpoint_path``, rebuilds it).
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import random
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from estimator_engine import checkpoints, spec as spec_lib
+from estimator_engine._fn_args import call_with_declared, fn_args
+from estimator_engine.hooks import (
+    CheckpointSaverHook,
+    CheckpointSaverListener,
+    LoggingTensorHook,
+    NanTensorHook,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    StepCounterHook,
+    StopAtStepHook,
+    SummarySaverHook,
+    map_fetches,
+)
+from estimator_engine.inputs import parse_input_fn_result, split_batch
+from estimator_engine.metric_op import MetricOp
+from estimator_engine.mode_keys import ModeKeys
+from estimator_engine.run_config import RunConfig
+from estimator_engine.spec import EstimatorSpec
+from estimator_engine.summary import SummaryWriterCache
+from estimator_engine.training import ModelState
+from estimator_engine.warm_start import WarmStarter, WarmStartSettings, warm_start_settings_from
+
+__all__ = ["Estimator", "default_training_hooks"]
+
+_log = logging.getLogger("estimator_engine")
+_END = object()
+_MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
+# Members a subclass may override (TF's allow-list, plus the hooks canned estimators use).
+_OVERRIDABLE = frozenset({"model_fn", "latest_checkpoint", "__init__"})
+
+
+def _to_python(value: Any) -> Any:
+    """A fetched value as hooks receive it: Python scalars, numpy arrays, dicts thereof."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach()
+        if value.dim() == 0:
+            return value.item()
+        return value.cpu().numpy()
+    if isinstance(value, MetricOp):
+        return _to_python(value.result())
+    if isinstance(value, Mapping):
+        return {k: _to_python(v) for k, v in value.items()}
+    return value
+
+
+def _to_device(obj: Any, device: torch.device) -> Any:
+    if isinstance(obj, torch.Tensor):
+        return obj.to(device, non_blocking=True)
+    if isinstance(obj, Mapping):
+        return {k: _to_device(v, device) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)) and obj and isinstance(obj[0], torch.Tensor):
+        return type(obj)(_to_device(v, device) for v in obj)
+    return obj
+
+
+def _rng_state() -> dict[str, Any]:
+    version, internal, gauss = random.getstate()
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    state = {
+        "torch": torch.get_rng_state(),
+        "python": [version, list(internal), gauss],
+        "numpy": [np_name, torch.from_numpy(np_keys.astype(np.int64)), np_pos, np_has_gauss, np_gauss],
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def _set_rng_state(state: Mapping[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _file_marker(path: str) -> tuple[str, int, int]:
+    stat = os.stat(path)
+    return (os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
+
+
+def _check_positive(name: str, value: int | None) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+        raise ValueError(f"Must specify {name} > 0, given: {value!r}")
+
+
+def default_training_hooks(config: RunConfig, model_dir: str, *, steps: int | None = None,
+                           max_steps: int | None = None) -> tuple[list[SessionRunHook], list[SessionRunHook]]:
+    """TF's standard training hooks for ``config``: ``(hooks, chief_only_hooks)``.
+
+    ``hooks`` = step limit, NaN check, loss logging; ``chief_only_hooks`` = steps/s counter, loss
+    summaries and the checkpoint saver (when a save frequency is set).
+
+    Example:
+        >>> hooks, chief = default_training_hooks(RunConfig(), '/tmp/m', steps=10)
+        >>> [type(h).__name__ for h in hooks]
+        ['StopAtStepHook', 'NanTensorHook', 'LoggingTensorHook']
+    """
+    hooks: list[SessionRunHook] = []
+    if steps is not None or max_steps is not None:
+        hooks.append(StopAtStepHook(num_steps=steps, last_step=max_steps))
+    hooks.append(NanTensorHook("loss"))
+    chief: list[SessionRunHook] = []
+    if config.log_step_count_steps is not None:
+        hooks.append(LoggingTensorHook({"loss": "loss", "step": "global_step"},
+                                       every_n_iter=config.log_step_count_steps))
+        chief.append(StepCounterHook(every_n_steps=config.log_step_count_steps, output_dir=model_dir))
+    if config.save_summary_steps:
+        chief.append(SummarySaverHook(save_steps=config.save_summary_steps, output_dir=model_dir,
+                                      summary_op={"loss": "loss"}))
+    if config.save_checkpoints_steps or config.save_checkpoints_secs:
+        chief.append(CheckpointSaverHook(model_dir, save_secs=config.save_checkpoints_secs,
+                                         save_steps=config.save_checkpoints_steps))
+    return hooks, chief
+
+
+class _Session:
+    """What hooks see of a running call (the ``Session`` protocol of ``hooks.base``)."""
+
+    __slots__ = ("_last_saved_step", "batches", "config", "estimator", "failed", "features",
+                 "hooks", "labels", "metrics", "mode", "model_dir", "spec", "state")
+
+    def __init__(self, estimator: Estimator, state: ModelState, mode: ModeKeys, batches: Any) -> None:
+        self.estimator = estimator
+        self.state = state
+        self.mode = mode
+        self.model_dir = estimator.model_dir
+        self.config = estimator.config
+        self.batches = batches
+        self.hooks: Sequence[SessionRunHook] = ()
+        self.spec: EstimatorSpec | None = None
+        self.features: Any = None
+        self.labels: Any = None
+        self.metrics: dict[str, MetricOp] = {}
+        self.failed = False
+        self._last_saved_step: int | None = None
+
+    @property
+    def global_step(self) -> int:
+        return self.state.global_step
+
+    def resolve(self, name: str) -> Any:
+        spec = self.spec
+        if name == "loss":
+            return _to_python(spec.loss)
+        if name == "global_step":
+            return self.state.global_step
+        predictions = spec.predictions
+        if isinstance(predictions, Mapping) and name in predictions:
+            return _to_python(predictions[name])
+        if name == "predictions":
+            return _to_python(predictions)
+        if name.startswith("predictions/") and isinstance(predictions, Mapping):
+            key = name[len("predictions/"):]
+            if key in predictions:
+                return _to_python(predictions[key])
+        if name in self.metrics:
+            return _to_python(self.metrics[name])
+        if name == "labels":
+            return _to_python(self.labels)
+        if name == "features":
+            return _to_python(self.features)
+        if name.startswith("features/") and isinstance(self.features, Mapping):
+            key = name[len("features/"):]
+            if key in self.features:
+                return _to_python(self.features[key])
+        available = ["loss", "global_step", "predictions", "labels", "features"]
+        if isinstance(predictions, Mapping):
+            available += sorted(predictions)
+        available += sorted(self.metrics)
+        raise KeyError(f"Unknown fetch name {name!r} in {self.mode} mode. Available names: {available}.")
+
+    def run(self, fetches: Any) -> Any:
+        return map_fetches(fetches, self.resolve)
+
+    def save_checkpoint(self, checkpoint_dir: str | None = None,
+                        checkpoint_basename: str = "model.ckpt") -> str | None:
+        if self.mode != ModeKeys.TRAIN:
+            raise RuntimeError(f"save_checkpoint is only available in TRAIN mode, not {self.mode}.")
+        if self.failed:
+            _log.warning("Not saving a checkpoint at step %d: the step failed.", self.global_step)
+            return None
+        if not self.config.is_chief:
+            return None
+        state = self.state.state_dict()
+        state["rng"] = _rng_state()
+        state["input"] = self.batches.state_dict() if hasattr(self.batches, "state_dict") else None
+        state["hooks"] = {_hook_key(h): h.state_dict() for h in self.hooks
+                          if hasattr(h, "state_dict") and hasattr(h, "load_state_dict")}
+        path = checkpoints.save_checkpoint(
+            checkpoint_dir or self.model_dir, state, self.global_step,
+            keep_checkpoint_max=self.config.keep_checkpoint_max,
+            keep_checkpoint_every_n_hours=self.config.keep_checkpoint_every_n_hours,
+            basename=checkpoint_basename)
+        self._last_saved_step = self.global_step
+        self.state.synced_with = _file_marker(path)
+        return path
+
+
+def _hook_key(hook: Any) -> str:
+    return getattr(hook, "checkpoint_key", type(hook).__name__)
+
+
+class Estimator:
+    """Trains, evaluates and predicts with a ``model_fn`` (TF's ``tf.estimator.Estimator``).
+
+    Args:
+        model_fn: ``model_fn(features, labels, mode, params, config) -> EstimatorSpec``; any
+            argument but ``features`` may be left out of its signature.
+        model_dir: where checkpoints and summaries are written (default: ``config.model_dir``,
+            else a new temporary directory).
+        config: a ``RunConfig``.
+        params: hyper-parameters passed to ``model_fn`` (deep-copied).
+        warm_start_from: a checkpoint path, a model_dir or ``WarmStartSettings``.
+
+    Example:
+        >>> import torch, estimator_engine as ee
+        >>> def model_fn(features, labels, mode):
+        ...     net = ee.get_module('linear', lambda: torch.nn.Linear(1, 1))
+        ...     y = net(features['x'])
+        ...     if mode == ee.ModeKeys.PREDICT:
+        ...         return ee.EstimatorSpec(mode, predictions={'y': y})
+        ...     loss = torch.nn.functional.mse_loss(y, labels)
+        ...     opt = ee.get_optimizer('sgd', lambda: torch.optim.SGD(net.parameters(), lr=0.1))
+        ...     return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(opt, loss))
+        >>> x = torch.rand(64, 1)
+        >>> est = ee.Estimator(model_fn)
+        >>> est = est.train(ee.inputs.numpy_input_fn({'x': x}, 2 * x + 3, shuffle=True, num_epochs=None), steps=5)
+        >>> est.get_variable_value('global_step')
+        5
+    """
+
+    def __init__(self, model_fn: Callable[..., EstimatorSpec], model_dir: str | os.PathLike | None = None,
+                 config: RunConfig | None = None, params: Mapping[str, Any] | None = None,
+                 warm_start_from: str | os.PathLike | WarmStartSettings | None = None) -> None:
+        self._check_no_overrides()
+        if model_fn is None:
+            raise ValueError("model_fn must be provided to Estimator.")
+        if config is None:
+            config = RunConfig()
+        elif not isinstance(config, RunConfig):
+            raise ValueError(f"config must be an instance of `RunConfig`, but provided {config!r}.")
+        self._model_fn_args = _verify_model_fn_args(model_fn, params)
+        self._model_fn = model_fn
+        self._params = copy.deepcopy(dict(params or {}))
+        self._model_dir = self._resolve_model_dir(model_dir, config)
+        self._config = config.replace(model_dir=self._model_dir)
+        self._warm_start_settings = warm_start_settings_from(warm_start_from)
+        self._device = self._config.resolved_device()
+        self._cached_state: ModelState | None = None
+
+    # -- properties ------------------------------------------------------------------------
+
+    @property
+    def model_dir(self) -> str:
+        return self._model_dir
+
+    @property
+    def config(self) -> RunConfig:
+        return self._config
+
+    @property
+    def params(self) -> dict[str, Any]:
+        return copy.deepcopy(self._params)
+
+    @property
+    def model_fn(self) -> Callable[..., EstimatorSpec]:
+        """The model_fn with params bound, with TF's fixed signature ``(features, labels, mode, config)``."""
+        def public_model_fn(features, labels, mode, config):
+            return self._call_model_fn(features, labels, mode, config)
+        return public_model_fn
+
+    # -- checkpoints and variables -------------------------------------------------------
+
+    def latest_checkpoint(self) -> str | None:
+        """Path of the newest checkpoint in ``model_dir``, or ``None``."""
+        return checkpoints.latest_checkpoint(self._model_dir)
+
+    def get_variable_names(self) -> list[str]:
+        """Names of the variables in the newest checkpoint (``global_step`` included)."""
+        return [name for name, _ in checkpoints.list_variables(self._require_checkpoint())]
+
+    def get_variable_value(self, name: str) -> Any:
+        """Value of a variable in the newest checkpoint, as a numpy array (an int for global_step)."""
+        value = checkpoints.load_variable(self._require_checkpoint(), name)
+        return int(value) if name == "global_step" else value
+
+    def eval_dir(self, name: str | None = None) -> str:
+        """Where ``evaluate(name=...)`` writes its results: ``model_dir/eval`` or ``eval_<name>``."""
+        return os.path.join(self._model_dir, "eval" if not name else f"eval_{name}")
+
+    def _require_checkpoint(self) -> str:
+        path = self.latest_checkpoint()
+        if path is None:
+            raise ValueError(f"Could not find trained model in model_dir: {self._model_dir}. "
+                             "Train first, or point model_dir at a directory with checkpoints.")
+        return path
+
+    # -- train -----------------------------------------------------------------------------
+
+    def train(self, input_fn: Callable[..., Any], hooks: Iterable[SessionRunHook] | None = None,
+              steps: int | None = None, max_steps: int | None = None,
+              saving_listeners: Iterable[CheckpointSaverListener] | None = None) -> Estimator:
+        """Trains a model given training data ``input_fn``; returns ``self``.
+
+        ``steps`` trains that many more steps (incremental); ``max_steps`` trains until the global
+        step reaches it (absolute; a no-op when already reached). Neither: until the input ends.
+        """
+        if self._config.task_type in ("evaluator", "ps"):
+            raise ValueError(f"Train has been called wrong configuration. Please use "
+                             f"tf.estimator.train_and_evaluate which calls proper API according "
+                             f"to given configuration. Current configuration: {self._config}.")
+        if steps is not None and max_steps is not None:
+            raise ValueError("Can not provide both steps and max_steps.")
+        _check_positive("steps", steps)
+        _check_positive("max_steps", max_steps)
+        if max_steps is not None:
+            start_step = checkpoints.read_global_step(self._model_dir)
+            if max_steps <= start_step:
+                _log.info("Skipping training since max_steps has already saved.")
+                return self
+        hooks = list(hooks or ())
+        for hook in hooks:
+            if not isinstance(hook, SessionRunHook):
+                raise TypeError(f"Hooks must be a SessionRunHook, given: {hook!r}")
+        saving_listeners = list(saving_listeners or ())
+        for listener in saving_listeners:
+            if not isinstance(listener, CheckpointSaverListener):
+                raise TypeError(f"saving_listeners must be a list of CheckpointSaverListener, given: {listener!r}")
+        loss = self._train_model(input_fn, hooks, saving_listeners, steps, max_steps)
+        _log.info("Loss for final step: %s.", loss)
+        return self
+
+    def _train_model(self, input_fn, user_hooks, saving_listeners, steps, max_steps) -> float | None:
+        state, checkpoint = self._build_state(ModeKeys.TRAIN, checkpoint_path=None)
+        self._cached_state = None  # training changes the in-memory model: the cache is stale
+        with state.activated(ModeKeys.TRAIN):
+            batches = self._call_input_fn(input_fn, ModeKeys.TRAIN)
+            if checkpoint is not None:
+                self._restore_run_state(checkpoint, batches)
+            session = _Session(self, state, ModeKeys.TRAIN, batches)
+            batch = next(batches, _END)
+            if batch is _END:
+                _log.warning("Training with estimator made no steps: input_fn produced no batches.")
+                return None
+            session.features, session.labels = split_batch(batch)
+            call = self._model_fn_caller(ModeKeys.TRAIN)
+            spec = session.spec = self._first_spec(call, session)
+            hooks = self._assemble_training_hooks(spec, user_hooks, saving_listeners, steps, max_steps)
+            session.hooks = hooks
+            if checkpoint is not None:
+                self._restore_hook_states(checkpoint, hooks)
+            elif spec.scaffold.init_fn is not None:
+                spec.scaffold.init_fn(spec.scaffold, session)
+            self._run_loop(session, hooks, call, train=True)
+            self._cached_state = state if state.synced_with and session._last_saved_step == state.global_step else None
+            return None if session.spec is None else _to_python(session.spec.loss)
+
+    def _run_loop(self, session: _Session, hooks: Sequence[SessionRunHook],
+                  call: Callable[[Any, Any], EstimatorSpec], train: bool,
+                  max_batches: int | None = None, on_batch: Callable[[EstimatorSpec], None] | None = None) -> int:
+        """The one loop: hooks around ``train_op`` (TRAIN) or ``on_batch`` (EVAL); returns batches run."""
+        state, batches = session.state, session.batches
+        for hook in hooks:
+            hook.begin()
+        for hook in hooks:
+            hook.after_create_session(session, None)
+        batches_run = 0
+        try:
+            with spec_lib.cheap_validation():
+                while True:
+                    spec = session.spec
+                    run_context = SessionRunContext(original_args=None, session=session)
+                    requests = [hook.before_run(run_context) for hook in hooks]
+                    if train:
+                        spec.train_op()
+                        state.global_step += 1
+                    else:
+                        on_batch(spec)
+                    batches_run += 1
+                    results = [None if r is None else map_fetches(r.fetches, session.resolve)
+                               for r in requests]
+                    for hook, result in zip(hooks, results):
+                        hook.after_run(run_context, SessionRunValues(result))
+                    if run_context.stop_requested or batches_run == max_batches:
+                        break
+                    batch = next(batches, _END)
+                    if batch is _END:
+                        break
+                    session.features, session.labels = split_batch(batch)
+                    session.spec = call(session.features, session.labels)
+        except BaseException as exc:
+            session.failed = True
+            for hook in hooks:
+                hook.on_exception(exc)
+            raise
+        finally:
+            for hook in hooks:
+                hook.end(session)
+        return batches_run
+
+    def _assemble_training_hooks(self, spec, user_hooks, saving_listeners, steps, max_steps):
+        defaults, chief_defaults = default_training_hooks(self._config, self._model_dir,
+                                                          steps=steps, max_steps=max_steps)
+        user_saver = any(isinstance(h, CheckpointSaverHook)
+                         for h in (*user_hooks, *spec.training_chief_hooks))
+        if user_saver:
+            chief_defaults = [h for h in chief_defaults if not isinstance(h, CheckpointSaverHook)]
+        hooks = [*user_hooks, *defaults, *spec.training_hooks]
+        if self._config.is_chief:
+            hooks += [*chief_defaults, *spec.training_chief_hooks]
+        if saving_listeners:
+            saver = next((h for h in hooks if isinstance(h, CheckpointSaverHook)), None)
+            if saver is None:
+                raise ValueError("There should be a CheckpointSaverHook to use saving_listeners. "
+                                 "Set RunConfig(save_checkpoints_steps=N) or save_checkpoints_secs, "
+                                 "or pass a CheckpointSaverHook in hooks.")
+            saver.listeners.extend(saving_listeners)
+        return hooks
+
+    def _restore_run_state(self, checkpoint: Mapping[str, Any], batches: Any) -> None:
+        """Continues the RNG streams and the input position saved in the checkpoint."""
+        if checkpoint.get("rng"):
+            _set_rng_state(checkpoint["rng"])
+        saved_input = checkpoint.get("input")
+        if saved_input and hasattr(batches, "load_state_dict"):
+            try:
+                batches.load_state_dict(saved_input)
+            except ValueError as exc:
+                _log.warning("Input position from the checkpoint not restored (%s); the input starts from the beginning.", exc)
+
+    def _restore_hook_states(self, checkpoint: Mapping[str, Any], hooks: Sequence[SessionRunHook]) -> None:
+        saved = checkpoint.get("hooks") or {}
+        for hook in hooks:
+            key = _hook_key(hook)
+            if key in saved and hasattr(hook, "load_state_dict"):
+                hook.load_state_dict(saved[key])
+
+    # -- evaluate --------------------------------------------------------------------------
+
+    def evaluate(self, input_fn: Callable[..., Any], steps: int | None = None,
+                 hooks: Iterable[SessionRunHook] | None = None, checkpoint_path: str | None = None,
+                 name: str | None = None) -> dict[str, Any]:
+        """Evaluates the model on ``input_fn``; returns ``loss``, ``global_step`` and every metric.
+
+        Metrics are computed over all evaluated examples; ``loss`` is the mean of the batch losses.
+        Results are written to ``eval_dir(name)`` so that early stopping and exporters can read them.
+        """
+        _check_positive("steps", steps)
+        hooks = list(hooks or ())
+        for hook in hooks:
+            if not isinstance(hook, SessionRunHook):
+                raise TypeError(f"Hooks must be a SessionRunHook, given: {hook!r}")
+        state, _ = self._build_state(ModeKeys.EVAL, checkpoint_path)
+        with state.activated(ModeKeys.EVAL), torch.no_grad():
+            results = self._evaluate_state(state, input_fn, steps, hooks)
+        self._write_eval_results(results, name, state.checkpoint_path)
+        return results
+
+    def _evaluate_state(self, state: ModelState, input_fn, steps, user_hooks) -> dict[str, Any]:
+        batches = self._call_input_fn(input_fn, ModeKeys.EVAL)
+        session = _Session(self, state, ModeKeys.EVAL, batches)
+        batch = next(batches, _END)
+        if batch is _END:
+            _log.warning("evaluate: input_fn produced no batches; returning only global_step.")
+            return {"global_step": state.global_step}
+        session.features, session.labels = split_batch(batch)
+        call = self._model_fn_caller(ModeKeys.EVAL)
+        spec = session.spec = self._first_spec(call, session)
+        for reserved in ("loss", "global_step"):
+            if reserved in spec.eval_metric_ops:
+                raise ValueError(f'Metric with name "{reserved}" is not allowed, because Estimator '
+                                 "already defines a default metric with the same name. Rename it in eval_metric_ops.")
+        loss_total = torch.zeros((), device=state.device, dtype=torch.float64)
+        metrics = session.metrics
+
+        def accumulate(step_spec: EstimatorSpec) -> None:
+            nonlocal loss_total
+            loss_total = loss_total + step_spec.loss.detach()
+            for key, op in step_spec.eval_metric_ops.items():
+                merged = metrics.get(key)
+                if merged is None:
+                    metrics[key] = MetricOp(dict(op.state), op.result_fn)
+                else:
+                    merged.merge_(op)
+
+        hooks = [*user_hooks, *spec.evaluation_hooks]
+        n_batches = self._run_loop(session, hooks, call, train=False, max_batches=steps, on_batch=accumulate)
+        results = {key: _to_python(op.result()) for key, op in metrics.items()}
+        results["loss"] = float(loss_total.item() / n_batches)
+        results["global_step"] = state.global_step
+        return results
+
+    def _write_eval_results(self, results: Mapping[str, Any], name: str | None,
+                            checkpoint_path: str | None) -> None:
+        if not self._config.is_chief:
+            return
+        writer = SummaryWriterCache.get(self.eval_dir(name))
+        step = int(results["global_step"])
+        for key, value in results.items():
+            if key == "global_step":
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                writer.add_scalar(key, float(value), step)
+            elif isinstance(value, np.ndarray) and value.size == 1:
+                writer.add_scalar(key, float(value.reshape(())), step)
+        if checkpoint_path:
+            writer.add_text("checkpoint_path", checkpoint_path, step)
+        writer.flush()
+
+    # -- predict ---------------------------------------------------------------------------
+
+    def predict(self, input_fn: Callable[..., Any], predict_keys: Sequence[str] | None = None,
+                hooks: Iterable[SessionRunHook] | None = None, checkpoint_path: str | None = None,
+                yield_single_examples: bool = True) -> Iterator[Any]:
+        """Yields predictions for the features of ``input_fn``, lazily (a generator).
+
+        Nothing runs, not even ``input_fn``, until the first ``next()``.
+        """
+        hooks = list(hooks or ())
+        for hook in hooks:
+            if not isinstance(hook, SessionRunHook):
+                raise TypeError(f"Hooks must be a SessionRunHook, given: {hook!r}")
+        state, _ = self._build_state(ModeKeys.PREDICT, checkpoint_path)
+        # Grad mode and the active state are entered per batch, never held across a `yield`:
+        # the caller's code between two next() calls must run with its own settings.
+        with state.activated(ModeKeys.PREDICT), torch.no_grad():
+            batches = self._call_input_fn(input_fn, ModeKeys.PREDICT)
+            session = _Session(self, state, ModeKeys.PREDICT, batches)
+            batch = next(batches, _END)
+            if batch is _END:
+                return
+            session.features, _ = split_batch(batch)
+            call = self._model_fn_caller(ModeKeys.PREDICT)
+            spec = session.spec = self._first_spec(call, session)
+            all_hooks = [*hooks, *spec.prediction_hooks]
+            for hook in all_hooks:
+                hook.begin()
+            for hook in all_hooks:
+                hook.after_create_session(session, None)
+        try:
+            while True:
+                with state.activated(ModeKeys.PREDICT), torch.no_grad(), spec_lib.cheap_validation():
+                    run_context = SessionRunContext(original_args=None, session=session)
+                    requests = [hook.before_run(run_context) for hook in all_hooks]
+                    predictions = _numpy_predictions(_filter_predictions(session.spec.predictions, predict_keys))
+                    results = [None if r is None else session.run(r.fetches) for r in requests]
+                    for hook, result in zip(all_hooks, results):
+                        hook.after_run(run_context, SessionRunValues(result))
+                yield from _unbatch(predictions, yield_single_examples)
+                if run_context.stop_requested:
+                    break
+                with state.activated(ModeKeys.PREDICT), torch.no_grad(), spec_lib.cheap_validation():
+                    batch = next(batches, _END)
+                    if batch is _END:
+                        break
+                    session.features, _ = split_batch(batch)
+                    session.spec = call(session.features, None)
+        finally:
+            for hook in all_hooks:
+                hook.end(session)
+
+    # -- shared machinery --------------------------------------------------------------------
+
+    def _build_state(self, mode: ModeKeys, checkpoint_path: str | None) -> tuple[ModelState, Mapping[str, Any] | None]:
+        """Resume > warm start > fresh: returns the state to run and, for TRAIN, the checkpoint read."""
+        if self._config.tf_random_seed is not None:
+            torch.manual_seed(self._config.tf_random_seed)
+            random.seed(self._config.tf_random_seed)
+            np.random.seed(self._config.tf_random_seed)
+        path = checkpoints.resolve_checkpoint(checkpoint_path) if checkpoint_path else self.latest_checkpoint()
+        if path is None:
+            warm = WarmStarter(self._warm_start_settings) if self._warm_start_settings else None
+            if mode != ModeKeys.TRAIN:
+                _log.info("Could not find trained model in model_dir: %s, running initialization to %s.",
+                          self._model_dir, "evaluate" if mode == ModeKeys.EVAL else "predict")
+            return ModelState(self._device, warm_starter=warm), None
+        if mode != ModeKeys.TRAIN:
+            cached = self._cached_state
+            if cached is not None and cached.synced_with == _file_marker(path):
+                return cached, None
+        checkpoint = checkpoints.load_checkpoint(path)
+        state = ModelState(self._device, checkpoint_path=path, checkpoint=checkpoint)
+        if mode != ModeKeys.TRAIN:
+            state.synced_with = _file_marker(path)
+            self._cached_state = state
+        return state, checkpoint
+
+    def _call_input_fn(self, input_fn: Callable[..., Any], mode: ModeKeys) -> Iterator[Any]:
+        if not callable(input_fn):
+            raise TypeError(f"input_fn must be callable, given: {input_fn!r}")
+        result = call_with_declared(input_fn, {"mode": mode, "params": self.params, "config": self._config})
+        iterable = parse_input_fn_result(result)
+        if mode == ModeKeys.PREDICT and getattr(iterable, "is_single_batch", False):
+            _log.warning("input_fn returned one batch of tensors, not an iterable of batches. "
+                         "That means predict yields forever.")
+        iterator = iter(iterable)
+        if iterator is not iterable and hasattr(iterable, "state_dict"):
+            return _StatefulIterator(iterable, iterator)
+        return iterator
+
+    def _model_fn_caller(self, mode: ModeKeys) -> Callable[[Any, Any], EstimatorSpec]:
+        """A fast ``(features, labels) -> spec`` for one call, moving batches to the device."""
+        static = {"mode": mode, "params": copy.deepcopy(self._params), "config": self._config}
+        static = {k: v for k, v in static.items() if k in self._model_fn_args}
+        takes_labels = "labels" in self._model_fn_args
+        model_fn, device = self._model_fn, self._device
+        on_cpu = device.type == "cpu"
+
+        def call(features: Any, labels: Any) -> EstimatorSpec:
+            if not on_cpu:
+                features, labels = _to_device(features, device), _to_device(labels, device)
+            if takes_labels:
+                spec = model_fn(features=features, labels=labels, **static)
+            elif labels is not None:
+                raise ValueError("model_fn does not take labels, but input_fn returns labels.")
+            else:
+                spec = model_fn(features=features, **static)
+            if type(spec) is not EstimatorSpec and not isinstance(spec, EstimatorSpec):
+                raise ValueError(f"model_fn should return an EstimatorSpec, returned {type(spec).__name__}: {spec!r:.200}")
+            return spec
+
+        return call
+
+    def _first_spec(self, call: Callable[[Any, Any], EstimatorSpec], session: _Session) -> EstimatorSpec:
+        """Runs the first model_fn call with full validation and finishes module creation."""
+        spec = call(session.features, session.labels)
+        if spec.mode is not None and spec.mode != session.mode:
+            raise ValueError(f"model_fn returned EstimatorSpec(mode={str(spec.mode)!r}) when called "
+                             f"with mode={str(session.mode)!r}; return EstimatorSpec(mode, ...) with the mode it was given.")
+        state = session.state
+        if state.warm_starter is not None:
+            report = state.warm_starter.finish()
+            _log.info("Warm-started %d variables from %s.", len(getattr(report, "warm_started", ())),
+                      self._warm_start_settings.ckpt_to_initialize_from)
+            state.warm_starter = None
+        unused = state.unused_checkpoint_variables()
+        if unused:
+            _log.info("Variables in %s not used by the model: %s", state.checkpoint_path, unused)
+        return spec
+
+    def _call_model_fn(self, features, labels, mode, config=None) -> EstimatorSpec:
+        available = {"features": features, "labels": labels, "mode": mode,
+                     "params": self.params, "config": config or self._config}
+        spec = self._model_fn(**{k: v for k, v in available.items() if k in self._model_fn_args})
+        if not isinstance(spec, EstimatorSpec):
+            raise ValueError("model_fn should return an EstimatorSpec.")
+        return spec
+
+    @staticmethod
+    def _resolve_model_dir(model_dir: Any, config: RunConfig) -> str:
+        model_dir = os.fspath(model_dir) if model_dir else None
+        if model_dir and config.model_dir and os.path.abspath(model_dir) != os.path.abspath(config.model_dir):
+            raise ValueError(
+                "`model_dir` are set both in constructor and `RunConfig`, but with different values. "
+                f"In constructor: '{model_dir}', in `RunConfig`: '{config.model_dir}'. Set only one.")
+        model_dir = model_dir or config.model_dir
+        if not model_dir:
+            model_dir = tempfile.mkdtemp(prefix="estimator_")
+            _log.warning("Using temporary folder as model directory: %s", model_dir)
+        return model_dir
+
+    def _check_no_overrides(self) -> None:
+        cls = type(self)
+        if cls is Estimator:
+            return
+        overridden = sorted(
+            name for klass in cls.__mro__ if klass not in (Estimator, object) and issubclass(klass, Estimator)
+            for name in vars(klass)
+            if name in vars(Estimator) and not name.startswith("__") and name not in _OVERRIDABLE
+            and vars(klass)[name] is not vars(Estimator)[name])
+        if overridden:
+            raise ValueError(f"Subclasses of Estimator cannot override members of Estimator. "
+                             f"{cls} does override {overridden}. Give your methods new names, or "
+                             "customise behaviour through model_fn and hooks.")
+
+
+class _StatefulIterator:
+    """Iterates an input and exposes its ``state_dict``/``load_state_dict`` (for resume)."""
+
+    __slots__ = ("_iterable", "_iterator")
+
+    def __init__(self, iterable: Any, iterator: Iterator[Any]) -> None:
+        self._iterable = iterable
+        self._iterator = iterator
+
+    def __iter__(self) -> _StatefulIterator:
+        return self
+
+    def __next__(self) -> Any:
+        return next(self._iterator)
+
+    def state_dict(self) -> dict[str, Any]:
+        return self._iterable.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self._iterable.load_state_dict(state)
+        self._iterator = iter(self._iterable)
+
+
+def _verify_model_fn_args(model_fn: Callable[..., Any], params: Mapping[str, Any] | None) -> tuple[str, ...]:
+    args = fn_args(model_fn)
+    if "features" not in args:
+        raise ValueError(f"model_fn ({model_fn}) must include features argument.")
+    if params is not None and "params" not in args:
+        raise ValueError(f"model_fn ({model_fn}) does not include params argument, but params "
+                         f"({params!r}) is passed to Estimator.")
+    if params is None and "params" in args:
+        _log.warning("Estimator's model_fn (%s) includes params argument, but params are not passed to Estimator.", model_fn)
+    unexpected = sorted(set(args) - set(_MODEL_FN_ARGS))
+    if unexpected:
+        raise ValueError(f"model_fn ({model_fn}) has following not expected args: {unexpected}. "
+                         f"Allowed: {list(_MODEL_FN_ARGS)}.")
+    return args
+
+
+def _filter_predictions(predictions: Any, predict_keys: Sequence[str] | None) -> Any:
+    if predict_keys is None:
+        return predictions
+    if not isinstance(predictions, Mapping):
+        raise ValueError("predict_keys argument is not valid in case of non-dict predictions.")
+    filtered = {k: predictions[k] for k in predict_keys if k in predictions}
+    if not filtered:
+        raise ValueError(f"Expected to run at least one output from {sorted(predictions)}, provided {list(predict_keys)}.")
+    return filtered
+
+
+def _as_numpy(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return value
+
+
+def _numpy_predictions(predictions: Any) -> Any:
+    if isinstance(predictions, Mapping):
+        return {k: _as_numpy(v) for k, v in predictions.items()}
+    return _as_numpy(predictions)
+
+
+def _unbatch(predictions: Any, single: bool) -> Iterator[Any]:
+    if isinstance(predictions, Mapping):
+        arrays = predictions
+        if not single:
+            yield arrays
+            return
+        lengths = {k: len(v) for k, v in arrays.items()}
+        first_key = next(iter(arrays))
+        for key, length in lengths.items():
+            if length != lengths[first_key]:
+                raise ValueError(f"Batch length of predictions should be same. {key} has different "
+                                 f"batch length than others ({length} vs {lengths[first_key]} for {first_key}).")
+        for i in range(lengths[first_key]):
+            yield {k: v[i] for k, v in arrays.items()}
+    else:
+        array = predictions
+        if not single:
+            yield array
+        else:
+            yield from array

@@ -1,0 +1,98 @@
+"""What an exported model returns per signature (TF's ``tf.estimator.export.*Output`` classes).
+
+They are plain value objects: the ``EstimatorSpec`` validates them in PREDICT mode and the exporter
+turns each into one signature of the exported program.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+
+__all__ = ["ClassificationOutput", "ExportOutput", "PredictOutput", "RegressionOutput"]
+
+
+def _check_tensor(value: Any, what: str) -> None:
+    if not isinstance(value, torch.Tensor):
+        raise ValueError(f"{what} must be a torch.Tensor, given: {value!r}")
+
+
+class ExportOutput:
+    """Base class of the values of ``EstimatorSpec.export_outputs``."""
+
+    def as_signature_outputs(self) -> dict[str, torch.Tensor]:
+        """The named tensors this output exposes in the exported signature."""
+        raise NotImplementedError
+
+
+class ClassificationOutput(ExportOutput):
+    """Class scores and/or class ids of a classifier.
+
+    Example:
+        >>> out = ClassificationOutput(scores=torch.tensor([[0.2, 0.8]]))
+        >>> sorted(out.as_signature_outputs())
+        ['scores']
+    """
+
+    def __init__(self, scores: torch.Tensor | None = None, classes: torch.Tensor | None = None):
+        if scores is None and classes is None:
+            raise ValueError("At least one of scores and classes must be set.")
+        if scores is not None:
+            _check_tensor(scores, "ClassificationOutput scores")
+            if scores.is_floating_point() is False:
+                raise ValueError(f"ClassificationOutput scores must be a float tensor, given dtype {scores.dtype}")
+        if classes is not None:
+            _check_tensor(classes, "ClassificationOutput classes")
+        self.scores = scores
+        self.classes = classes
+
+    def as_signature_outputs(self) -> dict[str, torch.Tensor]:
+        outputs = {}
+        if self.scores is not None:
+            outputs["scores"] = self.scores
+        if self.classes is not None:
+            outputs["classes"] = self.classes
+        return outputs
+
+
+class RegressionOutput(ExportOutput):
+    """The predicted value of a regressor.
+
+    Example:
+        >>> RegressionOutput(torch.tensor([1.5])).value
+        tensor([1.5000])
+    """
+
+    def __init__(self, value: torch.Tensor):
+        _check_tensor(value, "RegressionOutput value")
+        if not value.is_floating_point():
+            raise ValueError(f"RegressionOutput value must be a float tensor, given dtype {value.dtype}")
+        self.value = value
+
+    def as_signature_outputs(self) -> dict[str, torch.Tensor]:
+        return {"outputs": self.value}
+
+
+class PredictOutput(ExportOutput):
+    """Arbitrary named output tensors (the default signature of a model with dict predictions).
+
+    Example:
+        >>> sorted(PredictOutput({'y': torch.zeros(2)}).outputs)
+        ['y']
+    """
+
+    def __init__(self, outputs: torch.Tensor | Mapping[str, torch.Tensor]):
+        if isinstance(outputs, torch.Tensor):
+            outputs = {"output": outputs}
+        if not isinstance(outputs, Mapping):
+            raise ValueError(f"PredictOutput outputs must be a tensor or a dict of tensors, given: {outputs!r}")
+        for key, value in outputs.items():
+            if not isinstance(key, str):
+                raise ValueError(f"PredictOutput output keys must be strings, given: {key!r}")
+            _check_tensor(value, f"PredictOutput output {key!r}")
+        self.outputs = dict(outputs)
+
+    def as_signature_outputs(self) -> dict[str, torch.Tensor]:
+        return dict(self.outputs)

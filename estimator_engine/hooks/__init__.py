@@ -1,0 +1,45 @@
+"""Hooks of the engine: the ``SessionRunHook`` protocol and TF's standard hooks."""
+
+from __future__ import annotations
+
+from estimator_engine.hooks.base import (
+    CheckpointSaverListener,
+    Session,
+    SessionRunArgs,
+    SessionRunContext,
+    SessionRunHook,
+    SessionRunValues,
+    map_fetches,
+)
+from estimator_engine.hooks.basic import (
+    FinalOpsHook,
+    GlobalStepWaiterHook,
+    LoggingTensorHook,
+    NanTensorHook,
+    StepCounterHook,
+    StopAtStepHook,
+    SummarySaverHook,
+)
+from estimator_engine.hooks.checkpoint import CheckpointSaverHook, check_listeners_type
+from estimator_engine.hooks.timer import NeverTriggerTimer, SecondOrStepTimer
+
+__all__ = [
+    "CheckpointSaverHook",
+    "CheckpointSaverListener",
+    "FinalOpsHook",
+    "GlobalStepWaiterHook",
+    "LoggingTensorHook",
+    "NanTensorHook",
+    "NeverTriggerTimer",
+    "SecondOrStepTimer",
+    "Session",
+    "SessionRunArgs",
+    "SessionRunContext",
+    "SessionRunHook",
+    "SessionRunValues",
+    "StepCounterHook",
+    "StopAtStepHook",
+    "SummarySaverHook",
+    "check_listeners_type",
+    "map_fetches",
+]

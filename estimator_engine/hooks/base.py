@@ -1,0 +1,192 @@
+"""Hook protocol of the engine: TF's ``SessionRunHook`` family, eager.
+
+Call order inside ``Estimator.train`` (``evaluate`` and ``predict`` follow the same shape)::
+
+    input_fn(...)                       -> iterable of batches
+    batch = next(batches)
+    spec = model_fn(batch...)           # first call: modules created and restored here
+    for hook in hooks: hook.begin()
+    for hook in hooks: hook.after_create_session(session, coord=None)
+    try:
+        while not stop_requested:
+            if not first step: batch = next(batches); spec = model_fn(batch...)
+            args = [hook.before_run(run_context) for hook in hooks]   # fetches by name
+            spec.train_op()                                          # global_step += 1
+            values = resolve(args)                                  # Python values
+            for hook in hooks: hook.after_run(run_context, values)
+    except BaseException as exc:
+        for hook in hooks: hook.on_exception(exc)   # observes only; the error is re-raised
+        raise
+    finally:
+        for hook in hooks: hook.end(session)        # always, unlike TF
+
+End of input (``StopIteration``) ends the loop normally. ``run_context.request_stop()`` stops the
+loop after the current step. Fetches are *names*, resolved against the step's ``EstimatorSpec``:
+``'loss'``, ``'global_step'`` (the step count after this step ran), ``'predictions'`` (the whole
+dict) and each of its keys, also as ``'predictions/<key>'``, ``'labels'``, ``'features'`` and
+``'features/<key>'``, and in EVAL each ``eval_metric_ops`` key (the value over the batches seen so
+far). A fetch may be one name or a list, tuple or dict of names; ``SessionRunValues.results`` has
+the same structure with tensors turned into Python numbers or numpy arrays.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+
+if TYPE_CHECKING:
+    from estimator_engine.mode_keys import ModeKeys
+    from estimator_engine.run_config import RunConfig
+
+__all__ = [
+    "CheckpointSaverListener",
+    "Session",
+    "SessionRunArgs",
+    "SessionRunContext",
+    "SessionRunHook",
+    "SessionRunValues",
+    "map_fetches",
+]
+
+
+class Session(Protocol):
+    """What a hook may use of the running loop (passed as ``session`` / ``run_context.session``)."""
+
+    mode: ModeKeys
+    model_dir: str
+    config: RunConfig
+
+    @property
+    def global_step(self) -> int:
+        """The number of training steps taken so far (the value a checkpoint would record)."""
+        ...
+
+    def save_checkpoint(self, checkpoint_dir: str | None = None,
+                        checkpoint_basename: str = "model.ckpt") -> str:
+        """Writes a checkpoint of the whole training state now and returns its path (TRAIN only)."""
+        ...
+
+    def run(self, fetches: Any) -> Any:
+        """Resolves fetch names against the current step, like a hook's ``SessionRunArgs``."""
+        ...
+
+
+class SessionRunArgs(NamedTuple):
+    """What a hook's ``before_run`` asks for: ``fetches`` are names (see the module docstring).
+
+    Example:
+        >>> SessionRunArgs({'loss': 'loss', 'step': 'global_step'}).fetches['step']
+        'global_step'
+    """
+
+    fetches: Any
+    feed_dict: Any = None
+    options: Any = None
+
+
+class SessionRunValues(NamedTuple):
+    """What ``after_run`` receives: ``results`` mirrors the structure of the requested fetches."""
+
+    results: Any
+    options: Any = None
+    run_metadata: Any = None
+
+
+class SessionRunContext:
+    """Passed to ``before_run`` and ``after_run``; ``request_stop()`` ends the loop after this step.
+
+    Example:
+        >>> ctx = SessionRunContext(original_args=None, session=None)
+        >>> ctx.request_stop(); ctx.stop_requested
+        True
+    """
+
+    __slots__ = ("_stop_requested", "original_args", "session")
+
+    def __init__(self, original_args: Any, session: Session | None) -> None:
+        self.original_args = original_args
+        self.session = session
+        self._stop_requested = False
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested
+
+    def request_stop(self) -> None:
+        """Stops the loop once the current step has finished (every hook still sees ``after_run``)."""
+        self._stop_requested = True
+
+
+class SessionRunHook:
+    """Base class of hooks; override only the methods you need.
+
+    A hook that also defines ``state_dict()`` and ``load_state_dict(state)`` is saved in and
+    restored from checkpoints under its ``checkpoint_key`` (default: its class name).
+
+    Example:
+        >>> class CountSteps(SessionRunHook):
+        ...     def __init__(self):
+        ...         self.steps = 0
+        ...     def after_run(self, run_context, run_values):
+        ...         self.steps += 1
+    """
+
+    def begin(self) -> None:
+        """Called once before the loop starts (after the first ``model_fn`` call built the modules)."""
+
+    def after_create_session(self, session: Session, coord: Any = None) -> None:
+        """Called once the model state is initialised or restored, before the first step."""
+
+    def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
+        """Called before each step runs; return ``SessionRunArgs`` to fetch values by name."""
+        return None
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        """Called after each step with the values asked for in ``before_run``."""
+
+    def on_exception(self, exception: BaseException) -> None:
+        """Observes an exception that ends the loop; the loop re-raises it afterwards."""
+
+    def end(self, session: Session) -> None:
+        """Called once at the end of the loop, whether it ended normally or by an exception."""
+
+
+class CheckpointSaverListener:
+    """Callbacks around every checkpoint save (TF's ``CheckpointSaverListener``).
+
+    ``after_save`` returning ``True`` requests that training stop.
+
+    Example:
+        >>> class StopAfterFirstSave(CheckpointSaverListener):
+        ...     def after_save(self, session, global_step_value):
+        ...         return global_step_value > 0
+    """
+
+    def begin(self) -> None:
+        """Called once before training starts."""
+
+    def before_save(self, session: Session, global_step_value: int) -> None:
+        """Called before each save."""
+
+    def after_save(self, session: Session, global_step_value: int) -> bool | None:
+        """Called after each save; return ``True`` to stop training."""
+        return None
+
+    def end(self, session: Session, global_step_value: int) -> None:
+        """Called once at the end of training."""
+
+
+def map_fetches(fetches: Any, resolve: Any) -> Any:
+    """Applies ``resolve(name)`` to every name in a (nested) fetch structure, keeping its shape."""
+    if isinstance(fetches, str):
+        return resolve(fetches)
+    if isinstance(fetches, Mapping):
+        return {key: map_fetches(value, resolve) for key, value in fetches.items()}
+    if isinstance(fetches, (list, tuple)):
+        return type(fetches)(map_fetches(value, resolve) for value in fetches)
+    if fetches is None:
+        return None
+    raise TypeError(
+        f"Fetches must be names (str) or lists, tuples or dicts of names, given: {fetches!r}. "
+        "Ask for spec values by name, e.g. SessionRunArgs({'loss': 'loss'})."
+    )

@@ -1,0 +1,310 @@
+"""Scalar summaries on disk: JSON lines always, TensorBoard event files when ``tensorboard`` is installed.
+
+Every summary is one line of ``<logdir>/summaries.jsonl``::
+
+    {"step": 100, "wall_time": 1764660000.5, "tag": "loss", "value": 0.25}
+    {"step": 100, "wall_time": 1764660000.5, "tag": "notes", "text": "..."}
+
+The file is append-only and written in whole lines, so a reader (``read_eval_metrics``, the
+workbench) may read it while training runs; a line cut short by a crash is skipped on reading.
+Writes are buffered in memory and reach the file on ``flush()``/``close()``, on the first write
+that comes ``flush_secs`` or more after the oldest pending line (no background thread: writing
+stays cheap), and at interpreter exit. Hooks flush their writer in ``end()``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import importlib.util
+import json
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "SUMMARIES_FILENAME",
+    "SummaryWriter",
+    "SummaryWriterCache",
+    "read_eval_metrics",
+    "read_summaries",
+]
+
+SUMMARIES_FILENAME = "summaries.jsonl"
+
+_LOG = logging.getLogger("estimator_engine")
+_MAX_PENDING_LINES = 1000  # bounds memory between flushes
+_TENSORBOARD_AVAILABLE: bool | None = None
+
+
+def _tensorboard_available() -> bool:
+    global _TENSORBOARD_AVAILABLE
+    if _TENSORBOARD_AVAILABLE is None:
+        _TENSORBOARD_AVAILABLE = importlib.util.find_spec("tensorboard") is not None
+    return _TENSORBOARD_AVAILABLE
+
+
+class _WriterState:
+    """The parts of a writer that must be flushed even if the writer itself is garbage-collected."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.pending: list[str] = []
+        self.fd: int | None = None
+        self.tensorboard: Any = None
+
+    def flush(self) -> None:
+        if self.pending:
+            data = "".join(self.pending).encode("utf-8")
+            self.pending.clear()
+            if self.fd is None:
+                os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            view = memoryview(data)
+            while view:  # one write() of whole lines, so readers rarely see a partial line
+                written = os.write(self.fd, view)
+                view = view[written:]
+        if self.tensorboard is not None:
+            self.tensorboard.flush()
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
+            if self.tensorboard is not None:
+                tensorboard, self.tensorboard = self.tensorboard, None
+                tensorboard.close()
+
+
+class SummaryWriter:
+    """Writes scalar and text summaries of one directory (TF's ``FileWriter`` for scalars).
+
+    Nothing is created on disk until the first summary is written. A closed writer reopens on the
+    next write. Use ``SummaryWriterCache.get(logdir)`` to share one writer per directory.
+
+    Args:
+        logdir: directory of ``summaries.jsonl`` (and of the TensorBoard event files).
+        flush_secs: the longest time a written summary waits in memory before reaching the file.
+        tensorboard: also write TensorBoard event files; ``None`` (default) does so when the
+            ``tensorboard`` package is installed.
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as logdir:
+        ...     with SummaryWriter(logdir, tensorboard=False) as writer:
+        ...         writer.add_scalar('loss', 0.5, step=10)
+        ...     read_summaries(logdir)[0]['value']
+        0.5
+    """
+
+    def __init__(self, logdir: str | os.PathLike[str], flush_secs: float = 2.0,
+                 tensorboard: bool | None = None) -> None:
+        if not isinstance(logdir, (str, os.PathLike)) or not os.fspath(logdir):
+            raise TypeError(f"logdir must be a non-empty path, given {logdir!r}.")
+        if not isinstance(flush_secs, (int, float)) or flush_secs < 0:
+            raise ValueError(f"flush_secs must be a number >= 0, given {flush_secs!r}.")
+        self._logdir = os.fspath(logdir)
+        self._flush_secs = float(flush_secs)
+        self._use_tensorboard = tensorboard
+        self._state = _WriterState(os.path.join(self._logdir, SUMMARIES_FILENAME))
+        self._oldest_pending: float | None = None  # monotonic time of the first unflushed line
+        self._lock = threading.Lock()
+        # Flushes and closes the file when the writer is collected or at interpreter exit.
+        self._finalizer = weakref.finalize(self, self._state.close)
+
+    def __repr__(self) -> str:
+        return f"SummaryWriter(logdir={self._logdir!r})"
+
+    @property
+    def logdir(self) -> str:
+        return self._logdir
+
+    @property
+    def path(self) -> str:
+        """The JSON lines file this writer appends to."""
+        return self._state.path
+
+    def __enter__(self) -> SummaryWriter:
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def _tensorboard_writer(self) -> Any:
+        if self._state.tensorboard is None and (
+            self._use_tensorboard or (self._use_tensorboard is None and _tensorboard_available())
+        ):
+            from torch.utils.tensorboard import SummaryWriter as TensorBoardWriter
+
+            self._state.tensorboard = TensorBoardWriter(log_dir=self._logdir,
+                                                        flush_secs=max(1, int(self._flush_secs)))
+        return self._state.tensorboard
+
+    def _append(self, lines: list[str]) -> None:
+        state = self._state
+        state.pending.extend(lines)
+        now = time.monotonic()
+        if self._oldest_pending is None:
+            self._oldest_pending = now
+        if (now - self._oldest_pending >= self._flush_secs
+                or len(state.pending) >= _MAX_PENDING_LINES):
+            state.flush()
+            self._oldest_pending = None
+
+    def add_scalar(self, tag: str, value: Any, step: int) -> None:
+        """Writes one scalar ``value`` (a number, 0-d/1-element array or tensor) at ``step``."""
+        self.add_scalars({tag: value}, step)
+
+    def add_scalars(self, scalars: Mapping[str, Any], step: int) -> None:
+        """Writes every ``tag: value`` of ``scalars`` at ``step`` (one line each, one wall time)."""
+        if not isinstance(scalars, Mapping):
+            raise TypeError(f"scalars must be a dict of tag -> number, given {scalars!r}.")
+        step = int(step)
+        wall_time = time.time()
+        lines = []
+        values = {}
+        for tag, value in scalars.items():
+            if not isinstance(tag, str):
+                raise TypeError(f"A summary tag must be a str, given {tag!r}.")
+            try:
+                number = float(value)
+            except (TypeError, ValueError) as exc:
+                raise TypeError(
+                    f"Summary {tag!r} must be a scalar number, given {value!r}. "
+                    "Reduce arrays to one number (e.g. .mean()) before writing them."
+                ) from exc
+            values[tag] = number
+            lines.append(json.dumps({"step": step, "wall_time": wall_time, "tag": tag,
+                                     "value": number}) + "\n")
+        with self._lock:
+            self._append(lines)
+            tensorboard = self._tensorboard_writer()
+            if tensorboard is not None:
+                for tag, number in values.items():
+                    tensorboard.add_scalar(tag, number, global_step=step, walltime=wall_time)
+
+    def add_text(self, tag: str, text: str, step: int) -> None:
+        """Writes a text summary (a JSON line with ``"text"`` instead of ``"value"``)."""
+        if not isinstance(tag, str):
+            raise TypeError(f"A summary tag must be a str, given {tag!r}.")
+        step = int(step)
+        wall_time = time.time()
+        line = json.dumps({"step": step, "wall_time": wall_time, "tag": tag,
+                           "text": str(text)}) + "\n"
+        with self._lock:
+            self._append([line])
+            tensorboard = self._tensorboard_writer()
+            if tensorboard is not None:
+                tensorboard.add_text(tag, str(text), global_step=step, walltime=wall_time)
+
+    def flush(self) -> None:
+        """Writes every pending summary to disk."""
+        with self._lock:
+            self._state.flush()
+            self._oldest_pending = None
+
+    def close(self) -> None:
+        """Flushes and closes the files; a later write reopens them."""
+        with self._lock:
+            self._state.close()
+            self._oldest_pending = None
+
+
+class SummaryWriterCache:
+    """One shared ``SummaryWriter`` per directory in this process (TF's ``SummaryWriterCache``).
+
+    Example:
+        >>> import tempfile
+        >>> with tempfile.TemporaryDirectory() as logdir:
+        ...     same = SummaryWriterCache.get(logdir) is SummaryWriterCache.get(logdir)
+        ...     SummaryWriterCache.clear()
+        >>> same
+        True
+    """
+
+    _writers: dict[str, SummaryWriter] = {}
+    _lock = threading.Lock()
+
+    @classmethod
+    def get(cls, logdir: str | os.PathLike[str]) -> SummaryWriter:
+        """Returns the writer of ``logdir``, creating it the first time."""
+        key = os.path.abspath(os.fspath(logdir))
+        with cls._lock:
+            writer = cls._writers.get(key)
+            if writer is None:
+                writer = cls._writers[key] = SummaryWriter(logdir)
+            return writer
+
+    @classmethod
+    def clear(cls) -> None:
+        """Closes and forgets every cached writer."""
+        with cls._lock:
+            writers = list(cls._writers.values())
+            cls._writers.clear()
+        for writer in writers:
+            writer.close()
+
+
+atexit.register(SummaryWriterCache.clear)
+
+
+def _iter_lines(path: str) -> list[dict[str, Any]]:
+    try:
+        with open(path, "rb") as f:
+            raw_lines = f.read().split(b"\n")
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    records = []
+    last = len(raw_lines) - 1
+    for index, raw in enumerate(raw_lines):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            # A line cut short by a crash (or still being written) is skipped, as TF skips a
+            # truncated event file; anything else is worth a warning.
+            if index < last:
+                _LOG.warning("Skipping a corrupt line %d of %s: %r", index + 1, path, raw[:80])
+            continue
+        if isinstance(record, dict) and "step" in record and "tag" in record:
+            records.append(record)
+    return records
+
+
+def read_summaries(logdir: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """All summaries in ``<logdir>/summaries.jsonl`` in file order (``[]`` if there is none).
+
+    Example:
+        >>> read_summaries('/nonexistent')
+        []
+    """
+    return _iter_lines(os.path.join(os.fspath(logdir), SUMMARIES_FILENAME))
+
+
+def read_eval_metrics(eval_dir: str | os.PathLike[str]) -> dict[int, dict[str, float]]:
+    """Scalar summaries of ``eval_dir`` as ``{global_step: {tag: value}}``, sorted by step.
+
+    A later line for the same step and tag wins. A missing directory or file gives ``{}``;
+    a truncated or corrupt line is skipped (TF's ``read_eval_metrics`` swallows ``DataLossError``).
+
+    Example:
+        >>> read_eval_metrics('/nonexistent')
+        {}
+    """
+    by_step: dict[int, dict[str, float]] = {}
+    for record in read_summaries(eval_dir):
+        if "value" not in record:
+            continue
+        try:
+            step, value = int(record["step"]), float(record["value"])
+        except (TypeError, ValueError):
+            continue
+        by_step.setdefault(step, {})[str(record["tag"])] = value
+    return {step: by_step[step] for step in sorted(by_step)}

@@ -1,0 +1,290 @@
+"""Named model state of a running Estimator: ``get_module``, ``get_optimizer``, ``minimize``.
+
+These are the eager counterparts of ``tf.compat.v1.get_variable`` and ``optimizer.minimize``: a
+``model_fn`` is called once per batch, and ``get_module(name, factory)`` returns the same module on
+every call, built by ``factory()`` the first time. The Estimator owns the ``ModelState`` holding
+them; creating a module is where it is moved to the device and restored from the checkpoint (or
+warm-started), so the ``model_fn`` never deals with checkpoints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
+
+import torch
+
+from estimator_engine import checkpoints
+from estimator_engine.mode_keys import ModeKeys
+
+__all__ = ["ModelState", "TrainOp", "get_global_step", "get_module", "get_optimizer", "minimize"]
+
+_log = logging.getLogger("estimator_engine")
+
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
+OptimizerT = TypeVar("OptimizerT", bound=torch.optim.Optimizer)
+
+# The state of the Estimator call in progress. A plain global rather than a contextvar: it is
+# read on every get_module call, and an Estimator runs one call at a time per process.
+_active: ModelState | None = None
+
+
+class ModelState:
+    """Modules, optimizers and the global step of one Estimator, with their restore source.
+
+    Args:
+        device: where modules are placed.
+        checkpoint_path: the checkpoint this state is restored from (``None``: fresh or warm start).
+        checkpoint: the loaded checkpoint dict, if already read.
+        warm_starter: a ``warm_start.WarmStarter`` applied to each created module when there is
+            no checkpoint to restore.
+        module_wrapper: optional ``fn(name, module) -> module`` applied after restore (DDP, compile).
+
+    Example:
+        >>> state = ModelState(torch.device('cpu'))
+        >>> with state.activated(ModeKeys.TRAIN):
+        ...     layer = get_module('dense', lambda: torch.nn.Linear(2, 1))
+        >>> sorted(state.variables())
+        ['dense/bias', 'dense/weight']
+    """
+
+    def __init__(self, device: torch.device, checkpoint_path: str | None = None,
+                 checkpoint: Mapping[str, Any] | None = None, warm_starter: Any = None,
+                 module_wrapper: Callable[[str, torch.nn.Module], torch.nn.Module] | None = None) -> None:
+        self.device = device
+        self.checkpoint_path = checkpoint_path
+        self._checkpoint = checkpoint
+        self.warm_starter = warm_starter
+        self.module_wrapper = module_wrapper
+        self.modules: dict[str, torch.nn.Module] = {}
+        self._raw_modules: dict[str, torch.nn.Module] = {}
+        self.optimizers: dict[str, torch.optim.Optimizer] = {}
+        self.global_step = int(checkpoint["global_step"]) if checkpoint else 0
+        self.mode: ModeKeys | None = None
+        # (checkpoint path, file stat) this in-memory state equals, or None once it has diverged.
+        self.synced_with: tuple[str, int, int] | None = None
+
+    @property
+    def restored(self) -> bool:
+        return self.checkpoint_path is not None
+
+    @property
+    def checkpoint(self) -> Mapping[str, Any] | None:
+        """The restore source's contents, read from disk on first use."""
+        if self._checkpoint is None and self.checkpoint_path is not None:
+            self._checkpoint = checkpoints.load_checkpoint(self.checkpoint_path)
+        return self._checkpoint
+
+    @contextlib.contextmanager
+    def activated(self, mode: ModeKeys) -> Iterator[ModelState]:
+        """Makes this the state ``get_module``/``get_optimizer`` use, with modules in ``mode``."""
+        global _active
+        previous, _active = _active, self
+        self.mode = mode
+        training = mode == ModeKeys.TRAIN
+        for module in self.modules.values():
+            module.train(training)
+        try:
+            yield self
+        finally:
+            _active = previous
+
+    def create_module(self, name: str, factory: Callable[[], torch.nn.Module]) -> torch.nn.Module:
+        if not isinstance(name, str) or not name or name.startswith("/") or name.endswith("/"):
+            raise ValueError(f"get_module name must be a non-empty string without leading or trailing '/', given: {name!r}")
+        if not callable(factory):
+            raise TypeError(f"get_module({name!r}, factory): factory must be a zero-argument callable returning an nn.Module, given: {factory!r}")
+        if self.restored:
+            # Building the module draws from the RNG; restoring must not shift the stream that
+            # the checkpoint's RNG state continues, so the draws happen on a forked RNG.
+            with torch.random.fork_rng(devices=[]):
+                module = factory()
+        else:
+            module = factory()
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"get_module({name!r}, factory): factory must return a torch.nn.Module, returned {type(module).__name__}: {module!r}")
+        module.to(self.device)
+        if self.restored:
+            checkpoints.assign_module_variables(name, module, self.checkpoint["variables"], self.checkpoint_path)
+        elif self.warm_starter is not None:
+            self.warm_starter.apply(name, module)
+        module.train(self.mode == ModeKeys.TRAIN)
+        self._raw_modules[name] = module
+        wrapped = self.module_wrapper(name, module) if self.module_wrapper else module
+        self.modules[name] = wrapped
+        return wrapped
+
+    def create_optimizer(self, name: str, factory: Callable[[], torch.optim.Optimizer]) -> torch.optim.Optimizer:
+        if not callable(factory):
+            raise TypeError(f"get_optimizer({name!r}, factory): factory must be a zero-argument callable returning a torch.optim.Optimizer, given: {factory!r}")
+        optimizer = factory()
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"get_optimizer({name!r}, factory): factory must return a torch.optim.Optimizer, returned {type(optimizer).__name__}: {optimizer!r}")
+        saved = (self.checkpoint or {}).get("optimizers", {}).get(name) if self.restored else None
+        if saved is not None:
+            # State (moments, step counts) comes from the checkpoint; hyper-parameters such as
+            # the learning rate from the factory, as in TF where they are part of the graph.
+            hyperparameters = [{k: v for k, v in group.items() if k != "params"}
+                               for group in optimizer.param_groups]
+            optimizer.load_state_dict(saved)
+            for group, values in zip(optimizer.param_groups, hyperparameters):
+                group.update(values)
+        elif self.restored:
+            _log.info("Checkpoint %s has no state for optimizer %r; it starts fresh.", self.checkpoint_path, name)
+        self.optimizers[name] = optimizer
+        return optimizer
+
+    def variables(self) -> dict[str, torch.Tensor]:
+        """All module variables by TF-style name (``<module>/<param path>``), detached."""
+        out: dict[str, torch.Tensor] = {}
+        for name, module in self._raw_modules.items():
+            out.update(checkpoints.module_variables(name, module))
+        return out
+
+    def unwrapped(self, name: str) -> torch.nn.Module:
+        return self._raw_modules[name]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The model part of a checkpoint: variables, optimizer states and the global step."""
+        return {
+            "global_step": self.global_step,
+            "variables": {k: v.detach().cpu() if v.device.type != "cpu" else v.detach()
+                          for k, v in self.variables().items()},
+            "optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()},
+        }
+
+    def unused_checkpoint_variables(self) -> list[str]:
+        if not self.restored:
+            return []
+        used = set(self.variables())
+        return sorted(set(self.checkpoint["variables"]) - used)
+
+
+def _require_active(what: str) -> ModelState:
+    if _active is None:
+        raise RuntimeError(
+            f"{what} must be called inside a model_fn that an Estimator is running "
+            "(train, evaluate, predict or export). Outside an Estimator, build the module directly."
+        )
+    return _active
+
+
+def get_module(name: str, factory: Callable[[], ModuleT]) -> ModuleT:
+    """Returns the module registered as ``name`` in the running Estimator, creating it once.
+
+    The first call runs ``factory()``, moves the module to the Estimator's device and restores it
+    from the checkpoint (or warm start). Its variables are named ``<name>/<parameter path>``,
+    e.g. ``mlp/0/weight``.
+
+    Example:
+        >>> def model_fn(features, labels, mode):
+        ...     net = get_module('mlp', lambda: torch.nn.Linear(4, 3))
+        ...     logits = net(features['x'])
+    """
+    state = _active
+    if state is None:
+        state = _require_active("ee.get_module")
+    module = state.modules.get(name)
+    if module is None:
+        module = state.create_module(name, factory)
+    return module  # type: ignore[return-value]
+
+
+def get_optimizer(name: str, factory: Callable[[], OptimizerT]) -> OptimizerT:
+    """Returns the optimizer registered as ``name``, creating it (and restoring its state) once.
+
+    Example:
+        >>> def model_fn(features, labels, mode):
+        ...     net = get_module('mlp', lambda: torch.nn.Linear(4, 3))
+        ...     opt = get_optimizer('adam', lambda: torch.optim.Adam(net.parameters(), lr=1e-3))
+    """
+    state = _active
+    if state is None:
+        state = _require_active("ee.get_optimizer")
+    optimizer = state.optimizers.get(name)
+    if optimizer is None:
+        optimizer = state.create_optimizer(name, factory)
+    return optimizer  # type: ignore[return-value]
+
+
+def get_global_step() -> int | None:
+    """The global step of the running Estimator (steps taken so far), or ``None`` outside one."""
+    return None if _active is None else _active.global_step
+
+
+class TrainOp:
+    """One optimisation step: backward, optional clipping, optimizer step, scheduler, zero_grad.
+
+    Built by ``minimize``; the Estimator calls it once per training step.
+
+    Example:
+        >>> w = torch.nn.Parameter(torch.ones(1))
+        >>> opt = torch.optim.SGD([w], lr=0.5)
+        >>> minimize(opt, (w * 2).sum())()
+        >>> w.item()
+        0.0
+    """
+
+    __slots__ = ("clip_grad_norm", "clip_grad_value", "grad_scaler", "loss", "optimizer", "scheduler")
+
+    def __init__(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
+                 clip_grad_norm: float | None = None, clip_grad_value: float | None = None,
+                 scheduler: Any = None, grad_scaler: Any = None) -> None:
+        self.optimizer = optimizer
+        self.loss = loss
+        self.clip_grad_norm = clip_grad_norm
+        self.clip_grad_value = clip_grad_value
+        self.scheduler = scheduler
+        self.grad_scaler = grad_scaler
+
+    def _params(self) -> list[torch.Tensor]:
+        return [p for group in self.optimizer.param_groups for p in group["params"]]
+
+    def __call__(self) -> None:
+        optimizer, scaler = self.optimizer, self.grad_scaler
+        if scaler is not None:
+            scaler.scale(self.loss).backward()
+        else:
+            self.loss.backward()
+        if self.clip_grad_norm is not None or self.clip_grad_value is not None:
+            if scaler is not None:
+                scaler.unscale_(optimizer)
+            if self.clip_grad_norm is not None:
+                torch.nn.utils.clip_grad_norm_(self._params(), self.clip_grad_norm)
+            if self.clip_grad_value is not None:
+                torch.nn.utils.clip_grad_value_(self._params(), self.clip_grad_value)
+        if scaler is not None:
+            scaler.step(optimizer)
+            scaler.update()
+        else:
+            optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def __repr__(self) -> str:
+        return f"TrainOp(optimizer={type(self.optimizer).__name__})"
+
+
+def minimize(optimizer: torch.optim.Optimizer, loss: torch.Tensor, *,
+             clip_grad_norm: float | None = None, clip_grad_value: float | None = None,
+             scheduler: Any = None) -> TrainOp:
+    """The ``train_op`` for ``EstimatorSpec``: minimises ``loss`` with ``optimizer`` (TF's ``minimize``).
+
+    The Estimator advances ``global_step`` after running it, so there is no ``global_step``
+    argument. ``scheduler`` (a ``torch.optim.lr_scheduler``) is stepped once per training step.
+
+    Example:
+        >>> # in model_fn, TRAIN mode:
+        >>> # return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss))
+    """
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"minimize: optimizer must be a torch.optim.Optimizer, given: {optimizer!r}. "
+                        "Create it with ee.get_optimizer(name, factory).")
+    if not isinstance(loss, torch.Tensor):
+        raise TypeError(f"minimize: loss must be a scalar torch.Tensor, given: {loss!r}.")
+    state = _active
+    scaler = getattr(state, "grad_scaler", None) if state is not None else None
+    return TrainOp(optimizer, loss, clip_grad_norm, clip_grad_value, scheduler, scaler)

@@ -1,0 +1,40 @@
+"""Shared fixtures: known-answer data, a temporary workspace, and hygiene checks."""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import psutil_free_children  # noqa: F401  (local helper module below, keeps this file short)
+import pytest
+import torch
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_torch():
+    """Each test starts from the same global RNG state and one intra-op thread."""
+    torch.manual_seed(0)
+    yield
+
+
+@pytest.fixture(autouse=True)
+def _no_leftovers():
+    """Fails a test that leaves child processes or non-daemon threads running (Fabric-style hygiene)."""
+    threads_before = {t.ident for t in threading.enumerate()}
+    children_before = set(psutil_free_children.child_pids(os.getpid()))
+    yield
+    leaked_children = set(psutil_free_children.child_pids(os.getpid())) - children_before
+    leaked_threads = [t for t in threading.enumerate()
+                      if t.ident not in threads_before and t.is_alive() and not t.daemon]
+    for pid in leaked_children:
+        psutil_free_children.kill(pid)
+    assert not leaked_children, f"test left child processes running: {sorted(leaked_children)}"
+    assert not leaked_threads, f"test left threads running: {leaked_threads}"
+
+
+@pytest.fixture
+def workspace(tmp_path, monkeypatch):
+    """A fresh workbench workspace under tmp_path (WORKBENCH_HOME points at it)."""
+    home = tmp_path / "workspace"
+    monkeypatch.setenv("WORKBENCH_HOME", str(home))
+    return home

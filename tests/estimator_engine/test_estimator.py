@@ -1,0 +1,518 @@
+"""Behaviour of Estimator.train / evaluate / predict, with TF's rules and messages."""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+
+import numpy as np
+import pytest
+import torch
+
+import estimator_engine as ee
+from estimator_engine import checkpoints
+from estimator_engine.testing import RecordingHook, linear_model_fn, make_linear_data
+
+
+def _linear_input_fn(n=64, batch_size=16, num_epochs=None, shuffle=True, seed=0):
+    x, y = make_linear_data(n=n, seed=seed)
+    return ee.inputs.numpy_input_fn(x, y, batch_size=batch_size, num_epochs=num_epochs, shuffle=shuffle)
+
+
+def _estimator(tmp_path, **config):
+    config.setdefault("tf_random_seed", 1)
+    return ee.Estimator(linear_model_fn, model_dir=str(tmp_path / "model"), params={},
+                        config=ee.RunConfig(**config))
+
+
+class TestConstructor:
+    def test_model_fn_required(self):
+        with pytest.raises(ValueError, match="model_fn must be provided to Estimator"):
+            ee.Estimator(None)
+
+    def test_model_fn_needs_features(self):
+        with pytest.raises(ValueError, match="must include features argument"):
+            ee.Estimator(lambda labels, mode: None)
+
+    def test_params_without_params_argument(self):
+        with pytest.raises(ValueError, match="does not include params argument, but params"):
+            ee.Estimator(lambda features, labels, mode: None, params={"a": 1})
+
+    def test_unexpected_arguments(self):
+        with pytest.raises(ValueError, match=r"has following not expected args: \['other'\]"):
+            ee.Estimator(lambda features, other: None)
+
+    def test_config_type(self):
+        with pytest.raises(ValueError, match="config must be an instance of `RunConfig`"):
+            ee.Estimator(lambda features: None, config={"model_dir": "x"})
+
+    def test_model_dir_conflict(self, tmp_path):
+        with pytest.raises(ValueError, match="are set both in constructor and `RunConfig`, but with different values"):
+            ee.Estimator(lambda features: None, model_dir=str(tmp_path / "a"),
+                         config=ee.RunConfig(model_dir=str(tmp_path / "b")))
+
+    def test_model_dir_resolution(self, tmp_path):
+        from_config = ee.Estimator(lambda features: None, config=ee.RunConfig(model_dir=str(tmp_path / "c")))
+        assert from_config.model_dir == str(tmp_path / "c")
+        assert from_config.config.model_dir == str(tmp_path / "c")
+        temporary = ee.Estimator(lambda features: None, model_dir="")
+        assert os.path.isdir(temporary.model_dir)
+        shutil.rmtree(temporary.model_dir)
+
+    def test_params_are_deep_copied(self, tmp_path):
+        params = {"nested": {"a": 1}}
+        est = ee.Estimator(lambda features, params: None, model_dir=str(tmp_path), params=params)
+        params["nested"]["a"] = 2
+        assert est.params == {"nested": {"a": 1}}
+        est.params["nested"]["a"] = 3
+        assert est.params == {"nested": {"a": 1}}
+
+    def test_partial_and_callable_model_fns(self, tmp_path):
+        def model_fn(features, labels, mode, params, scale):
+            return linear_model_fn(features, labels, mode, params)
+
+        ee.Estimator(functools.partial(model_fn, scale=2), model_dir=str(tmp_path), params={})
+
+        class Callable:
+            def __call__(self, features, labels, mode):
+                return linear_model_fn(features, labels, mode, {})
+
+        est = ee.Estimator(Callable(), model_dir=str(tmp_path / "c"))
+        est.train(_linear_input_fn(), steps=2)
+        assert est.get_variable_value("global_step") == 2
+
+    def test_subclass_cannot_override_members(self):
+        class Bad(ee.Estimator):
+            def train(self, *args, **kwargs):
+                return self
+
+        with pytest.raises(ValueError, match=r"Subclasses of Estimator cannot override members of Estimator.*\['train'\]"):
+            Bad(linear_model_fn, params={})
+
+    def test_model_fn_property_has_fixed_signature(self, tmp_path):
+        est = _estimator(tmp_path)
+        assert ee.estimator.fn_args(est.model_fn) == ("features", "labels", "mode", "config")
+
+
+class TestTrain:
+    def test_steps_and_max_steps_exclusive(self, tmp_path):
+        with pytest.raises(ValueError, match="Can not provide both steps and max_steps"):
+            _estimator(tmp_path).train(_linear_input_fn(), steps=1, max_steps=2)
+
+    @pytest.mark.parametrize("kwargs, message", [
+        ({"steps": 0}, r"Must specify steps > 0, given: 0"),
+        ({"max_steps": -1}, r"Must specify max_steps > 0, given: -1"),
+    ])
+    def test_positive_steps(self, tmp_path, kwargs, message):
+        with pytest.raises(ValueError, match=message):
+            _estimator(tmp_path).train(_linear_input_fn(), **kwargs)
+
+    def test_steps_are_incremental(self, tmp_path):
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), steps=5).train(_linear_input_fn(), steps=5)
+        assert est.get_variable_value("global_step") == 10
+
+    def test_max_steps_is_absolute_and_then_a_no_op(self, tmp_path):
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), max_steps=7)
+        assert est.get_variable_value("global_step") == 7
+        calls = []
+
+        def input_fn():
+            calls.append(1)
+            return _linear_input_fn()()
+
+        assert est.train(input_fn, max_steps=7) is est
+        assert calls == []
+        est.train(_linear_input_fn(), max_steps=9)
+        assert est.get_variable_value("global_step") == 9
+
+    def test_input_exhaustion_ends_training(self, tmp_path):
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(n=64, batch_size=16, num_epochs=2), steps=100)
+        assert est.get_variable_value("global_step") == 8
+
+    def test_no_steps_made_warns(self, tmp_path, caplog):
+        est = _estimator(tmp_path)
+        with caplog.at_level(logging.WARNING, logger="estimator_engine"):
+            est.train(lambda: iter([]), steps=3)
+        assert "made no steps" in caplog.text
+
+    def test_hook_type_checks(self, tmp_path):
+        est = _estimator(tmp_path)
+        with pytest.raises(TypeError, match="Hooks must be a SessionRunHook, given"):
+            est.train(_linear_input_fn(), steps=1, hooks=[object()])
+        with pytest.raises(TypeError, match="saving_listeners must be a list of CheckpointSaverListener"):
+            est.train(_linear_input_fn(), steps=1, saving_listeners=[object()])
+
+    def test_listeners_need_a_checkpoint_saver(self, tmp_path):
+        est = _estimator(tmp_path, save_checkpoints_secs=None, save_checkpoints_steps=None)
+        with pytest.raises(ValueError, match="There should be a CheckpointSaverHook to use saving_listeners"):
+            est.train(_linear_input_fn(), steps=1, saving_listeners=[ee.CheckpointSaverListener()])
+
+    def test_learns_known_linear_function(self, tmp_path):
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(n=256, batch_size=32), steps=400)
+        weight = est.get_variable_value("linear/weight")
+        bias = est.get_variable_value("linear/bias")
+        np.testing.assert_allclose(weight, [[2.0]], atol=1e-3)
+        np.testing.assert_allclose(bias, [3.0], atol=1e-3)
+
+    def test_model_fn_without_labels(self, tmp_path):
+        def model_fn(features, mode):
+            return linear_model_fn(features, None, mode, {})
+
+        est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+        with pytest.raises(ValueError, match="model_fn does not take labels, but input_fn returns labels"):
+            est.train(_linear_input_fn(), steps=1)
+
+    def test_model_fn_must_return_spec(self, tmp_path):
+        est = ee.Estimator(lambda features, labels: {"loss": 1}, model_dir=str(tmp_path))
+        with pytest.raises(ValueError, match="model_fn should return an EstimatorSpec"):
+            est.train(_linear_input_fn(), steps=1)
+
+    def test_get_module_outside_estimator(self):
+        with pytest.raises(RuntimeError, match="must be called inside a model_fn"):
+            ee.get_module("x", lambda: torch.nn.Linear(1, 1))
+
+    def test_global_step_visible_in_model_fn(self, tmp_path):
+        seen = []
+
+        def model_fn(features, labels, mode, params):
+            seen.append(ee.get_global_step())
+            return linear_model_fn(features, labels, mode, params)
+
+        ee.Estimator(model_fn, model_dir=str(tmp_path), params={}).train(_linear_input_fn(), steps=3)
+        assert seen == [0, 1, 2]
+        assert ee.get_global_step() is None
+
+
+class TestCheckpoints:
+    def test_initial_and_final_checkpoint_with_relative_paths(self, tmp_path):
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), steps=5)
+        state = (tmp_path / "model" / "checkpoint").read_text()
+        assert 'model_checkpoint_path: "model.ckpt-5"' in state
+        assert 'all_model_checkpoint_paths: "model.ckpt-0"' in state
+        assert est.latest_checkpoint() == str(tmp_path / "model" / "model.ckpt-5")
+
+    def test_schedule_and_pruning(self, tmp_path):
+        est = _estimator(tmp_path, save_checkpoints_steps=2, keep_checkpoint_max=3)
+        est.train(_linear_input_fn(), steps=9)
+        names = [os.path.basename(p) for p in checkpoints.all_checkpoints(est.model_dir)]
+        assert names == ["model.ckpt-6", "model.ckpt-8", "model.ckpt-9"]
+        on_disk = sorted(p for p in os.listdir(est.model_dir) if p.startswith("model.ckpt-"))
+        assert on_disk == ["model.ckpt-6", "model.ckpt-8", "model.ckpt-9"]
+
+    def test_listener_order_and_stop(self, tmp_path):
+        events = []
+
+        class Listener(ee.CheckpointSaverListener):
+            def begin(self):
+                events.append("begin")
+
+            def before_save(self, session, step):
+                events.append(f"before_save {step}")
+
+            def after_save(self, session, step):
+                events.append(f"after_save {step}")
+                return step >= 4
+
+            def end(self, session, step):
+                events.append(f"end {step}")
+
+        est = _estimator(tmp_path, save_checkpoints_steps=2)
+        est.train(_linear_input_fn(), steps=100, saving_listeners=[Listener()])
+        assert est.get_variable_value("global_step") == 4
+        assert events == ["begin", "before_save 0", "after_save 0", "before_save 2", "after_save 2",
+                          "before_save 4", "after_save 4", "end 4"]
+
+    def test_moved_model_dir_resumes(self, tmp_path):
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), steps=3)
+        moved = tmp_path / "moved"
+        shutil.move(est.model_dir, moved)
+        again = ee.Estimator(linear_model_fn, model_dir=str(moved), params={})
+        again.train(_linear_input_fn(), steps=2)
+        assert again.get_variable_value("global_step") == 5
+
+    def test_shape_mismatch_names_the_variable(self, tmp_path):
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), steps=1)
+
+        def wider(features, labels, mode):
+            net = ee.get_module("linear", lambda: torch.nn.Linear(1, 2))
+            loss = net(features["x"]).sum()
+            opt = ee.get_optimizer("sgd", lambda: torch.optim.SGD(net.parameters(), lr=0.1))
+            return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(opt, loss))
+
+        with pytest.raises(ee.CheckpointError, match="linear/weight"):
+            ee.Estimator(wider, model_dir=est.model_dir).train(_linear_input_fn(), steps=1)
+
+    def test_variables_require_a_checkpoint(self, tmp_path):
+        est = _estimator(tmp_path)
+        with pytest.raises(ValueError, match="Could not find trained model in model_dir"):
+            est.get_variable_names()
+        est.train(_linear_input_fn(), steps=1)
+        assert est.get_variable_names() == ["global_step", "linear/bias", "linear/weight"]
+
+    def test_create_checkpoint_pins_known_weights(self, tmp_path):
+        checkpoints.create_checkpoint(str(tmp_path), {"linear/weight": [[2.0]], "linear/bias": [3.0]}, 100)
+        est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={})
+        result = est.evaluate(_linear_input_fn(num_epochs=1))
+        assert result["global_step"] == 100
+        assert result["loss"] == pytest.approx(0.0, abs=1e-10)
+
+
+def _dropout_model_fn(features, labels, mode, params):
+    net = ee.get_module("net", lambda: torch.nn.Sequential(
+        torch.nn.Linear(1, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(16, 1)))
+    predictions = net(features["x"])
+    loss = torch.nn.functional.mse_loss(predictions, labels)
+    opt = ee.get_optimizer("adam", lambda: torch.optim.Adam(net.parameters(), lr=0.01))
+    return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(opt, loss))
+
+
+class TestResume:
+    def test_resume_is_bit_identical_to_one_call(self, tmp_path):
+        """N steps, a new Estimator (as after a restart), N more == 2N steps in one call."""
+        input_fn = _linear_input_fn(n=100, batch_size=16, shuffle=True)  # 100/16: epochs cross batches
+        config = ee.RunConfig(tf_random_seed=7)
+        whole = ee.Estimator(_dropout_model_fn, model_dir=str(tmp_path / "whole"), params={}, config=config)
+        whole.train(input_fn, steps=20)
+        first = ee.Estimator(_dropout_model_fn, model_dir=str(tmp_path / "split"), params={}, config=config)
+        first.train(input_fn, steps=10)
+        torch.manual_seed(1234)  # disturb the global RNG between the calls, as another program would
+        second = ee.Estimator(_dropout_model_fn, model_dir=str(tmp_path / "split"), params={}, config=config)
+        second.train(input_fn, steps=10)
+        names = whole.get_variable_names()
+        assert names == second.get_variable_names()
+        for name in names:
+            np.testing.assert_array_equal(whole.get_variable_value(name), second.get_variable_value(name))
+
+
+class TestEvaluate:
+    def test_metrics_over_all_examples_and_mean_batch_loss(self, tmp_path):
+        checkpoints.create_checkpoint(str(tmp_path), {"linear/weight": [[1.0]], "linear/bias": [0.0]}, 3)
+        est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={})
+        x, y = make_linear_data(n=10)
+        result = est.evaluate(ee.inputs.numpy_input_fn(x, y, batch_size=4, shuffle=False))
+        errors = (x["x"] - y).squeeze(1)
+        batch_losses = [float((errors[i:i + 4] ** 2).mean()) for i in (0, 4, 8)]
+        assert result["loss"] == pytest.approx(np.mean(batch_losses), rel=1e-6)
+        assert result["mae"] == pytest.approx(float(errors.abs().mean()), rel=1e-6)
+        assert result["global_step"] == 3
+
+    def test_steps_limits_batches(self, tmp_path):
+        checkpoints.create_checkpoint(str(tmp_path), {"linear/weight": [[1.0]], "linear/bias": [0.0]}, 1)
+        hook = RecordingHook()
+        est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={})
+        est.evaluate(_linear_input_fn(num_epochs=None), steps=3, hooks=[hook])
+        assert hook.calls.count("before_run") == 3
+
+    def test_writes_results_for_early_stopping(self, tmp_path):
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), steps=4)
+        est.evaluate(_linear_input_fn(num_epochs=1))
+        est.evaluate(_linear_input_fn(num_epochs=1), name="holdout")
+        assert os.path.isdir(est.eval_dir("holdout"))
+        results = ee.read_eval_metrics(est.eval_dir())
+        assert list(results) == [4]
+        assert set(results[4]) >= {"loss", "mae"}
+
+    def test_reserved_metric_names(self, tmp_path):
+        def model_fn(features, labels, mode):
+            spec = linear_model_fn(features, labels, mode, {})
+            return spec._replace(eval_metric_ops={"loss": ee.metrics.mean(spec.loss)})
+
+        est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+        with pytest.raises(ValueError, match='Metric with name "loss" is not allowed'):
+            est.evaluate(_linear_input_fn(num_epochs=1))
+
+    def test_without_checkpoint_uses_initialisation(self, tmp_path, caplog):
+        est = _estimator(tmp_path)
+        with caplog.at_level(logging.INFO, logger="estimator_engine"):
+            result = est.evaluate(_linear_input_fn(num_epochs=1))
+        assert result["global_step"] == 0
+        assert "running initialization to evaluate" in caplog.text
+
+    def test_checkpoint_path_and_cache(self, tmp_path, monkeypatch):
+        est = _estimator(tmp_path, save_checkpoints_steps=2)
+        est.train(_linear_input_fn(), steps=4)
+        loads = []
+        real_load = checkpoints.load_checkpoint
+        monkeypatch.setattr(checkpoints, "load_checkpoint", lambda *a, **k: loads.append(a) or real_load(*a, **k))
+        first = est.evaluate(_linear_input_fn(num_epochs=1))
+        second = est.evaluate(_linear_input_fn(num_epochs=1))
+        assert first == second and loads == []  # the trained model is reused while the checkpoint is unchanged
+        older = est.evaluate(_linear_input_fn(num_epochs=1), checkpoint_path=os.path.join(est.model_dir, "model.ckpt-2"))
+        assert older["global_step"] == 2 and len(loads) == 1
+        est.train(_linear_input_fn(), steps=1)
+        assert est.evaluate(_linear_input_fn(num_epochs=1))["global_step"] == 5
+
+
+class TestPredict:
+    def test_lazy_and_single_examples(self, tmp_path):
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), steps=2)
+        calls = []
+        x, _ = make_linear_data(n=5)
+
+        def input_fn():
+            calls.append(1)
+            return ee.inputs.numpy_input_fn(x, batch_size=2, shuffle=False)()
+
+        predictions = est.predict(input_fn)
+        assert calls == []
+        rows = list(predictions)
+        assert calls == [1] and len(rows) == 5
+        assert set(rows[0]) == {"y"} and rows[0]["y"].shape == (1,)
+
+    def test_batches_and_keys(self, tmp_path):
+        est = _estimator(tmp_path)
+        x, _ = make_linear_data(n=5)
+        batches = list(est.predict(ee.inputs.numpy_input_fn(x, batch_size=2, shuffle=False),
+                                   yield_single_examples=False, predict_keys=["y"]))
+        assert [b["y"].shape for b in batches] == [(2, 1), (2, 1), (1, 1)]
+        with pytest.raises(ValueError, match="Expected to run at least one output from"):
+            next(est.predict(ee.inputs.numpy_input_fn(x, shuffle=False), predict_keys=["nope"]))
+
+    def test_non_dict_predictions(self, tmp_path):
+        def model_fn(features, mode):
+            return ee.EstimatorSpec(mode, predictions=features["x"] * 2)
+
+        est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+        x = {"x": torch.arange(3.0).reshape(3, 1)}
+        assert [v.item() for v in est.predict(ee.inputs.numpy_input_fn(x, shuffle=False))] == [0.0, 2.0, 4.0]
+        with pytest.raises(ValueError, match="predict_keys argument is not valid in case of non-dict predictions"):
+            next(est.predict(ee.inputs.numpy_input_fn(x, shuffle=False), predict_keys=["a"]))
+
+    def test_batch_length_mismatch(self, tmp_path):
+        def model_fn(features, mode):
+            return ee.EstimatorSpec(mode, predictions={"a": features["x"], "b": features["x"][:1]})
+
+        est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+        x = {"x": torch.arange(3.0).reshape(3, 1)}
+        with pytest.raises(ValueError, match="Batch length of predictions should be same. b has different batch length"):
+            next(est.predict(ee.inputs.numpy_input_fn(x, shuffle=False)))
+
+    def test_hooks_run_once_per_batch(self, tmp_path):
+        est = _estimator(tmp_path)
+        hook = RecordingHook()
+        x, _ = make_linear_data(n=3)
+        predictions = est.predict(ee.inputs.numpy_input_fn(x, batch_size=2, shuffle=False), hooks=[hook])
+        counts = []
+        for _ in range(3):
+            next(predictions)
+            counts.append(hook.calls.count("before_run"))
+        assert counts == [1, 1, 2]
+        assert torch.is_grad_enabled()  # no_grad is not held across the generator's yields
+        list(predictions)
+        assert hook.calls[-1] == "end"
+
+
+class TestHooks:
+    def test_order_fetches_and_end(self, tmp_path):
+        first = RecordingHook(fetches={"loss": "loss", "step": "global_step", "x": "features/x"}, tag="a:")
+        second = RecordingHook(tag="b:")
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), steps=2, hooks=[first, second])
+        assert first.calls == ["a:begin", "a:after_create_session", "a:before_run", "a:after_run",
+                               "a:before_run", "a:after_run", "a:end"]
+        assert [r["step"] for r in first.results] == [1, 2]
+        assert isinstance(first.results[0]["loss"], float)
+        assert first.results[0]["x"].shape == (16, 1)
+
+    def test_user_hooks_run_before_the_nan_hook(self, tmp_path):
+        order = []
+
+        class Spy(ee.NanTensorHook):
+            def before_run(self, run_context):
+                order.append("nan")
+                return super().before_run(run_context)
+
+        class User(ee.SessionRunHook):
+            def before_run(self, run_context):
+                order.append("user")
+
+        hooks, _ = ee.default_training_hooks(ee.RunConfig(), "unused", steps=1)
+        assert [type(h).__name__ for h in hooks] == ["StopAtStepHook", "NanTensorHook", "LoggingTensorHook"]
+        _estimator(tmp_path).train(_linear_input_fn(), steps=1, hooks=[User(), Spy("loss")])
+        assert order == ["user", "nan"]
+
+    def test_request_stop(self, tmp_path):
+        class StopAtThree(ee.SessionRunHook):
+            def after_run(self, run_context, run_values):
+                if run_context.session.global_step == 3:
+                    run_context.request_stop()
+
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), hooks=[StopAtThree()])
+        assert est.get_variable_value("global_step") == 3
+
+    def test_exception_observed_end_called_and_reraised(self, tmp_path):
+        hook = RecordingHook(tag="")
+
+        class Boom(ee.SessionRunHook):
+            def after_run(self, run_context, run_values):
+                raise RuntimeError("boom")
+
+        est = _estimator(tmp_path)
+        with pytest.raises(RuntimeError, match="boom"):
+            est.train(_linear_input_fn(), steps=5, hooks=[hook, Boom()])
+        assert hook.calls[-2:] == ["on_exception", "end"]
+        # No checkpoint is written from a failed step; the initial one survives.
+        assert est.get_variable_value("global_step") == 0
+
+    def test_nan_loss_fails_with_step(self, tmp_path):
+        def model_fn(features, labels, mode):
+            spec = linear_model_fn(features, labels, mode, {"learning_rate": 1e30})
+            return spec
+
+        est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+        with pytest.raises(ee.NanLossDuringTrainingError, match="NaN loss during training"):
+            est.train(_linear_input_fn(), steps=50)
+
+    def test_unknown_fetch_name(self, tmp_path):
+        with pytest.raises(KeyError, match="Unknown fetch name 'nope'"):
+            _estimator(tmp_path).train(_linear_input_fn(), steps=1, hooks=[RecordingHook(fetches="nope")])
+
+
+class TestWarmStart:
+    def test_warm_start_copies_weights_not_global_step(self, tmp_path):
+        source = _estimator(tmp_path / "src")
+        source.train(_linear_input_fn(), steps=10)
+        target = ee.Estimator(linear_model_fn, model_dir=str(tmp_path / "dst"), params={"learning_rate": 0.0},
+                              warm_start_from=source.model_dir)
+        target.train(_linear_input_fn(), steps=5)
+        assert target.get_variable_value("global_step") == 5
+        np.testing.assert_array_equal(target.get_variable_value("linear/weight"),
+                                      source.get_variable_value("linear/weight"))
+
+    def test_model_dir_checkpoint_wins(self, tmp_path):
+        source = _estimator(tmp_path / "src")
+        source.train(_linear_input_fn(), steps=10)
+        own = _estimator(tmp_path / "own")
+        own.train(_linear_input_fn(), steps=1)
+        before = own.get_variable_value("linear/weight")
+        again = ee.Estimator(linear_model_fn, model_dir=own.model_dir, params={"learning_rate": 0.0},
+                             warm_start_from=source.model_dir)
+        again.train(_linear_input_fn(), steps=1)
+        np.testing.assert_array_equal(again.get_variable_value("linear/weight"), before)
+
+    def test_bad_warm_start_type(self):
+        with pytest.raises(ValueError, match="warm_start_from must be a string or a WarmStartSettings"):
+            ee.Estimator(linear_model_fn, params={}, warm_start_from=3)
+
+
+def test_seed_example_runs(monkeypatch, capsys):
+    import runpy
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+    monkeypatch.chdir(root)
+    runpy.run_path(os.path.join(root, "examples", "seed_example.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    accuracy = float(out.split("'accuracy': ")[1].split(",")[0])
+    assert accuracy > 0.9
