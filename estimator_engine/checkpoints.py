@@ -390,12 +390,12 @@ def save_checkpoint(
     safe_types = tuple(t for t in torch.serialization.get_safe_globals() if isinstance(t, type))
     _check_loadable(payload, "state", safe_types)
 
+    entries, last_preserved = _existing_entries(directory)  # a bad state file fails before writing
     os.makedirs(directory, exist_ok=True)
     path = os.path.abspath(os.path.join(directory, f"{basename}-{int(global_step)}"))
     _atomic_write(path, lambda handle: torch.save(payload, handle))
 
     now = time.time()
-    entries, last_preserved = _existing_entries(directory)
     if last_preserved is None:
         last_preserved = min([stamp for _, stamp in entries], default=now)
     entries = [entry for entry in entries if entry[0] != path] + [(path, now)]

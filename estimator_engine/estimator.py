@@ -451,7 +451,8 @@ class Estimator:
                 raise ValueError("There should be a CheckpointSaverHook to use saving_listeners. "
                                  "Set RunConfig(save_checkpoints_steps=N) or save_checkpoints_secs, "
                                  "or pass a CheckpointSaverHook in hooks.")
-            saver.listeners.extend(saving_listeners)
+            # A hook reused across train() calls must not collect the same listener twice.
+            saver.listeners.extend(l for l in saving_listeners if l not in saver.listeners)
         return hooks
 
     def _restore_run_state(self, checkpoint: Mapping[str, Any], batches: Any) -> None:

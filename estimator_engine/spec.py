@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -43,19 +44,21 @@ _FIELDS = (
 )
 _HOOK_FIELDS = ("training_chief_hooks", "training_hooks", "evaluation_hooks", "prediction_hooks")
 
-# Set by the Estimator after the first step of a call has passed full validation.
-_cheap_validation = False
+# Set by the Estimator after the first step of a call has passed full validation. Per thread, so
+# a loop running in one thread never relaxes the checks of specs built in another.
+_validation = threading.local()
+_validation.cheap = False
 
 
 @contextlib.contextmanager
 def cheap_validation() -> Iterator[None]:
-    """Inside this block ``EstimatorSpec`` checks only the per-mode required fields."""
-    global _cheap_validation
-    previous, _cheap_validation = _cheap_validation, True
+    """Inside this block ``EstimatorSpec`` checks only the per-mode required fields (this thread only)."""
+    previous = getattr(_validation, "cheap", False)
+    _validation.cheap = True
     try:
         yield
     finally:
-        _cheap_validation = previous
+        _validation.cheap = previous
 
 
 class Scaffold:
@@ -184,7 +187,7 @@ def _validate_export_outputs(mode: Any, export_outputs: Any, predictions: Any) -
             tensors = {k: v for k, v in predictions.items() if isinstance(v, torch.Tensor)}
         else:
             tensors = predictions if isinstance(predictions, torch.Tensor) else {}
-        return {DEFAULT_SERVING_KEY: PredictOutput(tensors)} if len(tensors) or isinstance(tensors, torch.Tensor) else {}
+        return {DEFAULT_SERVING_KEY: PredictOutput(tensors)} if isinstance(tensors, torch.Tensor) or tensors else {}
     if not isinstance(export_outputs, Mapping):
         raise TypeError(f"{_mode_tag(mode)}: export_outputs must be dict, given: {export_outputs!r}")
     for key, value in export_outputs.items():
@@ -249,7 +252,7 @@ class EstimatorSpec(_SpecBase):
         evaluation_hooks: Any = None,
         prediction_hooks: Any = None,
     ) -> EstimatorSpec:
-        if _cheap_validation:
+        if getattr(_validation, "cheap", False):
             # Hot path: the first step of this call passed the full checks below.
             if mode == ModeKeys.TRAIN:
                 if loss is None or train_op is None:

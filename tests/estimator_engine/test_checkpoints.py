@@ -310,6 +310,12 @@ class TestStateFile:
         assert rebuild_checkpoint_state(tmp_path) == str(tmp_path / "model.ckpt-1")
         assert latest_checkpoint(tmp_path) == str(tmp_path / "model.ckpt-1")
 
+    def test_save_with_a_bad_state_file_fails_before_writing(self, tmp_path):
+        (tmp_path / "checkpoint").write_text("garbage\n")
+        with pytest.raises(CheckpointError, match="Cannot read the checkpoint state file"):
+            _save(tmp_path, 1)
+        assert _files(tmp_path) == ["checkpoint"]
+
     def test_list_checkpoint_files_sorts_by_step(self, tmp_path):
         for step in (10, 9, 100):
             create_checkpoint(tmp_path, {"w": [1.0]}, step)
@@ -327,7 +333,7 @@ class TestResolveAndLoad:
         assert resolve_checkpoint(path) == path
         (tmp_path / "empty").mkdir()
         with pytest.raises(CheckpointNotFoundError,
-                           match="Could not find trained model in model_dir: .*empty"):
+                           match=r"Could not find trained model in model_dir: .*empty"):
             resolve_checkpoint(tmp_path / "empty")
         with pytest.raises(CheckpointNotFoundError, match=r"Checkpoint '.*model.ckpt-9' does not"):
             resolve_checkpoint(tmp_path / "model.ckpt-9")
@@ -439,7 +445,7 @@ class TestVariables:
     def test_module_name_validation(self):
         with pytest.raises(ValueError, match="Module name must be a non-empty string"):
             module_variables("", _mlp())
-        with pytest.raises(TypeError, match="must be a torch.nn.Module"):
+        with pytest.raises(TypeError, match=r"must be a torch\.nn\.Module"):
             module_variables("x", object())
 
 

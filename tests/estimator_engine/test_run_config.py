@@ -1,0 +1,442 @@
+"""Tests of ``RunConfig`` against TF's ``run_config.py`` rules (defaults, validation, replace, cluster)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+
+import pytest
+import torch
+
+from estimator_engine.run_config import RunConfig, TaskType
+
+REPLACEABLE = (
+    "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps",
+    "save_checkpoints_secs", "keep_checkpoint_max", "keep_checkpoint_every_n_hours",
+    "log_step_count_steps", "train_distribute", "eval_distribute", "device", "precision",
+    "compile",
+)
+
+
+@pytest.fixture(autouse=True)
+def _single_process(monkeypatch):
+    """Each test starts outside torchrun unless it sets the variables itself."""
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def _launched(monkeypatch, world_size: int, rank: int, local_rank: int | None = None) -> None:
+    monkeypatch.setenv("WORLD_SIZE", str(world_size))
+    monkeypatch.setenv("RANK", str(rank))
+    if local_rank is not None:
+        monkeypatch.setenv("LOCAL_RANK", str(local_rank))
+
+
+# -- defaults (TF's test_default_property_values) ------------------------------------------------
+
+
+def test_default_property_values():
+    config = RunConfig()
+    assert config.model_dir is None
+    assert config.tf_random_seed is None
+    assert config.save_summary_steps == 100
+    assert config.save_checkpoints_steps is None
+    assert config.save_checkpoints_secs == 600
+    assert config.keep_checkpoint_max == 5
+    assert config.keep_checkpoint_every_n_hours == 10000
+    assert config.log_step_count_steps == 100
+    assert config.train_distribute is None
+    assert config.eval_distribute is None
+    assert config.device == "auto"
+    assert config.precision == "32"
+    assert config.compile is False
+
+
+def test_default_distributed_properties():
+    config = RunConfig()
+    assert config.is_chief is True
+    assert config.task_type == TaskType.WORKER == "worker"
+    assert config.task_id == 0
+    assert config.num_worker_replicas == 1
+    assert config.num_ps_replicas == 0
+    assert config.global_id_in_cluster == 0
+    assert config.world_size == 1
+    assert config.master == ""
+    assert config.cluster_spec == {}
+
+
+def test_task_type_names():
+    assert (TaskType.CHIEF, TaskType.WORKER, TaskType.EVALUATOR, TaskType.PS) == (
+        "chief", "worker", "evaluator", "ps")
+
+
+def test_equal_configs_compare_equal():
+    assert RunConfig() == RunConfig()
+    assert RunConfig(tf_random_seed=1) != RunConfig(tf_random_seed=2)
+
+
+def test_all_fields_set():
+    config = RunConfig(model_dir="/tmp/m", tf_random_seed=7, save_summary_steps=0,
+                       save_checkpoints_steps=0, keep_checkpoint_max=0,
+                       keep_checkpoint_every_n_hours=0.5, log_step_count_steps=1, device="cpu",
+                       precision="bf16-mixed", compile=True)
+    assert (config.model_dir, config.tf_random_seed, config.save_summary_steps) == ("/tmp/m", 7, 0)
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (0, None)
+    assert (config.keep_checkpoint_max, config.keep_checkpoint_every_n_hours) == (0, 0.5)
+    assert (config.log_step_count_steps, config.device, config.precision) == (1, "cpu", "bf16-mixed")
+    assert config.compile is True
+
+
+def test_model_dir_path_is_converted_to_str(tmp_path):
+    config = RunConfig(model_dir=tmp_path / "model")
+    assert config.model_dir == str(tmp_path / "model")
+    assert isinstance(config.model_dir, str)
+    assert config.replace(model_dir=pathlib.Path(tmp_path)).model_dir == str(tmp_path)
+
+
+# -- None is accepted everywhere (TF's test_init_none_value / test_replace_none_value) ------------
+
+NONE_FIELDS = [f.name for f in dataclasses.fields(RunConfig)]
+
+
+def test_every_field_is_covered():
+    assert set(NONE_FIELDS) == set(REPLACEABLE)
+
+
+@pytest.mark.parametrize("name", NONE_FIELDS)
+def test_init_none_value(name):
+    config = RunConfig(**{name: None})
+    assert getattr(config, name) is None
+
+
+def test_init_all_none():
+    config = RunConfig(**{name: None for name in NONE_FIELDS})
+    for name in NONE_FIELDS:
+        assert getattr(config, name) is None
+
+
+@pytest.mark.parametrize("name", NONE_FIELDS)
+def test_replace_none_value(name):
+    assert getattr(RunConfig().replace(**{name: None}), name) is None
+
+
+def test_replace_all_none():
+    config = RunConfig().replace(**{name: None for name in NONE_FIELDS})
+    for name in NONE_FIELDS:
+        assert getattr(config, name) is None
+
+
+# -- validation -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"model_dir": ""}, "model_dir should be non-empty"),
+    ({"tf_random_seed": 1.0}, "tf_random_seed must be integer"),
+    ({"tf_random_seed": "1"}, "tf_random_seed must be integer"),
+    ({"save_summary_steps": -1}, "save_summary_steps should be >= 0"),
+    ({"save_checkpoints_steps": -1}, "save_checkpoints_steps should be >= 0"),
+    ({"save_checkpoints_secs": -1}, "save_checkpoints_secs should be >= 0"),
+    ({"keep_checkpoint_max": -1}, "keep_checkpoint_max should be >= 0"),
+    ({"keep_checkpoint_every_n_hours": 0}, "keep_checkpoint_every_n_hours should be > 0"),
+    ({"keep_checkpoint_every_n_hours": -1.5}, "keep_checkpoint_every_n_hours should be > 0"),
+    ({"log_step_count_steps": 0}, "log_step_count_steps should be > 0"),
+    ({"log_step_count_steps": -3}, "log_step_count_steps should be > 0"),
+    ({"save_summary_steps": "100"}, "save_summary_steps should be >= 0"),
+    ({"save_summary_steps": True}, "save_summary_steps should be >= 0"),
+    ({"device": "gpu"}, "device must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'"),
+    ({"device": "cuda:"}, "device must be"),
+    ({"device": "cuda:x"}, "device must be"),
+    ({"device": "CPU"}, "device must be"),
+    ({"device": 0}, "device must be"),
+    ({"precision": "16"}, "precision must be one of"),
+    ({"precision": 32}, "precision must be one of"),
+    ({"precision": "bf16"}, "precision must be one of"),
+])
+def test_validation(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment) as info:
+        RunConfig(**kwargs)
+    (value,) = kwargs.values()
+    assert repr(value) in str(info.value)  # the received value is shown
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"model_dir": ""}, "model_dir should be non-empty"),
+    ({"tf_random_seed": 1.5}, "tf_random_seed must be integer"),
+    ({"save_summary_steps": -1}, "save_summary_steps should be >= 0"),
+    ({"save_checkpoints_steps": -1}, "save_checkpoints_steps should be >= 0"),
+    ({"save_checkpoints_secs": -1}, "save_checkpoints_secs should be >= 0"),
+    ({"keep_checkpoint_max": -1}, "keep_checkpoint_max should be >= 0"),
+    ({"keep_checkpoint_every_n_hours": 0}, "keep_checkpoint_every_n_hours should be > 0"),
+    ({"log_step_count_steps": 0}, "log_step_count_steps should be > 0"),
+    ({"device": "tpu"}, "device must be"),
+    ({"precision": "64"}, "precision must be one of"),
+])
+def test_replace_revalidates(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        RunConfig().replace(**kwargs)
+
+
+def test_boundary_values_are_accepted():
+    config = RunConfig(save_summary_steps=0, save_checkpoints_secs=0, keep_checkpoint_max=0,
+                       keep_checkpoint_every_n_hours=1e-3, log_step_count_steps=1, tf_random_seed=0)
+    assert config.save_checkpoints_secs == 0
+    assert RunConfig(save_checkpoints_steps=0).save_checkpoints_steps == 0
+
+
+@pytest.mark.parametrize("device", ["auto", "cpu", "cuda", "cuda:0", "cuda:12", "mps"])
+def test_valid_devices(device):
+    assert RunConfig(device=device).device == device
+
+
+@pytest.mark.parametrize("precision", ["32", "16-mixed", "bf16-mixed"])
+def test_valid_precisions(precision):
+    assert RunConfig(precision=precision).precision == precision
+
+
+def test_all_problems_are_reported_in_one_error():
+    with pytest.raises(ValueError, match="Invalid RunConfig") as info:
+        RunConfig(save_summary_steps=-1, log_step_count_steps=0, device="gpu", precision="8")
+    message = str(info.value)
+    for fragment in ("save_summary_steps should be >= 0", "log_step_count_steps should be > 0",
+                     "device must be", "precision must be one of"):
+        assert fragment in message
+
+
+def test_two_problems_in_replace_are_reported_together():
+    with pytest.raises(ValueError) as info:
+        RunConfig().replace(tf_random_seed=1.0, keep_checkpoint_max=-2)
+    message = str(info.value)
+    assert "tf_random_seed must be integer" in message
+    assert "keep_checkpoint_max should be >= 0" in message
+
+
+# -- checkpoint frequency -------------------------------------------------------------------------
+
+
+def test_neither_frequency_given_means_600_secs():
+    config = RunConfig()
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, 600)
+
+
+def test_steps_only_clears_secs():
+    config = RunConfig(save_checkpoints_steps=100)
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (100, None)
+
+
+def test_secs_only_clears_steps():
+    config = RunConfig(save_checkpoints_secs=30)
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, 30)
+
+
+def test_both_frequencies_cannot_be_set():
+    with pytest.raises(ValueError, match=(
+            "`save_checkpoints_steps` and `save_checkpoints_secs` cannot be both set")):
+        RunConfig(save_checkpoints_steps=100, save_checkpoints_secs=60)
+
+
+def test_both_frequencies_none_disables_checkpoints():
+    config = RunConfig(save_checkpoints_steps=None, save_checkpoints_secs=None)
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, None)
+
+
+@pytest.mark.parametrize("name", ["save_checkpoints_steps", "save_checkpoints_secs"])
+def test_one_explicit_none_disables_checkpoints(name):
+    # TF: only one passed -> the other becomes None, even when the one passed is None.
+    config = RunConfig(**{name: None})
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, None)
+
+
+def test_one_frequency_with_the_other_none():
+    config = RunConfig(save_checkpoints_steps=5, save_checkpoints_secs=None)
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (5, None)
+
+
+def test_replace_steps_flips_secs():
+    config = RunConfig(save_checkpoints_secs=60).replace(save_checkpoints_steps=100)
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (100, None)
+
+
+def test_replace_secs_flips_steps():
+    config = RunConfig(save_checkpoints_steps=100).replace(save_checkpoints_secs=60)
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, 60)
+
+
+def test_replace_both_non_none_raises():
+    with pytest.raises(ValueError, match="cannot be both set"):
+        RunConfig().replace(save_checkpoints_steps=100, save_checkpoints_secs=60)
+
+
+def test_replace_secs_none_leaves_both_none():
+    config = RunConfig().replace(save_checkpoints_secs=None)
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, None)
+
+
+def test_replace_steps_none_keeps_secs():
+    config = RunConfig().replace(save_checkpoints_steps=None)
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, 600)
+
+
+def test_replace_other_fields_keeps_the_frequency():
+    assert RunConfig(save_checkpoints_steps=7).replace(model_dir="m").save_checkpoints_steps == 7
+    config = RunConfig(save_checkpoints_steps=None, save_checkpoints_secs=None).replace(
+        tf_random_seed=3)
+    assert (config.save_checkpoints_steps, config.save_checkpoints_secs) == (None, None)
+
+
+# -- replace --------------------------------------------------------------------------------------
+
+
+def test_replace_returns_a_new_config():
+    config = RunConfig(model_dir="a", tf_random_seed=1)
+    replaced = config.replace(model_dir="b", keep_checkpoint_max=9)
+    assert replaced is not config
+    assert (replaced.model_dir, replaced.keep_checkpoint_max, replaced.tf_random_seed) == ("b", 9, 1)
+    assert (config.model_dir, config.keep_checkpoint_max) == ("a", 5)
+
+
+@pytest.mark.parametrize("name", REPLACEABLE)
+def test_every_allowed_property_can_be_replaced(name):
+    values = {"model_dir": "d", "tf_random_seed": 3, "save_summary_steps": 3,
+              "save_checkpoints_steps": 3, "save_checkpoints_secs": 3, "keep_checkpoint_max": 3,
+              "keep_checkpoint_every_n_hours": 3, "log_step_count_steps": 3,
+              "train_distribute": "strategy", "eval_distribute": "strategy", "device": "cpu",
+              "precision": "16-mixed", "compile": True}
+    assert getattr(RunConfig().replace(**{name: values[name]}), name) == values[name]
+
+
+@pytest.mark.parametrize("name", ["master", "task_type", "is_chief", "session_config",
+                                  "num_ps_replicas", "unknown_name", "world_size"])
+def test_replace_not_supported(name):
+    with pytest.raises(ValueError, match=f"Replacing {name} is not supported") as info:
+        RunConfig().replace(**{name: 1})
+    assert "Allowed properties are" in str(info.value)
+    assert "'model_dir'" in str(info.value)
+
+
+# -- frozen ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["model_dir", "save_checkpoints_steps", "device"])
+def test_config_is_frozen(name):
+    config = RunConfig()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(config, name, "x")
+    assert getattr(config, name) == getattr(RunConfig(), name)
+
+
+def test_derived_properties_are_read_only():
+    config = RunConfig()
+    for name in ("is_chief", "task_type", "task_id", "num_worker_replicas", "global_id_in_cluster"):
+        with pytest.raises(AttributeError):
+            setattr(config, name, 1)
+
+
+def test_config_is_hashable():
+    assert hash(RunConfig(model_dir="m")) == hash(RunConfig(model_dir="m"))
+
+
+# -- devices --------------------------------------------------------------------------------------
+
+
+def test_resolved_device_auto_without_cuda_is_cpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert RunConfig().resolved_device() == torch.device("cpu")
+    assert RunConfig(device=None).resolved_device() == torch.device("cpu")
+
+
+def test_resolved_device_auto_with_cuda_is_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert RunConfig().resolved_device() == torch.device("cuda")
+
+
+def test_resolved_device_auto_here():
+    expected = "cuda" if torch.cuda.is_available() else "cpu"
+    assert RunConfig().resolved_device().type == expected
+
+
+@pytest.mark.parametrize(("device", "expected"), [
+    ("cpu", torch.device("cpu")), ("cuda:1", torch.device("cuda:1")), ("mps", torch.device("mps")),
+])
+def test_resolved_device_explicit(device, expected):
+    assert RunConfig(device=device).resolved_device() == expected
+
+
+def test_resolved_device_cpu_stays_cpu_when_distributed(monkeypatch):
+    _launched(monkeypatch, world_size=2, rank=1, local_rank=1)
+    assert RunConfig(device="cpu").resolved_device() == torch.device("cpu")
+
+
+def test_resolved_device_cuda_uses_local_rank_when_distributed(monkeypatch):
+    _launched(monkeypatch, world_size=4, rank=3, local_rank=1)
+    assert RunConfig(device="cuda").resolved_device() == torch.device("cuda:1")
+    assert RunConfig(device="cuda:0").resolved_device() == torch.device("cuda:0")  # explicit wins
+
+
+def test_resolved_device_auto_uses_local_rank_when_distributed(monkeypatch):
+    _launched(monkeypatch, world_size=2, rank=1, local_rank=1)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert RunConfig().resolved_device() == torch.device("cuda:1")
+
+
+def test_resolved_device_single_process_cuda_has_no_index(monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert RunConfig(device="cuda").resolved_device() == torch.device("cuda")
+
+
+# -- distributed properties from the torchrun environment ---------------------------------------
+
+
+def test_chief_of_a_cluster(monkeypatch):
+    _launched(monkeypatch, world_size=4, rank=0, local_rank=0)
+    config = RunConfig()
+    assert config.is_chief is True
+    assert config.task_type == "chief"
+    assert config.task_id == 0
+    assert config.num_worker_replicas == 4
+    assert config.global_id_in_cluster == 0
+    assert config.num_ps_replicas == 0
+
+
+@pytest.mark.parametrize("rank", [1, 2, 3])
+def test_workers_of_a_cluster(monkeypatch, rank):
+    # TF's global id ordering: chief 0, then worker 0..n-1 -> 1..n.
+    _launched(monkeypatch, world_size=4, rank=rank, local_rank=rank % 2)
+    config = RunConfig()
+    assert config.is_chief is False
+    assert config.task_type == "worker"
+    assert config.task_id == rank - 1
+    assert config.num_worker_replicas == 4
+    assert config.global_id_in_cluster == rank
+    assert config.world_size == 4
+
+
+def test_properties_follow_the_environment_of_the_moment(monkeypatch):
+    config = RunConfig()
+    assert config.is_chief
+    _launched(monkeypatch, world_size=2, rank=1)
+    assert not config.is_chief
+    assert config.task_type == "worker"
+
+
+def test_world_size_one_with_rank_zero_is_a_lone_worker(monkeypatch):
+    _launched(monkeypatch, world_size=1, rank=0, local_rank=0)
+    config = RunConfig()
+    assert (config.task_type, config.task_id, config.is_chief) == ("worker", 0, True)
+
+
+# -- copies ---------------------------------------------------------------------------------------
+
+
+def test_pickle_and_deepcopy_round_trip():
+    import copy
+    import pickle
+
+    config = RunConfig(model_dir="m", save_checkpoints_steps=3, device="cpu")
+    assert pickle.loads(pickle.dumps(config)) == config
+    assert copy.deepcopy(config) == config
+    assert copy.deepcopy(config).save_checkpoints_secs is None
+
+
+def test_non_path_model_dir_is_rejected():
+    with pytest.raises(TypeError):
+        RunConfig(model_dir=5)
