@@ -17,26 +17,27 @@ truth: a new checkpoint, or a different ``checkpoint_path``, rebuilds it).
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import copy
 import logging
 import os
 import random
 import tempfile
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-from estimator_engine import checkpoints, spec as spec_lib
+from estimator_engine import checkpoints
+from estimator_engine import spec as spec_lib
 from estimator_engine._fn_args import call_with_declared, fn_args
 from estimator_engine.hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,
     LoggingTensorHook,
     NanTensorHook,
-    SessionRunArgs,
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
@@ -153,8 +154,8 @@ def default_training_hooks(config: RunConfig, model_dir: str, *, steps: int | No
 class _Session:
     """What hooks see of a running call (the ``Session`` protocol of ``hooks.base``)."""
 
-    __slots__ = ("_last_saved_step", "batches", "config", "estimator", "failed", "features",
-                 "hooks", "labels", "metrics", "mode", "model_dir", "spec", "state")
+    __slots__ = ("_last_saved_path", "_last_saved_step", "batches", "config", "estimator", "failed", "features",
+                 "hooks", "labels", "metrics", "mode", "model_dir", "spec", "state", "writer")
 
     def __init__(self, estimator: Estimator, state: ModelState, mode: ModeKeys, batches: Any) -> None:
         self.estimator = estimator
@@ -170,6 +171,8 @@ class _Session:
         self.metrics: dict[str, MetricOp] = {}
         self.failed = False
         self._last_saved_step: int | None = None
+        self._last_saved_path: str | None = None
+        self.writer = _CheckpointWriter()
 
     @property
     def global_step(self) -> int:
@@ -211,6 +214,12 @@ class _Session:
 
     def save_checkpoint(self, checkpoint_dir: str | None = None,
                         checkpoint_basename: str = "model.ckpt") -> str | None:
+        path = self.save_checkpoint_async(checkpoint_dir, checkpoint_basename)
+        self.wait_for_checkpoints()
+        return path
+
+    def save_checkpoint_async(self, checkpoint_dir: str | None = None,
+                              checkpoint_basename: str = "model.ckpt") -> str | None:
         if self.mode != ModeKeys.TRAIN:
             raise RuntimeError(f"save_checkpoint is only available in TRAIN mode, not {self.mode}.")
         if self.failed:
@@ -218,19 +227,71 @@ class _Session:
             return None
         if not self.config.is_chief:
             return None
-        state = self.state.state_dict()
+        # The snapshot is taken now (tensors copied), so training can go on while it is written.
+        state = _snapshot(self.state.state_dict())
         state["rng"] = _rng_state()
         state["input"] = self.batches.state_dict() if hasattr(self.batches, "state_dict") else None
-        state["hooks"] = {_hook_key(h): h.state_dict() for h in self.hooks
-                          if hasattr(h, "state_dict") and hasattr(h, "load_state_dict")}
-        path = checkpoints.save_checkpoint(
-            checkpoint_dir or self.model_dir, state, self.global_step,
-            keep_checkpoint_max=self.config.keep_checkpoint_max,
+        state["hooks"] = _snapshot({_hook_key(h): h.state_dict() for h in self.hooks
+                                    if hasattr(h, "state_dict") and hasattr(h, "load_state_dict")})
+        directory, step = checkpoint_dir or self.model_dir, self.global_step
+        self.writer.submit(lambda: checkpoints.save_checkpoint(
+            directory, state, step, keep_checkpoint_max=self.config.keep_checkpoint_max,
             keep_checkpoint_every_n_hours=self.config.keep_checkpoint_every_n_hours,
-            basename=checkpoint_basename)
-        self._last_saved_step = self.global_step
-        self.state.synced_with = _file_marker(path)
-        return path
+            basename=checkpoint_basename))
+        self._last_saved_step = step
+        self._last_saved_path = os.path.abspath(os.path.join(directory, f"{checkpoint_basename}-{step}"))
+        return self._last_saved_path
+
+    def wait_for_checkpoints(self) -> None:
+        """Blocks until every submitted checkpoint is on disk; re-raises a failed write."""
+        self.writer.wait()
+
+
+class _CheckpointWriter:
+    """Writes checkpoints in order on one background thread, started on first use."""
+
+    def __init__(self) -> None:
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pending: list[concurrent.futures.Future] = []
+
+    def submit(self, write: Callable[[], Any]) -> None:
+        self._raise_failures(block=False)
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                max_workers=1, thread_name_prefix="checkpoint-writer")
+        self._pending.append(self._executor.submit(write))
+
+    def _raise_failures(self, block: bool) -> None:
+        pending, self._pending = self._pending, []
+        for future in pending:
+            if not block and not future.done():
+                self._pending.append(future)
+                continue
+            future.result()  # re-raises the write's error (e.g. disk full) in the training thread
+
+    def wait(self) -> None:
+        self._raise_failures(block=True)
+
+    def close(self) -> None:
+        try:
+            self.wait()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+
+
+def _snapshot(obj: Any) -> Any:
+    """A copy of nested state whose tensors no longer share memory with the live model."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().clone()
+    if isinstance(obj, dict):
+        return {k: _snapshot(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_snapshot(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_snapshot(v) for v in obj)
+    return obj
 
 
 def _hook_key(hook: Any) -> str:
@@ -388,8 +449,17 @@ class Estimator:
                 self._restore_hook_states(checkpoint, hooks)
             elif spec.scaffold.init_fn is not None:
                 spec.scaffold.init_fn(spec.scaffold, session)
-            self._run_loop(session, hooks, call, train=True)
-            self._cached_state = state if state.synced_with and session._last_saved_step == state.global_step else None
+            try:
+                self._run_loop(session, hooks, call, train=True)
+            except BaseException:
+                with contextlib.suppress(Exception):  # the loop's own error is the one to report
+                    session.writer.close()
+                raise
+            session.writer.close()
+            if session._last_saved_step == state.global_step and session._last_saved_path:
+                # The model in memory equals the newest checkpoint: evaluate/predict reuse it.
+                state.synced_with = _file_marker(session._last_saved_path)
+                self._cached_state = state
             return None if session.spec is None else _to_python(session.spec.loss)
 
     def _run_loop(self, session: _Session, hooks: Sequence[SessionRunHook],
@@ -402,22 +472,25 @@ class Estimator:
         for hook in hooks:
             hook.after_create_session(session, None)
         batches_run = 0
+        before_runs = [hook.before_run for hook in hooks]
+        after_runs = [hook.after_run for hook in hooks]
+        resolve = session.resolve
         try:
             with spec_lib.cheap_validation():
                 while True:
                     spec = session.spec
                     run_context = SessionRunContext(original_args=None, session=session)
-                    requests = [hook.before_run(run_context) for hook in hooks]
+                    requests = [before_run(run_context) for before_run in before_runs]
                     if train:
                         spec.train_op()
                         state.global_step += 1
                     else:
                         on_batch(spec)
                     batches_run += 1
-                    results = [None if r is None else map_fetches(r.fetches, session.resolve)
-                               for r in requests]
-                    for hook, result in zip(hooks, results):
-                        hook.after_run(run_context, SessionRunValues(result))
+                    # All fetches are resolved before any after_run, as one TF session.run would.
+                    results = [None if r is None else map_fetches(r.fetches, resolve) for r in requests]
+                    for after_run, result in zip(after_runs, results):
+                        after_run(run_context, SessionRunValues(result))
                     if run_context.stop_requested or batches_run == max_batches:
                         break
                     batch = next(batches, _END)
@@ -452,7 +525,7 @@ class Estimator:
                                  "Set RunConfig(save_checkpoints_steps=N) or save_checkpoints_secs, "
                                  "or pass a CheckpointSaverHook in hooks.")
             # A hook reused across train() calls must not collect the same listener twice.
-            saver.listeners.extend(l for l in saving_listeners if l not in saver.listeners)
+            saver.listeners.extend(listener for listener in saving_listeners if listener not in saver.listeners)
         return hooks
 
     def _restore_run_state(self, checkpoint: Mapping[str, Any], batches: Any) -> None:

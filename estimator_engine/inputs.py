@@ -182,6 +182,8 @@ class BatchIterator:
             )
         self._features = _map_structure(features, _as_column, "features")
         self._labels = _map_structure(labels, _as_column, "labels")
+        self._has_numpy_columns = any(not isinstance(column, torch.Tensor)
+                                      for column in _columns(self._features) + _columns(self._labels))
         lengths = {len(column) for column in _columns(self._features) + _columns(self._labels)}
         if not lengths:
             raise ValueError("features must hold at least one column; got an empty dict.")
@@ -279,17 +281,18 @@ class BatchIterator:
         needed = self._batch_size
         while needed > 0 and not self._exhausted():
             order = self._epoch_order(self._epoch)
-            piece = order[self._offset : self._offset + needed]
-            pieces.append(piece)
-            needed -= len(piece)
-            self._offset += len(piece)
+            # Lengths by arithmetic: len() of a tensor is a Python-level call on the hot path.
+            taken = min(needed, self._shard_rows - self._offset)
+            pieces.append(order[self._offset : self._offset + taken])
+            needed -= taken
+            self._offset += taken
             if self._offset >= self._shard_rows:
                 self._epoch += 1
                 self._offset = 0
         if not pieces:
             raise StopIteration
         index = pieces[0] if len(pieces) == 1 else torch.cat(pieces)
-        index_np = index.numpy()
+        index_np = index.numpy() if self._has_numpy_columns else None
         features = _gather(self._features, index, index_np)
         if self._labels is None:
             return features

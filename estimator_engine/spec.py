@@ -32,7 +32,7 @@ from estimator_engine.hooks.base import SessionRunHook
 from estimator_engine.metric_op import MetricOp
 from estimator_engine.mode_keys import ModeKeys
 
-__all__ = ["LOSS_METRIC_KEY", "AVERAGE_LOSS_METRIC_KEY", "DEFAULT_SERVING_KEY", "EstimatorSpec", "Scaffold"]
+__all__ = ["AVERAGE_LOSS_METRIC_KEY", "DEFAULT_SERVING_KEY", "LOSS_METRIC_KEY", "EstimatorSpec", "Scaffold"]
 
 LOSS_METRIC_KEY = "loss"
 AVERAGE_LOSS_METRIC_KEY = "average_loss"
@@ -220,7 +220,7 @@ def _validate_hooks(mode: Any, field: str, hooks: Any) -> tuple[SessionRunHook, 
     return hooks
 
 
-_SpecBase = collections.namedtuple("EstimatorSpec", _FIELDS)  # noqa: PYI024
+_SpecBase = collections.namedtuple("EstimatorSpec", _FIELDS)
 
 
 class EstimatorSpec(_SpecBase):

@@ -66,6 +66,15 @@ class Session(Protocol):
         """Writes a checkpoint of the whole training state now and returns its path (TRAIN only)."""
         ...
 
+    def save_checkpoint_async(self, checkpoint_dir: str | None = None,
+                              checkpoint_basename: str = "model.ckpt") -> str:
+        """Like ``save_checkpoint``, but the file is written in the background (optional method).
+
+        The state is copied before this returns; the loop waits for pending writes before it
+        ends, and a failed write is raised at the next save or at the end.
+        """
+        ...
+
     def run(self, fetches: Any) -> Any:
         """Resolves fetch names against the current step, like a hook's ``SessionRunArgs``."""
         ...

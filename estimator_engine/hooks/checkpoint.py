@@ -160,6 +160,10 @@ class CheckpointSaverHook(SessionRunHook):
         saver = self._saver if self._saver is not None else getattr(self._scaffold, "saver", None)
         if saver is not None:
             saver.save(session, self._save_path, global_step=step)
+        elif not self.listeners and hasattr(session, "save_checkpoint_async"):
+            # Nobody reads this checkpoint before the loop ends: let training go on while it is
+            # written (the session waits for pending writes before it returns).
+            session.save_checkpoint_async(self._checkpoint_dir, self._checkpoint_basename)
         else:
             session.save_checkpoint(self._checkpoint_dir, self._checkpoint_basename)
         should_stop = False

@@ -395,7 +395,7 @@ class TestPredict:
 
         est = ee.Estimator(model_fn, model_dir=str(tmp_path))
         x = {"x": torch.arange(3.0).reshape(3, 1)}
-        with pytest.raises(ValueError, match="Batch length of predictions should be same. b has different batch length"):
+        with pytest.raises(ValueError, match=r"Batch length of predictions should be same\. b has different batch length"):
             next(est.predict(ee.inputs.numpy_input_fn(x, shuffle=False)))
 
     def test_hooks_run_once_per_batch(self, tmp_path):
@@ -516,3 +516,38 @@ def test_seed_example_runs(monkeypatch, capsys):
     out = capsys.readouterr().out
     accuracy = float(out.split("'accuracy': ")[1].split(",")[0])
     assert accuracy > 0.9
+
+
+class TestBackgroundCheckpointWrites:
+    def test_snapshot_is_taken_at_save_time(self, tmp_path):
+        initial = {}
+
+        class Capture(ee.SessionRunHook):
+            def after_create_session(self, session, coord=None):
+                initial.update({k: v.clone() for k, v in session.state.variables().items()})
+
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), steps=50, hooks=[Capture()])
+        saved = checkpoints.load_checkpoint(os.path.join(est.model_dir, "model.ckpt-0"))["variables"]
+        assert set(saved) == set(initial)
+        for name, value in initial.items():
+            torch.testing.assert_close(saved[name], value, rtol=0, atol=0)
+        assert not np.array_equal(est.get_variable_value("linear/weight"), initial["linear/weight"].numpy())
+
+    def test_failed_write_is_raised_and_older_checkpoint_survives(self, tmp_path, monkeypatch):
+        import errno
+
+        real_save = checkpoints.save_checkpoint
+
+        def disk_full_after_first(model_dir, state, global_step, **kwargs):
+            if global_step > 0:
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return real_save(model_dir, state, global_step, **kwargs)
+
+        monkeypatch.setattr(checkpoints, "save_checkpoint", disk_full_after_first)
+        est = _estimator(tmp_path, save_checkpoints_steps=3)
+        with pytest.raises(OSError, match="No space left on device"):
+            est.train(_linear_input_fn(), steps=10)
+        monkeypatch.setattr(checkpoints, "save_checkpoint", real_save)
+        assert est.latest_checkpoint().endswith("model.ckpt-0")
+        assert est.get_variable_value("global_step") == 0

@@ -1,0 +1,623 @@
+"""Heads: loss, predictions, eval metrics and export outputs on top of logits (TF's ``tf.estimator.*Head``).
+
+A canned estimator's ``model_fn`` is a logit builder plus a head::
+
+    logits = build_logits(features, mode)
+    return head.create_estimator_spec(features, mode, logits, labels, train_op_fn=...)
+
+Heads follow TF 2's ``BinaryClassHead``, ``MultiClassHead`` and ``RegressionHead``:
+
+* per-example loss: sigmoid cross-entropy, sparse softmax cross-entropy, squared error;
+  weighted by ``weight_column``; reduced with ``loss_reduction`` (``'sum_over_batch_size'``: the
+  weighted sum divided by the number of loss elements, TF 2's default; ``'sum'``: the weighted sum);
+* prediction keys and eval metric keys as in TF (see each class); ``classes`` are numpy arrays of
+  ``bytes`` (``b'0'``/``b'1'`` or the vocabulary, UTF-8 encoded), as TF's string tensors come out;
+* ``export_outputs`` in PREDICT: ``serving_default`` plus ``classification`` / ``regression`` /
+  ``predict`` as TF builds them (string classes cannot be torch tensors, so a
+  ``ClassificationOutput`` holds the ``scores`` only; ``predict`` holds every tensor prediction).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from estimator_engine import metrics
+from estimator_engine.export_output import ClassificationOutput, PredictOutput, RegressionOutput
+from estimator_engine.metric_op import MetricOp
+from estimator_engine.mode_keys import ModeKeys
+from estimator_engine.spec import DEFAULT_SERVING_KEY, EstimatorSpec
+from estimator_engine.training import minimize
+
+__all__ = [
+    "BinaryClassHead",
+    "Head",
+    "LossReduction",
+    "MetricKeys",
+    "MultiClassHead",
+    "PredictionKeys",
+    "RegressionHead",
+    "classification_head",
+]
+
+
+class LossReduction:
+    """The ``loss_reduction`` values a head accepts (TF's ``tf.losses.Reduction`` names)."""
+
+    SUM = "sum"
+    SUM_OVER_BATCH_SIZE = "sum_over_batch_size"
+    ALL = (SUM, SUM_OVER_BATCH_SIZE)
+
+
+class PredictionKeys:
+    """TF's ``prediction_keys.PredictionKeys``."""
+
+    CLASSES = "classes"
+    CLASS_IDS = "class_ids"
+    ALL_CLASSES = "all_classes"
+    ALL_CLASS_IDS = "all_class_ids"
+    LOGISTIC = "logistic"
+    LOGITS = "logits"
+    PREDICTIONS = "predictions"
+    PROBABILITIES = "probabilities"
+
+
+class MetricKeys:
+    """TF's ``metric_keys.MetricKeys`` (the keys a head reports)."""
+
+    LOSS = "loss"
+    LOSS_MEAN = "average_loss"
+    LOSS_REGULARIZATION = "regularization_loss"
+    ACCURACY = "accuracy"
+    PRECISION = "precision"
+    RECALL = "recall"
+    ACCURACY_BASELINE = "accuracy_baseline"
+    AUC = "auc"
+    AUC_PR = "auc_precision_recall"
+    LABEL_MEAN = "label/mean"
+    PREDICTION_MEAN = "prediction/mean"
+
+
+# Export signature keys (TF's signature_constants).
+_CLASSIFY_KEY = "classification"
+_REGRESS_KEY = "regression"
+_PREDICT_KEY = "predict"
+
+
+def _accuracy_baseline_result(state: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """``max(m, 1 - m)`` of the weighted label mean ``m`` (0 when nothing was weighted)."""
+    total, count = state["total"], state["count"]
+    mean = torch.where(count != 0, total / torch.where(count != 0, count, 1), torch.zeros_like(total))
+    return torch.maximum(mean, 1 - mean)
+
+
+def _check_loss_reduction(loss_reduction: Any) -> str:
+    value = loss_reduction.lower() if isinstance(loss_reduction, str) else loss_reduction
+    if value not in LossReduction.ALL:
+        raise ValueError(f"Invalid loss_reduction: {loss_reduction!r}. Expected one of "
+                         f"{list(LossReduction.ALL)} (TF's SUM or SUM_OVER_BATCH_SIZE; 'none' is "
+                         "not allowed for a head).")
+    return value
+
+
+def _check_vocabulary(label_vocabulary: Any, n_classes: int) -> tuple[str, ...] | None:
+    if label_vocabulary is None:
+        return None
+    if not isinstance(label_vocabulary, (list, tuple)):
+        raise ValueError(f"label_vocabulary should be a list or a tuple. Given type: "
+                         f"{type(label_vocabulary)} ({label_vocabulary!r:.80}).")
+    vocab = tuple(v.decode("utf-8") if isinstance(v, bytes) else v for v in label_vocabulary)
+    bad = [v for v in vocab if not isinstance(v, str)]
+    if bad:
+        raise ValueError(f"label_vocabulary must hold strings, got {bad[:3]!r} in {label_vocabulary!r:.80}.")
+    if len(vocab) != n_classes:
+        raise ValueError(f'"label_vocabulary" does not have "n_classes" items. '
+                         f"len(label_vocabulary)={len(vocab)}, n_classes={n_classes}, "
+                         f"label_vocabulary={list(vocab)!r:.200}.")
+    if len(set(vocab)) != len(vocab):
+        raise ValueError(f"label_vocabulary has duplicate entries: {list(vocab)!r:.200}.")
+    return vocab
+
+
+def _is_text(values: np.ndarray) -> bool:
+    if values.dtype.kind in "USa":
+        return True
+    if values.dtype == object and values.size:
+        return isinstance(values.flat[0], (str, bytes))
+    return False
+
+
+def _as_str_array(values: np.ndarray) -> np.ndarray:
+    if values.dtype.kind == "S" or (values.dtype == object and isinstance(values.flat[0], bytes)):
+        return np.char.decode(values.astype(bytes), "utf-8")
+    return values.astype(str)
+
+
+class _Vocabulary:
+    """Vectorised string -> id lookup (sorted vocabulary + searchsorted, no per-row Python)."""
+
+    def __init__(self, tokens: Sequence[str]) -> None:
+        self.tokens = np.asarray(tokens, dtype=str)
+        self.order = np.argsort(self.tokens, kind="stable")
+        self.sorted = self.tokens[self.order]
+        self.encoded = np.array([t.encode("utf-8") for t in tokens], dtype=object)
+
+    def lookup(self, values: np.ndarray) -> np.ndarray:
+        flat = _as_str_array(values.reshape(-1))
+        pos = np.searchsorted(self.sorted, flat).clip(0, len(self.sorted) - 1)
+        found = self.sorted[pos] == flat
+        if not found.all():
+            unknown = sorted(set(flat[~found].tolist()))
+            raise ValueError(f"Labels must be in label_vocabulary {self.tokens.tolist()!r:.200}; got "
+                             f"unknown label(s) {unknown[:10]!r}. Fix the labels or extend "
+                             "label_vocabulary.")
+        return self.order[pos].reshape(values.shape).astype(np.int64)
+
+
+class Head:
+    """Base of the canned heads: weights, reduction, logits checks and the spec assembly.
+
+    Subclasses define ``logits_dimension``, ``_labels``, ``_unweighted_loss``, ``predictions``,
+    ``_metric_ops`` and ``_export_outputs``.
+    """
+
+    logits_dimension: int
+
+    def __init__(self, weight_column: Any = None, loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE,
+                 name: str | None = None) -> None:
+        if weight_column is not None and not isinstance(weight_column, str) and not hasattr(weight_column, "key"):
+            raise TypeError(f"weight_column must be a string (feature key) or a numeric_column, "
+                            f"given: {weight_column!r}.")
+        self.weight_column = weight_column
+        self.loss_reduction = _check_loss_reduction(loss_reduction)
+        self.name = name
+
+    # -- shared helpers ----------------------------------------------------------------------
+
+    def _key(self, key: str) -> str:
+        return key if not self.name else f"{key}/{self.name}"
+
+    def _check_logits(self, logits: Any) -> torch.Tensor:
+        if not isinstance(logits, torch.Tensor):
+            raise TypeError(f"logits must be a torch.Tensor, given: {type(logits).__name__}.")
+        if logits.dim() == 1 and self.logits_dimension == 1:
+            logits = logits.unsqueeze(-1)
+        if logits.dim() != 2 or logits.shape[-1] != self.logits_dimension:
+            raise ValueError(f"logits shape must be [D0, {self.logits_dimension}] "
+                             f"(logits_dimension={self.logits_dimension}), got {tuple(logits.shape)}.")
+        if not logits.is_floating_point():
+            logits = logits.float()
+        return logits
+
+    def _weights(self, features: Any, logits: torch.Tensor) -> torch.Tensor | None:
+        if self.weight_column is None:
+            return None
+        key = self.weight_column if isinstance(self.weight_column, str) else self.weight_column.key
+        if not isinstance(features, Mapping) or key not in features:
+            raise ValueError(f"weight_column {key!r} is not in features "
+                             f"{sorted(features) if isinstance(features, Mapping) else features!r:.200}. "
+                             "Add the weights to the features dict under that key.")
+        weights = features[key]
+        if not isinstance(weights, torch.Tensor):
+            weights = torch.as_tensor(np.asarray(weights))
+        weights = weights.to(device=logits.device, dtype=logits.dtype)
+        normalizer = getattr(self.weight_column, "normalizer_fn", None)
+        if normalizer is not None:
+            weights = normalizer(weights)
+        if weights.dim() == 1:
+            weights = weights.unsqueeze(-1)
+        widths = (1, logits.shape[1]) if self._per_element_weights else (1,)
+        if weights.dim() != 2 or weights.shape[0] != logits.shape[0] or weights.shape[1] not in widths:
+            raise ValueError(f"weights (weight_column {key!r}) must have shape [batch_size] or "
+                             f"[batch_size, 1] = [{logits.shape[0]}, 1], got {tuple(weights.shape)}.")
+        return weights
+
+    _per_element_weights = False
+
+    def _require_labels(self, labels: Any) -> None:
+        if labels is None:
+            raise ValueError("You must provide a labels Tensor. Given: None. Suggested "
+                             "troubleshooting steps: Check that your data contain your label feature. "
+                             "Check that your input_fn properly parses and returns labels.")
+        if isinstance(labels, Mapping):
+            raise ValueError(f"labels must be a tensor or an array for a single head, got a dict with "
+                             f"keys {sorted(labels)!r:.200}.")
+
+    def _check_label_shape(self, labels: torch.Tensor, logits: torch.Tensor, expected_dim: int) -> torch.Tensor:
+        if labels.dim() == 1:
+            labels = labels.unsqueeze(-1)
+        if labels.dim() != 2 or labels.shape[-1] != expected_dim:
+            raise ValueError(f"Mismatched label shape. Expected labels dimension={expected_dim}.  "
+                             f"Received {labels.shape[-1] if labels.dim() else 'a scalar'} "
+                             f"(labels shape {tuple(labels.shape)}).")
+        if labels.shape[0] != logits.shape[0]:
+            raise ValueError(f"labels shape must be [D0, {expected_dim}] with D0 the batch size of the "
+                             f"logits ({logits.shape[0]}), got {tuple(labels.shape)}.")
+        return labels
+
+    # -- public API --------------------------------------------------------------------------
+
+    def loss(self, labels: Any, logits: torch.Tensor, features: Any = None, mode: Any = None,
+             regularization_losses: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+        """The training loss: weighted per-example losses reduced by ``loss_reduction``, plus regularization."""
+        del mode
+        logits = self._check_logits(logits)
+        self._require_labels(labels)
+        labels_t = self._labels(labels, logits)
+        unweighted = self._unweighted_loss(labels_t, logits)
+        weights = self._weights(features, logits)
+        return self._reduce(unweighted, weights, regularization_losses)
+
+    def _reduce(self, unweighted: torch.Tensor, weights: torch.Tensor | None,
+                regularization_losses: Sequence[torch.Tensor] | None) -> torch.Tensor:
+        weighted = unweighted if weights is None else unweighted * weights
+        loss = weighted.sum()
+        if self.loss_reduction == LossReduction.SUM_OVER_BATCH_SIZE:
+            loss = loss / max(unweighted.numel(), 1)
+        if regularization_losses:
+            loss = loss + sum(regularization_losses)
+        return loss
+
+    def predictions(self, logits: torch.Tensor) -> dict[str, Any]:
+        """The prediction dict for ``logits``."""
+        raise NotImplementedError
+
+    def metrics(self, labels: Any, logits: torch.Tensor, features: Any = None,
+                regularization_losses: Sequence[torch.Tensor] | None = None) -> dict[str, MetricOp]:
+        """The eval metric ops (TF's keys) for one batch."""
+        logits = self._check_logits(logits)
+        self._require_labels(labels)
+        labels_t = self._labels(labels, logits)
+        unweighted = self._unweighted_loss(labels_t, logits)
+        weights = self._weights(features, logits)
+        with torch.no_grad():
+            ops = self._all_metric_ops(labels_t, logits, self.predictions(logits), unweighted, weights,
+                                       regularization_losses)
+        return {self._key(k): v for k, v in ops.items()}
+
+    def _all_metric_ops(self, labels, logits, predictions, unweighted, weights,
+                        regularization_losses) -> dict[str, MetricOp]:
+        ops = self._metric_ops(labels, logits, predictions, unweighted, weights)
+        if regularization_losses:
+            total = sum(torch.as_tensor(r).detach().reshape(()) for r in regularization_losses)
+            ops[MetricKeys.LOSS_REGULARIZATION] = metrics.mean(total)
+        return ops
+
+    def create_estimator_spec(self, features: Any, mode: ModeKeys | str, logits: torch.Tensor,
+                              labels: Any = None, optimizer: torch.optim.Optimizer | None = None,
+                              train_op_fn: Callable[[torch.Tensor], Any] | None = None,
+                              regularization_losses: Sequence[torch.Tensor] | None = None
+                              ) -> EstimatorSpec:
+        """The ``EstimatorSpec`` for ``mode``.
+
+        Args:
+            features: the features dict (for ``weight_column``).
+            mode: a ``ModeKeys``.
+            logits: ``[batch_size, logits_dimension]``.
+            labels: required in TRAIN and EVAL.
+            optimizer: TRAIN: the ``train_op`` is ``ee.minimize(optimizer, loss)``.
+            train_op_fn: TRAIN, instead of ``optimizer``: ``fn(loss) -> train_op``.
+            regularization_losses: added to the training loss (and reported in EVAL).
+        """
+        mode = ModeKeys(mode)
+        logits = self._check_logits(logits)
+        predictions = self.predictions(logits)
+        if mode == ModeKeys.PREDICT:
+            return EstimatorSpec(mode, predictions=predictions,
+                                 export_outputs=self._export_outputs(predictions))
+        self._require_labels(labels)
+        labels_t = self._labels(labels, logits)
+        unweighted = self._unweighted_loss(labels_t, logits)
+        weights = self._weights(features, logits)
+        loss = self._reduce(unweighted, weights, regularization_losses)
+        if mode == ModeKeys.EVAL:
+            with torch.no_grad():
+                ops = self._all_metric_ops(labels_t, logits, predictions, unweighted, weights,
+                                           regularization_losses)
+            return EstimatorSpec(mode, predictions=predictions, loss=loss,
+                                 eval_metric_ops={self._key(k): v for k, v in ops.items()})
+        if (optimizer is None) == (train_op_fn is None):
+            raise ValueError("In TRAIN mode, exactly one of optimizer and train_op_fn must be set; "
+                             f"given optimizer={optimizer!r}, train_op_fn={train_op_fn!r}.")
+        train_op = minimize(optimizer, loss) if optimizer is not None else train_op_fn(loss)
+        return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op)
+
+    # -- subclass hooks ----------------------------------------------------------------------
+
+    def _labels(self, labels: Any, logits: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _metric_ops(self, labels: torch.Tensor, logits: torch.Tensor, predictions: Mapping[str, Any],
+                    unweighted: torch.Tensor, weights: torch.Tensor | None) -> dict[str, MetricOp]:
+        raise NotImplementedError
+
+    def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+def _tensor_predictions(predictions: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    return {k: v for k, v in predictions.items() if isinstance(v, torch.Tensor)}
+
+
+class _ClassHead(Head):
+    """Label handling shared by the classification heads."""
+
+    n_classes: int
+
+    def __init__(self, n_classes: int, weight_column: Any, label_vocabulary: Any, loss_reduction: str,
+                 name: str | None) -> None:
+        super().__init__(weight_column, loss_reduction, name)
+        self.n_classes = n_classes
+        self.label_vocabulary = _check_vocabulary(label_vocabulary, n_classes)
+        tokens = self.label_vocabulary or tuple(str(i) for i in range(n_classes))
+        self._vocab = _Vocabulary(tokens) if self.label_vocabulary else None
+        self._class_names = np.array([t.encode("utf-8") for t in tokens], dtype=object)
+
+    def _label_ids(self, labels: Any, logits: torch.Tensor) -> torch.Tensor:
+        """Labels as a tensor on the logits' device: ids when a vocabulary is set, else as given."""
+        if isinstance(labels, torch.Tensor):
+            if self._vocab is not None:
+                raise ValueError(f"Labels dtype should be string if there is a vocabulary "
+                                 f"(label_vocabulary={list(self.label_vocabulary)!r:.100}). Instead got "
+                                 f"{labels.dtype}. Pass the class names as labels, or drop label_vocabulary.")
+            return labels.to(logits.device)
+        array = np.asarray(labels)
+        if _is_text(array):
+            if self._vocab is None:
+                raise ValueError(f"Labels dtype should be integer. Instead got strings (e.g. "
+                                 f"{array.reshape(-1)[:3].tolist()!r}). Set label_vocabulary to the "
+                                 "list of class names to use string labels.")
+            return torch.from_numpy(self._vocab.lookup(array)).to(logits.device)
+        if self._vocab is not None:
+            raise ValueError(f"Labels dtype should be string if there is a vocabulary "
+                             f"(label_vocabulary={list(self.label_vocabulary)!r:.100}). Instead got "
+                             f"{array.dtype}.")
+        if array.dtype.kind not in "biuf":
+            raise ValueError(f"Labels must be numbers or strings, got dtype {array.dtype}.")
+        return torch.as_tensor(array).to(logits.device)
+
+    def _check_range(self, labels: torch.Tensor, upper: int) -> None:
+        if labels.numel() == 0:
+            return
+        if bool((labels < 0).any()):
+            raise ValueError(f"Labels must be >= 0; got {labels.min().item()!r}.")
+        if bool((labels > upper).any()):
+            raise ValueError(f"Labels must be <= n_classes - 1 = {upper}; got "
+                             f"{labels.max().item()!r} (n_classes={self.n_classes}).")
+
+    def _classes(self, class_ids: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        ids = class_ids.detach().cpu().numpy()
+        classes = self._class_names[ids]
+        all_classes = np.broadcast_to(self._class_names, (ids.shape[0], self.n_classes)).copy()
+        return classes, all_classes
+
+
+class BinaryClassHead(_ClassHead):
+    """Binary classification: sigmoid cross-entropy on one logit (TF's ``BinaryClassHead``).
+
+    Predictions: ``logits`` [B,1], ``logistic`` [B,1], ``probabilities`` [B,2], ``class_ids`` [B,1],
+    ``classes`` [B,1] (bytes), ``all_class_ids`` [B,2], ``all_classes`` [B,2] (bytes).
+    Eval metrics: ``accuracy``, ``accuracy_baseline``, ``auc``, ``auc_precision_recall``,
+    ``average_loss``, ``label/mean``, ``prediction/mean``, ``precision``, ``recall``.
+
+    Args:
+        weight_column: feature key (or numeric_column) of per-example weights.
+        thresholds: accepted for TF compatibility; only 0.5 is reported.
+        label_vocabulary: two class names (labels are then strings).
+        loss_reduction: ``'sum_over_batch_size'`` (default) or ``'sum'``.
+        name: suffix of the metric keys (``accuracy/<name>``).
+
+    Example:
+        >>> head = BinaryClassHead()
+        >>> p = head.predictions(torch.tensor([[0.3], [-0.4]]))
+        >>> p['class_ids'].tolist(), p['classes'].tolist()
+        ([[1], [0]], [[b'1'], [b'0']])
+    """
+
+    logits_dimension = 1
+
+    def __init__(self, weight_column: Any = None, thresholds: Sequence[float] | None = None,
+                 label_vocabulary: Sequence[str] | None = None,
+                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, name: str | None = None) -> None:
+        super().__init__(2, weight_column, label_vocabulary, loss_reduction, name)
+        self.thresholds = tuple(thresholds or ())
+
+    def _labels(self, labels: Any, logits: torch.Tensor) -> torch.Tensor:
+        labels_t = self._check_label_shape(self._label_ids(labels, logits), logits, 1)
+        labels_t = labels_t.to(logits.dtype)
+        self._check_range(labels_t, 1)
+        return labels_t
+
+    def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        return F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+
+    def predictions(self, logits: torch.Tensor) -> dict[str, Any]:
+        logits = self._check_logits(logits)
+        logistic = torch.sigmoid(logits)
+        two_class_logits = torch.cat([torch.zeros_like(logits), logits], dim=-1)
+        probabilities = torch.softmax(two_class_logits, dim=-1)
+        class_ids = torch.argmax(two_class_logits, dim=-1, keepdim=True)
+        classes, all_classes = self._classes(class_ids)
+        return {
+            PredictionKeys.LOGITS: logits,
+            PredictionKeys.LOGISTIC: logistic,
+            PredictionKeys.PROBABILITIES: probabilities,
+            PredictionKeys.CLASS_IDS: class_ids,
+            PredictionKeys.CLASSES: classes,
+            PredictionKeys.ALL_CLASS_IDS: torch.arange(2, device=logits.device).expand(logits.shape[0], 2),
+            PredictionKeys.ALL_CLASSES: all_classes,
+        }
+
+    def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
+        logistic = predictions[PredictionKeys.LOGISTIC]
+        class_ids = predictions[PredictionKeys.CLASS_IDS]
+        label_mean = metrics.mean(labels, weights=weights)
+        return {
+            MetricKeys.LOSS_MEAN: metrics.mean(unweighted, weights=weights),
+            MetricKeys.ACCURACY: metrics.accuracy(labels, class_ids, weights=weights),
+            MetricKeys.PRECISION: metrics.precision(labels, class_ids, weights=weights),
+            MetricKeys.RECALL: metrics.recall(labels, class_ids, weights=weights),
+            MetricKeys.PREDICTION_MEAN: metrics.mean(logistic, weights=weights),
+            MetricKeys.LABEL_MEAN: label_mean,
+            MetricKeys.ACCURACY_BASELINE: MetricOp(dict(label_mean.state), _accuracy_baseline_result),
+            MetricKeys.AUC: metrics.auc(labels, logistic, weights=weights, curve="ROC"),
+            MetricKeys.AUC_PR: metrics.auc(labels, logistic, weights=weights, curve="PR"),
+        }
+
+    def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
+        classification = ClassificationOutput(scores=predictions[PredictionKeys.PROBABILITIES])
+        return {
+            DEFAULT_SERVING_KEY: classification,
+            _CLASSIFY_KEY: classification,
+            _REGRESS_KEY: RegressionOutput(predictions[PredictionKeys.LOGISTIC]),
+            _PREDICT_KEY: PredictOutput(_tensor_predictions(predictions)),
+        }
+
+
+class MultiClassHead(_ClassHead):
+    """Multi-class classification: softmax cross-entropy over ``n_classes`` logits.
+
+    Predictions: ``logits``, ``probabilities``, ``class_ids`` [B,1], ``classes`` [B,1] (bytes),
+    ``all_class_ids`` [B,n], ``all_classes`` [B,n]. Eval metrics: ``accuracy``, ``average_loss``.
+
+    Args:
+        n_classes: number of classes, > 2 (use ``BinaryClassHead`` for 2).
+        weight_column, label_vocabulary, loss_reduction, name: as in ``BinaryClassHead``.
+
+    Example:
+        >>> head = MultiClassHead(3, label_vocabulary=['a', 'b', 'c'])
+        >>> head.predictions(torch.tensor([[0.0, 2.0, 1.0]]))['classes'].tolist()
+        [[b'b']]
+    """
+
+    def __init__(self, n_classes: int, weight_column: Any = None, label_vocabulary: Sequence[str] | None = None,
+                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, name: str | None = None) -> None:
+        if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes <= 2:
+            raise ValueError(f"n_classes must be > 2: {n_classes!r}. Use BinaryClassHead (n_classes=2) "
+                             "for two classes.")
+        super().__init__(int(n_classes), weight_column, label_vocabulary, loss_reduction, name)
+        self.logits_dimension = int(n_classes)
+
+    def _labels(self, labels: Any, logits: torch.Tensor) -> torch.Tensor:
+        labels_t = self._check_label_shape(self._label_ids(labels, logits), logits, 1)
+        if labels_t.is_floating_point():
+            if not bool((labels_t == labels_t.round()).all()):
+                raise ValueError(f"Labels dtype should be integer. Instead got {labels_t.dtype} with "
+                                 "non-integral values; pass class ids 0..n_classes-1.")
+        elif labels_t.dtype == torch.bool:
+            raise ValueError("Labels dtype should be integer. Instead got bool.")
+        labels_t = labels_t.to(torch.int64)
+        self._check_range(labels_t, self.n_classes - 1)
+        return labels_t
+
+    def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits, labels.reshape(-1), reduction="none").unsqueeze(-1)
+
+    def predictions(self, logits: torch.Tensor) -> dict[str, Any]:
+        logits = self._check_logits(logits)
+        class_ids = torch.argmax(logits, dim=-1, keepdim=True)
+        classes, all_classes = self._classes(class_ids)
+        n = self.n_classes
+        return {
+            PredictionKeys.LOGITS: logits,
+            PredictionKeys.PROBABILITIES: torch.softmax(logits, dim=-1),
+            PredictionKeys.CLASS_IDS: class_ids,
+            PredictionKeys.CLASSES: classes,
+            PredictionKeys.ALL_CLASS_IDS: torch.arange(n, device=logits.device).expand(logits.shape[0], n),
+            PredictionKeys.ALL_CLASSES: all_classes,
+        }
+
+    def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
+        return {
+            MetricKeys.LOSS_MEAN: metrics.mean(unweighted, weights=weights),
+            MetricKeys.ACCURACY: metrics.accuracy(labels, predictions[PredictionKeys.CLASS_IDS],
+                                                  weights=weights),
+        }
+
+    def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
+        classification = ClassificationOutput(scores=predictions[PredictionKeys.PROBABILITIES])
+        return {
+            DEFAULT_SERVING_KEY: classification,
+            _CLASSIFY_KEY: classification,
+            _PREDICT_KEY: PredictOutput(_tensor_predictions(predictions)),
+        }
+
+
+class RegressionHead(Head):
+    """Regression: mean squared error on ``label_dimension`` outputs (TF's ``RegressionHead``).
+
+    Predictions: ``predictions`` [B, label_dimension]. Eval metrics: ``average_loss``,
+    ``label/mean``, ``prediction/mean``.
+
+    Args:
+        label_dimension: number of regression targets per example, >= 1.
+        weight_column, loss_reduction, name: as in ``BinaryClassHead``.
+
+    Example:
+        >>> head = RegressionHead()
+        >>> float(head.loss(torch.tensor([[1.0], [3.0]]), torch.tensor([[2.0], [1.0]])))
+        2.5
+    """
+
+    _per_element_weights = True
+
+    def __init__(self, label_dimension: int = 1, weight_column: Any = None,
+                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, name: str | None = None) -> None:
+        if isinstance(label_dimension, bool) or not isinstance(label_dimension, (int, np.integer)) or label_dimension < 1:
+            raise ValueError(f"Invalid label_dimension {label_dimension!r}. It must be an integer >= 1.")
+        super().__init__(weight_column, loss_reduction, name)
+        self.logits_dimension = int(label_dimension)
+
+    def _labels(self, labels: Any, logits: torch.Tensor) -> torch.Tensor:
+        if not isinstance(labels, torch.Tensor):
+            array = np.asarray(labels)
+            if array.dtype.kind not in "biuf":
+                raise ValueError(f"Regression labels must be numbers, got dtype {array.dtype} "
+                                 f"(e.g. {array.reshape(-1)[:3].tolist()!r}).")
+            labels = torch.as_tensor(array)
+        labels = self._check_label_shape(labels.to(logits.device), logits, self.logits_dimension)
+        return labels.to(logits.dtype)
+
+    def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        return (logits - labels).square()
+
+    def predictions(self, logits: torch.Tensor) -> dict[str, Any]:
+        return {PredictionKeys.PREDICTIONS: self._check_logits(logits)}
+
+    def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
+        return {
+            MetricKeys.LOSS_MEAN: metrics.mean(unweighted, weights=weights),
+            MetricKeys.PREDICTION_MEAN: metrics.mean(predictions[PredictionKeys.PREDICTIONS], weights=weights),
+            MetricKeys.LABEL_MEAN: metrics.mean(labels, weights=weights),
+        }
+
+    def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
+        regression = RegressionOutput(predictions[PredictionKeys.PREDICTIONS])
+        return {
+            DEFAULT_SERVING_KEY: regression,
+            _REGRESS_KEY: regression,
+            _PREDICT_KEY: PredictOutput(_tensor_predictions(predictions)),
+        }
+
+
+def classification_head(n_classes: int, weight_column: Any = None,
+                        label_vocabulary: Sequence[str] | None = None,
+                        loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE) -> Head:
+    """TF's head choice for the canned classifiers: binary for ``n_classes == 2``, else multi-class.
+
+    Example:
+        >>> type(classification_head(3)).__name__
+        'MultiClassHead'
+    """
+    if n_classes == 2 and not isinstance(n_classes, bool):
+        return BinaryClassHead(weight_column=weight_column, label_vocabulary=label_vocabulary,
+                               loss_reduction=loss_reduction)
+    return MultiClassHead(n_classes, weight_column=weight_column, label_vocabulary=label_vocabulary,
+                          loss_reduction=loss_reduction)

@@ -1,0 +1,202 @@
+"""Optimizers of the canned estimators: TF's names and defaults, and an FTRL-Proximal optimizer.
+
+A canned estimator's ``optimizer`` argument may be
+
+* a name: ``'Adagrad'``, ``'Adam'``, ``'Ftrl'``, ``'RMSProp'`` or ``'SGD'``, built with TF's
+  hyper-parameters (Keras' defaults; Adagrad's ``initial_accumulator_value=0.1``) and the
+  estimator's default learning rate;
+* a ``torch.optim.Optimizer`` subclass, called as ``cls(params)`` (its own defaults);
+* a factory ``fn(params) -> torch.optim.Optimizer``, e.g. ``functools.partial(torch.optim.Adam,
+  lr=0.01)``.
+
+An optimizer *instance* cannot be passed: the canned model's parameters do not exist until its
+``model_fn`` first runs, so the optimizer is built then, from the factory.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+
+__all__ = [
+    "OPTIMIZER_NAMES",
+    "Ftrl",
+    "OptimizerSpec",
+    "build_optimizer",
+    "default_linear_learning_rate",
+    "get_optimizer_factory",
+]
+
+OptimizerSpec = str | type | Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]
+
+# Keras' backend epsilon, used by TF's optimizers where torch's defaults differ.
+_EPSILON = 1e-7
+
+OPTIMIZER_NAMES = ("Adagrad", "Adam", "Ftrl", "RMSProp", "SGD")
+
+
+class Ftrl(torch.optim.Optimizer):
+    """FTRL-Proximal (McMahan et al., 2013), with TF's update rule and defaults.
+
+    Per element, with gradient ``g``, accumulator ``n`` and linear term ``z``::
+
+        g' = g + 2 * l2_shrinkage_regularization_strength * w
+        n_new = n + g ** 2
+        z += g' - (n_new ** -p - n ** -p) / lr * w        # p = learning_rate_power
+        w = (sign(z) * l1 - z) / (n_new ** -p / lr + 2 * l2')  if |z| > l1  else 0
+        n = n_new
+
+    where ``l2' = l2 + beta / (2 * lr)`` (Keras' ``beta``). The accumulator starts at
+    ``initial_accumulator_value`` and ``z`` at 0, as in TF.
+
+    Args:
+        params: parameters (or parameter groups) to optimise.
+        lr: learning rate, > 0.
+        learning_rate_power: ``p`` above, <= 0 (-0.5 is the classic rule).
+        initial_accumulator_value: starting accumulator, >= 0.
+        l1: L1 regularization strength, >= 0.
+        l2: L2 regularization strength, >= 0.
+        l2_shrinkage_regularization_strength: L2 shrinkage on the gradient, >= 0.
+        beta: Keras' ``beta``, >= 0.
+
+    Example:
+        >>> w = torch.nn.Parameter(torch.tensor([1.0]))
+        >>> opt = Ftrl([w], lr=0.1)
+        >>> w.grad = torch.tensor([0.5])
+        >>> opt.step()
+        >>> round(w.item(), 6)
+        0.380961
+    """
+
+    def __init__(self, params: Iterable[Any], lr: float = 0.001, learning_rate_power: float = -0.5,
+                 initial_accumulator_value: float = 0.1, l1: float = 0.0, l2: float = 0.0,
+                 l2_shrinkage_regularization_strength: float = 0.0, beta: float = 0.0) -> None:
+        if not lr > 0:
+            raise ValueError(f"Ftrl: lr must be > 0, got lr={lr!r}.")
+        if learning_rate_power > 0:
+            raise ValueError(f"Ftrl: learning_rate_power must be <= 0, got {learning_rate_power!r}.")
+        for name, value in (("initial_accumulator_value", initial_accumulator_value), ("l1", l1),
+                            ("l2", l2), ("l2_shrinkage_regularization_strength",
+                                         l2_shrinkage_regularization_strength), ("beta", beta)):
+            if value < 0:
+                raise ValueError(f"Ftrl: {name} must be >= 0, got {name}={value!r}.")
+        defaults = dict(lr=lr, learning_rate_power=learning_rate_power,
+                        initial_accumulator_value=initial_accumulator_value, l1=l1, l2=l2,
+                        l2_shrinkage_regularization_strength=l2_shrinkage_regularization_strength,
+                        beta=beta)
+        super().__init__(params, defaults)
+
+    @torch.no_grad()
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """Performs one FTRL step for every parameter that has a gradient."""
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            lr, power = group["lr"], -group["learning_rate_power"]
+            l1 = group["l1"]
+            l2 = group["l2"] + group["beta"] / (2.0 * lr)
+            shrinkage = group["l2_shrinkage_regularization_strength"]
+            for param in group["params"]:
+                if param.grad is None:
+                    continue
+                if param.grad.is_sparse:
+                    raise RuntimeError("Ftrl does not support sparse gradients.")
+                grad = param.grad
+                state = self.state[param]
+                if not state:
+                    state["accumulator"] = torch.full_like(
+                        param, group["initial_accumulator_value"], memory_format=torch.preserve_format)
+                    state["linear"] = torch.zeros_like(param, memory_format=torch.preserve_format)
+                accum, linear = state["accumulator"], state["linear"]
+                shrunk = grad + 2.0 * shrinkage * param if shrinkage > 0 else grad
+                new_accum = accum + grad * grad
+                if power == 0.5:
+                    new_pow, old_pow = new_accum.sqrt(), accum.sqrt()
+                else:
+                    new_pow, old_pow = new_accum.pow(power), accum.pow(power)
+                linear.add_(shrunk - (new_pow - old_pow) / lr * param)
+                quadratic = new_pow / lr + 2.0 * l2
+                if l1 > 0:
+                    updated = (linear.sign() * l1 - linear) / quadratic
+                    param.copy_(torch.where(linear.abs() > l1, updated, torch.zeros_like(updated)))
+                else:
+                    param.copy_(-linear / quadratic)
+                accum.copy_(new_accum)
+        return loss
+
+
+def _named_optimizer(name: str, learning_rate: float
+                     ) -> Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]:
+    # TF's hyper-parameters (Keras defaults), where torch's defaults differ.
+    if name == "Adagrad":
+        return lambda params: torch.optim.Adagrad(params, lr=learning_rate,
+                                                  initial_accumulator_value=0.1, eps=_EPSILON)
+    if name == "Adam":
+        return lambda params: torch.optim.Adam(params, lr=learning_rate, eps=_EPSILON)
+    if name == "Ftrl":
+        return lambda params: Ftrl(params, lr=learning_rate)
+    if name == "RMSProp":
+        return lambda params: torch.optim.RMSprop(params, lr=learning_rate, alpha=0.9, eps=_EPSILON)
+    return lambda params: torch.optim.SGD(params, lr=learning_rate)
+
+
+def get_optimizer_factory(optimizer: Any, learning_rate: float, argument: str = "optimizer"
+                          ) -> Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]:
+    """Turns a canned estimator's ``optimizer`` argument into ``fn(params) -> Optimizer``.
+
+    Args:
+        optimizer: a name (see ``OPTIMIZER_NAMES``), an Optimizer subclass or a factory.
+        learning_rate: used for names only (the estimator's TF default).
+        argument: the argument's name, for error messages.
+
+    Raises:
+        ValueError: an unknown name.
+        TypeError: an optimizer instance, or anything else that is not callable.
+
+    Example:
+        >>> make = get_optimizer_factory('SGD', 0.1)
+        >>> make([torch.nn.Parameter(torch.zeros(1))]).param_groups[0]['lr']
+        0.1
+    """
+    if isinstance(optimizer, str):
+        for name in OPTIMIZER_NAMES:
+            if optimizer == name or optimizer.lower() == name.lower():
+                return _named_optimizer(name, learning_rate)
+        raise ValueError(f"Unsupported optimizer name: {optimizer!r} for {argument}. Supported names "
+                         f"are: {list(OPTIMIZER_NAMES)}, or pass an Optimizer class or a factory "
+                         "fn(params) -> torch.optim.Optimizer.")
+    if isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(
+            f"{argument} must be a name, a torch.optim.Optimizer class or a factory "
+            f"fn(params) -> Optimizer, not an optimizer instance ({type(optimizer).__name__}): the "
+            "canned model's parameters are created when it first runs. Pass e.g. "
+            f"functools.partial(torch.optim.{type(optimizer).__name__}, lr=...) instead.")
+    if isinstance(optimizer, type):
+        if not issubclass(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"{argument} class must be a torch.optim.Optimizer subclass, given: {optimizer!r}.")
+        return lambda params: optimizer(params)
+    if callable(optimizer):
+        return optimizer
+    raise TypeError(f"{argument} must be a name {list(OPTIMIZER_NAMES)}, a torch.optim.Optimizer class "
+                    f"or a factory fn(params) -> Optimizer, given: {optimizer!r}.")
+
+
+def build_optimizer(factory: Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer],
+                    params: list[torch.nn.Parameter], argument: str = "optimizer") -> torch.optim.Optimizer:
+    """Calls ``factory(params)`` and checks it returned an Optimizer."""
+    optimizer = factory(params)
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"The {argument} factory must return a torch.optim.Optimizer, returned "
+                        f"{type(optimizer).__name__}: {optimizer!r:.100}.")
+    return optimizer
+
+
+def default_linear_learning_rate(num_columns: int, cap: float) -> float:
+    """TF's linear default: ``min(cap, 1 / sqrt(num_columns))``."""
+    return min(cap, 1.0 / math.sqrt(num_columns)) if num_columns > 0 else cap
+
