@@ -551,3 +551,65 @@ class TestBackgroundCheckpointWrites:
         monkeypatch.setattr(checkpoints, "save_checkpoint", real_save)
         assert est.latest_checkpoint().endswith("model.ckpt-0")
         assert est.get_variable_value("global_step") == 0
+
+
+class TestInputFnAndSummaries:
+    def test_input_fn_receives_declared_arguments(self, tmp_path):
+        seen = []
+
+        def input_fn(mode, params, config):
+            seen.append((mode, params, config.model_dir))
+            return _linear_input_fn()()
+
+        est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={"learning_rate": 0.1})
+        est.train(input_fn, steps=1)
+        est.evaluate(input_fn, steps=1)
+        list(zip(range(2), est.predict(input_fn)))
+        assert [mode for mode, _, _ in seen] == [ee.ModeKeys.TRAIN, ee.ModeKeys.EVAL, ee.ModeKeys.PREDICT]
+        assert all(params == {"learning_rate": 0.1} and model_dir == str(tmp_path) for _, params, model_dir in seen)
+
+    def test_input_fn_tuple_of_wrong_length(self, tmp_path):
+        est = _estimator(tmp_path)
+        x, y = make_linear_data(n=4)
+        with pytest.raises(ValueError, match="input_fn should return \\(features, labels\\) as a len 2 tuple"):
+            est.train(lambda: (x, y, y), steps=1)
+
+    def test_training_writes_loss_and_steps_per_second(self, tmp_path):
+        from estimator_engine.summary import SummaryWriterCache, read_summaries
+
+        est = _estimator(tmp_path, save_summary_steps=5, log_step_count_steps=5)
+        est.train(_linear_input_fn(), steps=10)
+        SummaryWriterCache.clear()
+        lines = read_summaries(est.model_dir)
+        loss_steps = [line["step"] for line in lines if line["tag"] == "loss"]
+        assert loss_steps == [1, 6]  # TF's SummarySaverHook: the first step, then every N steps
+        assert [line["step"] for line in lines if line["tag"] == "global_step/sec"] == [6]
+
+    def test_eval_hooks_fetch_metric_values_so_far(self, tmp_path):
+        checkpoints.create_checkpoint(str(tmp_path), {"linear/weight": [[1.0]], "linear/bias": [0.0]}, 1)
+        hook = RecordingHook(fetches={"mae": "mae", "loss": "loss"})
+        est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={})
+        result = est.evaluate(_linear_input_fn(n=32, batch_size=8, num_epochs=1, shuffle=False), hooks=[hook])
+        assert len(hook.results) == 4
+        assert hook.results[-1]["mae"] == pytest.approx(result["mae"])
+
+
+class TestChiefOnly:
+    def test_non_chief_runs_no_chief_hooks_and_writes_no_checkpoints(self, tmp_path, monkeypatch):
+        chief_hook = RecordingHook()
+
+        def model_fn(features, labels, mode):
+            spec = linear_model_fn(features, labels, mode, {})
+            return spec._replace(training_chief_hooks=[chief_hook])
+
+        monkeypatch.setenv("WORLD_SIZE", "2")
+        monkeypatch.setenv("RANK", "1")
+        est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+        assert not est.config.is_chief and est.config.task_type == "worker"
+        est.train(_linear_input_fn(), steps=3)
+        assert chief_hook.calls == []
+        assert est.latest_checkpoint() is None
+        monkeypatch.setenv("RANK", "0")
+        est.train(_linear_input_fn(), steps=3)
+        assert chief_hook.calls[:2] == ["begin", "after_create_session"]
+        assert est.get_variable_value("global_step") == 3
