@@ -8,7 +8,29 @@ Example:
 
 from __future__ import annotations
 
-from estimator_engine import checkpoints, inputs, metrics
+from estimator_engine import (
+    checkpoints,
+    distribute,
+    early_stopping,
+    export,
+    exporter,
+    feature_column,
+    inputs,
+    metrics,
+)
+from estimator_engine.canned import (
+    BaselineClassifier,
+    BaselineRegressor,
+    BinaryClassHead,
+    DNNClassifier,
+    DNNLinearCombinedClassifier,
+    DNNLinearCombinedRegressor,
+    DNNRegressor,
+    LinearClassifier,
+    LinearRegressor,
+    MultiClassHead,
+    RegressionHead,
+)
 from estimator_engine.errors import (
     CheckpointError,
     CheckpointNotFoundError,
@@ -16,6 +38,7 @@ from estimator_engine.errors import (
     NanLossDuringTrainingError,
 )
 from estimator_engine.estimator import Estimator, default_training_hooks
+from estimator_engine.exporter import BestExporter, Exporter, FinalExporter, LatestExporter
 from estimator_engine.hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -38,25 +61,42 @@ from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec, Scaffold
 from estimator_engine.summary import read_eval_metrics
 from estimator_engine.training import TrainOp, get_global_step, get_module, get_optimizer, minimize
+from estimator_engine.training_loop import EvalSpec, TrainSpec, train_and_evaluate
 from estimator_engine.warm_start import VocabInfo, WarmStartSettings
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BaselineClassifier",
+    "BaselineRegressor",
+    "BestExporter",
+    "BinaryClassHead",
     "CheckpointError",
     "CheckpointNotFoundError",
     "CheckpointSaverHook",
     "CheckpointSaverListener",
+    "DNNClassifier",
+    "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedRegressor",
+    "DNNRegressor",
     "Estimator",
     "EstimatorError",
     "EstimatorSpec",
+    "EvalSpec",
+    "Exporter",
+    "FinalExporter",
     "FinalOpsHook",
     "GlobalStepWaiterHook",
+    "LatestExporter",
+    "LinearClassifier",
+    "LinearRegressor",
     "LoggingTensorHook",
     "MetricOp",
     "ModeKeys",
+    "MultiClassHead",
     "NanLossDuringTrainingError",
     "NanTensorHook",
+    "RegressionHead",
     "RunConfig",
     "Scaffold",
     "SecondOrStepTimer",
@@ -68,10 +108,16 @@ __all__ = [
     "StopAtStepHook",
     "SummarySaverHook",
     "TrainOp",
+    "TrainSpec",
     "VocabInfo",
     "WarmStartSettings",
     "checkpoints",
     "default_training_hooks",
+    "distribute",
+    "early_stopping",
+    "export",
+    "exporter",
+    "feature_column",
     "get_global_step",
     "get_module",
     "get_optimizer",
@@ -79,4 +125,5 @@ __all__ = [
     "metrics",
     "minimize",
     "read_eval_metrics",
+    "train_and_evaluate",
 ]

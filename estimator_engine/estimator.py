@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from estimator_engine import checkpoints
+from estimator_engine import checkpoints, distribute
 from estimator_engine import spec as spec_lib
 from estimator_engine._fn_args import call_with_declared, fn_args
 from estimator_engine.hooks import (
@@ -62,6 +62,7 @@ _END = object()
 _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 # Members a subclass may override (TF's allow-list, plus the hooks canned estimators use).
 _OVERRIDABLE = frozenset({"model_fn", "latest_checkpoint", "__init__"})
+_AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 
 
 def _to_python(value: Any) -> Any:
@@ -382,6 +383,21 @@ class Estimator:
         value = checkpoints.load_variable(self._require_checkpoint(), name)
         return int(value) if name == "global_step" else value
 
+    def export_saved_model(self, export_dir_base: str | os.PathLike, serving_input_receiver_fn: Callable[[], Any],
+                           assets_extra: Mapping[str, str] | None = None, as_text: bool = False,
+                           checkpoint_path: str | None = None,
+                           experimental_mode: ModeKeys = ModeKeys.PREDICT) -> str:
+        """Exports the model for serving to ``<export_dir_base>/<timestamp>/``; returns that path.
+
+        The folder holds a program that runs without the model_fn's source (see ``ee.export``).
+        ``as_text`` is accepted for TF compatibility (there is no text form of a program).
+        """
+        from estimator_engine.export import export_saved_model
+
+        del as_text
+        return export_saved_model(self, export_dir_base, serving_input_receiver_fn, assets_extra=assets_extra,
+                                  checkpoint_path=checkpoint_path, experimental_mode=experimental_mode)
+
     def eval_dir(self, name: str | None = None) -> str:
         """Where ``evaluate(name=...)`` writes its results: ``model_dir/eval`` or ``eval_<name>``."""
         return os.path.join(self._model_dir, "eval" if not name else f"eval_{name}")
@@ -429,10 +445,11 @@ class Estimator:
         return self
 
     def _train_model(self, input_fn, user_hooks, saving_listeners, steps, max_steps) -> float | None:
-        state, checkpoint = self._build_state(ModeKeys.TRAIN, checkpoint_path=None)
+        strategy = self._strategy(ModeKeys.TRAIN)
+        state, checkpoint = self._build_state(ModeKeys.TRAIN, checkpoint_path=None, strategy=strategy)
         self._cached_state = None  # training changes the in-memory model: the cache is stale
         with state.activated(ModeKeys.TRAIN):
-            batches = self._call_input_fn(input_fn, ModeKeys.TRAIN)
+            batches = self._call_input_fn(input_fn, ModeKeys.TRAIN, strategy)
             if checkpoint is not None:
                 self._restore_run_state(checkpoint, batches)
             session = _Session(self, state, ModeKeys.TRAIN, batches)
@@ -450,12 +467,15 @@ class Estimator:
             elif spec.scaffold.init_fn is not None:
                 spec.scaffold.init_fn(spec.scaffold, session)
             try:
-                self._run_loop(session, hooks, call, train=True)
+                with strategy.join(list(state.modules.values())) if strategy else contextlib.nullcontext():
+                    self._run_loop(session, hooks, call, train=True)
             except BaseException:
                 with contextlib.suppress(Exception):  # the loop's own error is the one to report
                     session.writer.close()
                 raise
             session.writer.close()
+            if strategy:
+                strategy.barrier()  # no rank reads model_dir before the chief's last save is there
             if session._last_saved_step == state.global_step and session._last_saved_path:
                 # The model in memory equals the newest checkpoint: evaluate/predict reuse it.
                 state.synced_with = _file_marker(session._last_saved_path)
@@ -561,14 +581,16 @@ class Estimator:
         for hook in hooks:
             if not isinstance(hook, SessionRunHook):
                 raise TypeError(f"Hooks must be a SessionRunHook, given: {hook!r}")
-        state, _ = self._build_state(ModeKeys.EVAL, checkpoint_path)
+        strategy = self._strategy(ModeKeys.EVAL)
+        state, _ = self._build_state(ModeKeys.EVAL, checkpoint_path, strategy=strategy)
         with state.activated(ModeKeys.EVAL), torch.no_grad():
-            results = self._evaluate_state(state, input_fn, steps, hooks)
+            results = self._evaluate_state(state, input_fn, steps, hooks, strategy)
         self._write_eval_results(results, name, state.checkpoint_path)
         return results
 
-    def _evaluate_state(self, state: ModelState, input_fn, steps, user_hooks) -> dict[str, Any]:
-        batches = self._call_input_fn(input_fn, ModeKeys.EVAL)
+    def _evaluate_state(self, state: ModelState, input_fn, steps, user_hooks,
+                        strategy: distribute.DDPStrategy | None = None) -> dict[str, Any]:
+        batches = self._call_input_fn(input_fn, ModeKeys.EVAL, strategy)
         session = _Session(self, state, ModeKeys.EVAL, batches)
         batch = next(batches, _END)
         if batch is _END:
@@ -596,8 +618,17 @@ class Estimator:
 
         hooks = [*user_hooks, *spec.evaluation_hooks]
         n_batches = self._run_loop(session, hooks, call, train=False, max_batches=steps, on_batch=accumulate)
+        n_batches_total = torch.tensor(float(n_batches), dtype=torch.float64, device=state.device)
+        if strategy:
+            # Sum the statistics of every rank's shard: the result is the metric over all of them.
+            keys = sorted(metrics)
+            tensors = [loss_total, n_batches_total] + [t for k in keys for _, t in sorted(metrics[k].state.items())]
+            reduced = iter(strategy.all_reduce_sum(tensors))
+            loss_total, n_batches_total = next(reduced), next(reduced)
+            for key in keys:
+                metrics[key].state = {name: next(reduced) for name in sorted(metrics[key].state)}
         results = {key: _to_python(op.result()) for key, op in metrics.items()}
-        results["loss"] = float(loss_total.item() / n_batches)
+        results["loss"] = float(loss_total.item() / n_batches_total.item())
         results["global_step"] = state.global_step
         return results
 
@@ -672,7 +703,37 @@ class Estimator:
 
     # -- shared machinery --------------------------------------------------------------------
 
-    def _build_state(self, mode: ModeKeys, checkpoint_path: str | None) -> tuple[ModelState, Mapping[str, Any] | None]:
+    def _strategy(self, mode: ModeKeys) -> distribute.DDPStrategy | None:
+        """The distribution strategy of a TRAIN or EVAL call (set up on first use); PREDICT runs locally."""
+        if mode == ModeKeys.PREDICT:
+            return None
+        config = self._config
+        chosen = config.train_distribute if mode == ModeKeys.TRAIN else (config.eval_distribute or config.train_distribute)
+        strategy = distribute.strategy_for(chosen)
+        if strategy is not None:
+            strategy.setup(self._device)
+        return strategy
+
+    def _configure_state(self, state: ModelState, strategy: distribute.DDPStrategy | None,
+                         checkpoint: Mapping[str, Any] | None) -> ModelState:
+        """Wrapping (DDP, torch.compile) and mixed precision of a freshly built state."""
+        compile_modules = bool(self._config.compile)
+
+        def for_training(name: str, module: torch.nn.Module) -> torch.nn.Module:
+            if strategy is not None:
+                module = strategy.wrap(name, module)
+            return torch.compile(module) if compile_modules else module
+
+        state.module_wrapper = for_training
+        state.inference_wrapper = (lambda name, module: torch.compile(module)) if compile_modules else None
+        if self._config.precision == "16-mixed":
+            state.grad_scaler = torch.amp.GradScaler(self._device.type)
+            if checkpoint and checkpoint.get("grad_scaler"):
+                state.grad_scaler.load_state_dict(checkpoint["grad_scaler"])
+        return state
+
+    def _build_state(self, mode: ModeKeys, checkpoint_path: str | None,
+                     strategy: distribute.DDPStrategy | None = None) -> tuple[ModelState, Mapping[str, Any] | None]:
         """Resume > warm start > fresh: returns the state to run and, for TRAIN, the checkpoint read."""
         if self._config.tf_random_seed is not None:
             torch.manual_seed(self._config.tf_random_seed)
@@ -684,22 +745,26 @@ class Estimator:
             if mode != ModeKeys.TRAIN:
                 _log.info("Could not find trained model in model_dir: %s, running initialization to %s.",
                           self._model_dir, "evaluate" if mode == ModeKeys.EVAL else "predict")
-            return ModelState(self._device, warm_starter=warm), None
+            return self._configure_state(ModelState(self._device, warm_starter=warm), strategy, None), None
         if mode != ModeKeys.TRAIN:
             cached = self._cached_state
             if cached is not None and cached.synced_with == _file_marker(path):
                 return cached, None
         checkpoint = checkpoints.load_checkpoint(path)
-        state = ModelState(self._device, checkpoint_path=path, checkpoint=checkpoint)
+        state = self._configure_state(ModelState(self._device, checkpoint_path=path, checkpoint=checkpoint),
+                                      strategy, checkpoint)
         if mode != ModeKeys.TRAIN:
             state.synced_with = _file_marker(path)
             self._cached_state = state
         return state, checkpoint
 
-    def _call_input_fn(self, input_fn: Callable[..., Any], mode: ModeKeys) -> Iterator[Any]:
+    def _call_input_fn(self, input_fn: Callable[..., Any], mode: ModeKeys,
+                       strategy: distribute.DDPStrategy | None = None) -> Iterator[Any]:
         if not callable(input_fn):
             raise TypeError(f"input_fn must be callable, given: {input_fn!r}")
-        result = call_with_declared(input_fn, {"mode": mode, "params": self.params, "config": self._config})
+        available = {"mode": mode, "params": self.params, "config": self._config,
+                     "input_context": strategy.input_context() if strategy else None}
+        result = call_with_declared(input_fn, available)
         iterable = parse_input_fn_result(result)
         if mode == ModeKeys.PREDICT and getattr(iterable, "is_single_batch", False):
             _log.warning("input_fn returned one batch of tensors, not an iterable of batches. "
@@ -716,6 +781,7 @@ class Estimator:
         takes_labels = "labels" in self._model_fn_args
         model_fn, device = self._model_fn, self._device
         on_cpu = device.type == "cpu"
+        autocast_dtype = _AUTOCAST_DTYPES.get(self._config.precision or "32")
 
         def call(features: Any, labels: Any) -> EstimatorSpec:
             if not on_cpu:
@@ -730,7 +796,15 @@ class Estimator:
                 raise ValueError(f"model_fn should return an EstimatorSpec, returned {type(spec).__name__}: {spec!r:.200}")
             return spec
 
-        return call
+        if autocast_dtype is None:
+            return call
+
+        def call_with_autocast(features: Any, labels: Any) -> EstimatorSpec:
+            # Only the forward pass runs under autocast; train_op's backward runs outside it.
+            with torch.autocast(device.type, dtype=autocast_dtype):
+                return call(features, labels)
+
+        return call_with_autocast
 
     def _first_spec(self, call: Callable[[Any, Any], EstimatorSpec], session: _Session) -> EstimatorSpec:
         """Runs the first model_fn call with full validation and finishes module creation."""

@@ -58,8 +58,14 @@ class ModelState:
         self._checkpoint = checkpoint
         self.warm_starter = warm_starter
         self.module_wrapper = module_wrapper
-        self.modules: dict[str, torch.nn.Module] = {}
+        self.inference_wrapper: Callable[[str, torch.nn.Module], torch.nn.Module] | None = None
+        self.grad_scaler: Any = None
         self._raw_modules: dict[str, torch.nn.Module] = {}
+        # TRAIN sees the wrapped modules (DDP, torch.compile); EVAL and PREDICT the plain or
+        # compiled ones, so uneven evaluation shards never wait on DDP collectives.
+        self._train_modules: dict[str, torch.nn.Module] = {}
+        self._inference_modules: dict[str, torch.nn.Module] = {}
+        self.modules: dict[str, torch.nn.Module] = self._train_modules
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.global_step = int(checkpoint["global_step"]) if checkpoint else 0
         self.mode: ModeKeys | None = None
@@ -84,8 +90,13 @@ class ModelState:
         previous, _active = _active, self
         self.mode = mode
         training = mode == ModeKeys.TRAIN
-        for module in self.modules.values():
+        self.modules = self._train_modules if training else self._inference_modules
+        for name, module in self._raw_modules.items():
             module.train(training)
+            if training and name not in self._train_modules:
+                # Created in EVAL/PREDICT: wrapped (DDP's collective broadcast) only when a
+                # training call needs it, which every rank reaches together.
+                self._train_modules[name] = self.module_wrapper(name, module) if self.module_wrapper else module
         try:
             yield self
         finally:
@@ -112,9 +123,11 @@ class ModelState:
             self.warm_starter.apply(name, module)
         module.train(self.mode == ModeKeys.TRAIN)
         self._raw_modules[name] = module
-        wrapped = self.module_wrapper(name, module) if self.module_wrapper else module
-        self.modules[name] = wrapped
-        return wrapped
+        if self.mode == ModeKeys.TRAIN:
+            self._train_modules[name] = self.module_wrapper(name, module) if self.module_wrapper else module
+        self._inference_modules[name] = (self.inference_wrapper(name, module)
+                                         if self.inference_wrapper else module)
+        return self.modules[name]
 
     def create_optimizer(self, name: str, factory: Callable[[], torch.optim.Optimizer]) -> torch.optim.Optimizer:
         if not callable(factory):
@@ -148,12 +161,15 @@ class ModelState:
 
     def state_dict(self) -> dict[str, Any]:
         """The model part of a checkpoint: variables, optimizer states and the global step."""
-        return {
+        state = {
             "global_step": self.global_step,
             "variables": {k: v.detach().cpu() if v.device.type != "cpu" else v.detach()
                           for k, v in self.variables().items()},
             "optimizers": {name: opt.state_dict() for name, opt in self.optimizers.items()},
         }
+        if self.grad_scaler is not None:
+            state["grad_scaler"] = self.grad_scaler.state_dict()
+        return state
 
     def unused_checkpoint_variables(self) -> list[str]:
         if not self.restored:

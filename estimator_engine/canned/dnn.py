@@ -105,7 +105,7 @@ def check_feature_columns(feature_columns: Any, argument: str = "feature_columns
         raise ValueError(f"{argument} must be a non-empty list of feature columns, given: {feature_columns!r:.200}.")
     columns = tuple(feature_columns)
     if not columns:
-        raise ValueError(f"{argument} must not be empty; pass e.g. [ee.feature_column.numeric_column('x')].")
+        raise ValueError(f"{argument} must not be empty; pass e.g. [fc.numeric_column('x')].")
     return columns
 
 
@@ -215,8 +215,8 @@ class DNNClassifier(Estimator):
         batch_norm: batch-normalise after each hidden layer.
 
     Example:
-        >>> import estimator_engine as ee
-        >>> est = DNNClassifier(hidden_units=[8], feature_columns=[ee.feature_column.numeric_column('x')])
+        >>> from estimator_engine import feature_column as fc
+        >>> est = DNNClassifier(hidden_units=[8], feature_columns=[fc.numeric_column('x')])  # doctest: +SKIP
         >>> # est.train(input_fn, steps=100); est.evaluate(input_fn)['accuracy']
     """
 
@@ -253,8 +253,8 @@ class DNNRegressor(Estimator):
         label_dimension: number of regression targets per example.
 
     Example:
-        >>> import estimator_engine as ee
-        >>> est = DNNRegressor(hidden_units=[8], feature_columns=[ee.feature_column.numeric_column('x')])
+        >>> from estimator_engine import feature_column as fc
+        >>> est = DNNRegressor(hidden_units=[8], feature_columns=[fc.numeric_column('x')])  # doctest: +SKIP
     """
 
     def __init__(self, hidden_units: Sequence[int], feature_columns: Iterable[Any],

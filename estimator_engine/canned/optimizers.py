@@ -67,8 +67,8 @@ class Ftrl(torch.optim.Optimizer):
         >>> opt = Ftrl([w], lr=0.1)
         >>> w.grad = torch.tensor([0.5])
         >>> opt.step()
-        >>> round(w.item(), 6)
-        0.380961
+        >>> round(w.item(), 5)
+        0.38096
     """
 
     def __init__(self, params: Iterable[Any], lr: float = 0.001, learning_rate_power: float = -0.5,

@@ -604,6 +604,8 @@ class TestChiefOnly:
 
         monkeypatch.setenv("WORLD_SIZE", "2")
         monkeypatch.setenv("RANK", "1")
+        # Only the chief logic is under test here; tests/estimator_engine/test_distribute.py runs real DDP.
+        monkeypatch.setattr(ee.distribute, "strategy_for", lambda distribute: None)
         est = ee.Estimator(model_fn, model_dir=str(tmp_path))
         assert not est.config.is_chief and est.config.task_type == "worker"
         est.train(_linear_input_fn(), steps=3)

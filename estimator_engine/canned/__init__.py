@@ -1,0 +1,49 @@
+"""Canned estimators and heads (TF's ``tf.estimator.DNNClassifier``, ``LinearRegressor``, ...).
+
+Each canned estimator is an ``Estimator`` whose ``model_fn`` is a closure over a head (loss,
+predictions, metrics) and a logit builder (DNN, linear, both, or a bias), with TF's variable names.
+
+Example:
+    >>> from estimator_engine.canned import DNNClassifier, BinaryClassHead
+    >>> BinaryClassHead().logits_dimension
+    1
+"""
+
+from __future__ import annotations
+
+from estimator_engine.canned.baseline import BaselineClassifier, BaselineRegressor
+from estimator_engine.canned.dnn import DNNClassifier, DNNRegressor
+from estimator_engine.canned.dnn_linear_combined import (
+    DNNLinearCombinedClassifier,
+    DNNLinearCombinedRegressor,
+)
+from estimator_engine.canned.heads import (
+    BinaryClassHead,
+    Head,
+    LossReduction,
+    MetricKeys,
+    MultiClassHead,
+    PredictionKeys,
+    RegressionHead,
+)
+from estimator_engine.canned.linear import LinearClassifier, LinearRegressor
+from estimator_engine.canned.optimizers import Ftrl
+
+__all__ = [
+    "BaselineClassifier",
+    "BaselineRegressor",
+    "BinaryClassHead",
+    "DNNClassifier",
+    "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedRegressor",
+    "DNNRegressor",
+    "Ftrl",
+    "Head",
+    "LinearClassifier",
+    "LinearRegressor",
+    "LossReduction",
+    "MetricKeys",
+    "MultiClassHead",
+    "PredictionKeys",
+    "RegressionHead",
+]

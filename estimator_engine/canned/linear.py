@@ -1,0 +1,133 @@
+"""``LinearClassifier`` / ``LinearRegressor``: linear models over feature columns (TF's ``canned/linear.py``).
+
+The logits come from ``feature_column.LinearModel`` registered as ``linear/linear_model``, so the
+variables are TF's ``linear/linear_model/<column>/weights`` (``[dim, units]``) and
+``linear/linear_model/bias_weights`` (``[units]``), zero-initialised. The default optimizer is
+FTRL with learning rate ``min(0.2, 1 / sqrt(len(feature_columns)))``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from estimator_engine.canned.dnn import _module_params, check_feature_columns, check_features
+from estimator_engine.canned.heads import Head, LossReduction, RegressionHead, classification_head
+from estimator_engine.canned.optimizers import (
+    build_optimizer,
+    default_linear_learning_rate,
+    get_optimizer_factory,
+)
+from estimator_engine.estimator import Estimator
+from estimator_engine.mode_keys import ModeKeys
+from estimator_engine.run_config import RunConfig
+from estimator_engine.spec import EstimatorSpec
+from estimator_engine.training import get_module, get_optimizer
+
+__all__ = ["LinearClassifier", "LinearRegressor", "linear_logits"]
+
+# TF's cap on the default FTRL learning rate of a linear model.
+_LEARNING_RATE = 0.2
+_SPARSE_COMBINERS = ("sum", "mean", "sqrtn")
+
+
+def check_sparse_combiner(sparse_combiner: Any, argument: str = "sparse_combiner") -> str:
+    if sparse_combiner not in _SPARSE_COMBINERS:
+        raise ValueError(f"{argument} must be one of {list(_SPARSE_COMBINERS)}, given: {sparse_combiner!r}.")
+    return sparse_combiner
+
+
+def linear_logits(features: Mapping[str, Any], feature_columns: Sequence[Any], units: int,
+                  sparse_combiner: str = "sum", scope: str = "linear"
+                  ) -> tuple[torch.Tensor, list[torch.nn.Module]]:
+    """Builds (first call) or reuses ``<scope>/linear_model``; returns ``(logits, [module])``.
+
+    Must run inside a ``model_fn`` (it uses ``ee.get_module``).
+    """
+    from estimator_engine.feature_column import LinearModel  # sibling module, imported on use
+
+    columns = tuple(feature_columns)
+    model = get_module(f"{scope}/linear_model",
+                       lambda: LinearModel(columns, units=units, sparse_combiner=sparse_combiner))
+    return model(features), [model]
+
+
+def _linear_model_fn(features: Any, labels: Any, mode: ModeKeys, head: Head, feature_columns: Sequence[Any],
+                     optimizer_factory: Callable[..., torch.optim.Optimizer], sparse_combiner: str
+                     ) -> EstimatorSpec:
+    features = check_features(features)
+    logits, modules = linear_logits(features, feature_columns, head.logits_dimension, sparse_combiner)
+    if mode != ModeKeys.TRAIN:
+        return head.create_estimator_spec(features, mode, logits, labels)
+    optimizer = get_optimizer("linear", lambda: build_optimizer(optimizer_factory, _module_params(modules)))
+    return head.create_estimator_spec(features, mode, logits, labels, optimizer=optimizer)
+
+
+class LinearClassifier(Estimator):
+    """A linear classifier (TF's ``tf.estimator.LinearClassifier``).
+
+    Args:
+        feature_columns: feature columns (categorical columns are used directly, as sparse weights).
+        model_dir: where checkpoints go.
+        n_classes: number of classes (2: binary head; > 2: multi-class head).
+        weight_column: feature key or numeric_column of example weights.
+        label_vocabulary: class names when labels are strings.
+        optimizer: a name (default 'Ftrl' with learning rate ``min(0.2, 1/sqrt(n_columns))``), an
+            Optimizer class, or a factory ``fn(params) -> Optimizer``.
+        config: a ``RunConfig``.
+        warm_start_from: a model_dir, checkpoint or ``WarmStartSettings``.
+        loss_reduction: ``'sum_over_batch_size'`` (default) or ``'sum'``.
+        sparse_combiner: how multi-valued categorical inputs combine: 'sum', 'mean' or 'sqrtn'.
+
+    Example:
+        >>> from estimator_engine import feature_column as fc
+        >>> est = LinearClassifier(feature_columns=[fc.numeric_column('x')])  # doctest: +SKIP
+    """
+
+    def __init__(self, feature_columns: Iterable[Any], model_dir: str | os.PathLike | None = None,
+                 n_classes: int = 2, weight_column: Any = None,
+                 label_vocabulary: Sequence[str] | None = None, optimizer: Any = "Ftrl",
+                 config: RunConfig | None = None, warm_start_from: Any = None,
+                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, sparse_combiner: str = "sum") -> None:
+        head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
+        columns = check_feature_columns(feature_columns)
+        combiner = check_sparse_combiner(sparse_combiner)
+        factory = get_optimizer_factory(optimizer, default_linear_learning_rate(len(columns), _LEARNING_RATE))
+
+        def _model_fn(features, labels, mode):
+            return _linear_model_fn(features, labels, mode, head, columns, factory, combiner)
+
+        super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+                         warm_start_from=warm_start_from)
+
+
+class LinearRegressor(Estimator):
+    """A linear regressor (TF's ``tf.estimator.LinearRegressor``).
+
+    Args:
+        feature_columns, model_dir, weight_column, optimizer, config, warm_start_from,
+        loss_reduction, sparse_combiner: as in ``LinearClassifier``.
+        label_dimension: number of regression targets per example.
+
+    Example:
+        >>> from estimator_engine import feature_column as fc
+        >>> est = LinearRegressor(feature_columns=[fc.numeric_column('x')])  # doctest: +SKIP
+    """
+
+    def __init__(self, feature_columns: Iterable[Any], model_dir: str | os.PathLike | None = None,
+                 label_dimension: int = 1, weight_column: Any = None, optimizer: Any = "Ftrl",
+                 config: RunConfig | None = None, warm_start_from: Any = None,
+                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, sparse_combiner: str = "sum") -> None:
+        head = RegressionHead(label_dimension, weight_column=weight_column, loss_reduction=loss_reduction)
+        columns = check_feature_columns(feature_columns)
+        combiner = check_sparse_combiner(sparse_combiner)
+        factory = get_optimizer_factory(optimizer, default_linear_learning_rate(len(columns), _LEARNING_RATE))
+
+        def _model_fn(features, labels, mode):
+            return _linear_model_fn(features, labels, mode, head, columns, factory, combiner)
+
+        super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+                         warm_start_from=warm_start_from)

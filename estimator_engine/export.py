@@ -1,0 +1,570 @@
+"""Exporting a trained model as a self-contained program, and loading it back (TF's ``tf.estimator.export``).
+
+A TF SavedModel cannot be reproduced on PyTorch, so an export is a directory with the same contract:
+``<export_dir_base>/<10-digit unix timestamp>/`` (written to a temporary folder, then renamed)::
+
+    program.pt2            torch.export program: receiver tensors (a dict) -> tuple of outputs,
+                           with a dynamic batch dimension. Runs without the model_fn's source.
+    program.torchscript.pt only when torch.export failed: a torch.jit.trace of the same function
+                           (signature.json says why).
+    signature.json         inputs (names, dtypes, shapes with -1 for the batch), and per signature
+                           key (default ``serving_default``) its method and named outputs.
+    variables.pt           the restored variables {name: tensor} (``torch.load(weights_only=True)``).
+    assets.extra/          copies of ``assets_extra`` ({destination: source}).
+
+``load(path)`` returns a callable ``features dict -> outputs dict``. It loads nothing that can run
+arbitrary Python: ``torch.export.load`` unpickles tensor subclasses, custom objects and sample
+inputs with a ``weights_only=False`` fallback, so the archive is checked first and refused if it
+holds any such entry; TorchScript archives hold TorchScript code and tensors only.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import io
+import json
+import logging
+import os
+import shutil
+import tempfile
+import time
+import warnings
+import zipfile
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+
+from estimator_engine import checkpoints
+from estimator_engine import spec as spec_lib
+from estimator_engine.export_output import (
+    ClassificationOutput,
+    ExportOutput,
+    PredictOutput,
+    RegressionOutput,
+)
+from estimator_engine.mode_keys import ModeKeys
+from estimator_engine.training import ModelState
+
+__all__ = [
+    "DEFAULT_SERVING_SIGNATURE_DEF_KEY",
+    "ClassificationOutput",
+    "ExportOutput",
+    "LoadedModel",
+    "PredictOutput",
+    "RegressionOutput",
+    "ServingInputReceiver",
+    "TensorServingInputReceiver",
+    "build_raw_serving_input_receiver_fn",
+    "export_saved_model",
+    "load",
+]
+
+_log = logging.getLogger("estimator_engine")
+
+DEFAULT_SERVING_SIGNATURE_DEF_KEY = "serving_default"
+EXPORT_FORMAT = "estimator_engine.export"
+EXPORT_FORMAT_VERSION = 1
+SIGNATURE_FILENAME = "signature.json"
+VARIABLES_FILENAME = "variables.pt"
+EXPORT_PROGRAM_FILENAME = "program.pt2"
+TORCHSCRIPT_PROGRAM_FILENAME = "program.torchscript.pt"
+ASSETS_EXTRA_DIRNAME = "assets.extra"
+_SINGLE_FEATURE_DEFAULT_NAME = "feature"
+_SINGLE_RECEIVER_DEFAULT_NAME = "input"
+_METHODS = {ClassificationOutput: "classify", RegressionOutput: "regress", PredictOutput: "predict"}
+
+
+# -- serving input receivers -----------------------------------------------------------------
+
+
+def _wrap_and_check(tensors: Any, field_name: str, default_name: str,
+                    allow_int_keys: bool = False) -> dict[Any, torch.Tensor]:
+    """TF's ``wrap_and_check_input_tensors``: a dict of named tensors (one tensor gets a default name)."""
+    if tensors is None:
+        raise ValueError(f"{field_name}s must be defined.")
+    if not isinstance(tensors, Mapping):
+        tensors = {default_name: tensors}
+    for name, tensor in tensors.items():
+        if not (isinstance(name, str) or (allow_int_keys and isinstance(name, int) and not isinstance(name, bool))):
+            raise ValueError(f"{field_name} keys must be strings: {name!r}.")
+        if not isinstance(tensor, torch.Tensor):
+            raise ValueError(f"{field_name} {name} must be a Tensor or SparseTensor. Given: {tensor!r:.100}. "
+                             "Serving inputs must be torch tensors (convert numpy arrays with torch.as_tensor).")
+    return dict(tensors)
+
+
+_ReceiverBase = collections.namedtuple(
+    "ServingInputReceiver", ["features", "receiver_tensors", "receiver_tensors_alternatives"])
+
+
+class ServingInputReceiver(_ReceiverBase):
+    """What a ``serving_input_receiver_fn`` returns: the model's features and the serving inputs.
+
+    ``receiver_tensors`` are the inputs of the exported program (example values: their dtypes and
+    trailing shapes define the signature; dimension 0 is the batch). Each feature must be one of the
+    receiver tensors (the same object), or ``features`` may be a callable
+    ``fn(receiver_tensors) -> features`` made of torch operations, which is exported with the model
+    (the eager counterpart of TF's parsing ops between placeholders and features).
+
+    Args:
+        features: a tensor or a dict of feature name -> tensor, or a callable (see above).
+        receiver_tensors: a tensor or a dict of input name -> example tensor.
+        receiver_tensors_alternatives: accepted for TF compatibility and validated, not exported.
+
+    Example:
+        >>> x = torch.zeros(2, 3)
+        >>> receiver = ServingInputReceiver({'x': x}, {'x': x})
+        >>> sorted(receiver.receiver_tensors)
+        ['x']
+    """
+
+    def __new__(cls, features: Any, receiver_tensors: Any,
+                receiver_tensors_alternatives: Mapping[str, Any] | None = None) -> ServingInputReceiver:
+        if not callable(features):
+            features = _wrap_and_check(features, "feature", _SINGLE_FEATURE_DEFAULT_NAME, allow_int_keys=True)
+        receiver_tensors = _wrap_and_check(receiver_tensors, "receiver_tensor", _SINGLE_RECEIVER_DEFAULT_NAME)
+        alternatives = None
+        if receiver_tensors_alternatives is not None:
+            if not isinstance(receiver_tensors_alternatives, Mapping):
+                raise ValueError("receiver_tensors_alternatives must be a dict of name -> tensors, given: "
+                                 f"{receiver_tensors_alternatives!r}.")
+            alternatives = {name: _wrap_and_check(value, "receiver_tensors_alternative",
+                                                  _SINGLE_RECEIVER_DEFAULT_NAME)
+                            for name, value in receiver_tensors_alternatives.items()}
+        return super().__new__(cls, features, receiver_tensors, alternatives)
+
+
+class TensorServingInputReceiver(_ReceiverBase):
+    """Like ``ServingInputReceiver``, but ``features`` is one tensor passed to model_fn as is.
+
+    Example:
+        >>> x = torch.zeros(2, 3)
+        >>> TensorServingInputReceiver(x, {'x': x}).features is x
+        True
+    """
+
+    def __new__(cls, features: torch.Tensor, receiver_tensors: Any,
+                receiver_tensors_alternatives: Mapping[str, Any] | None = None) -> TensorServingInputReceiver:
+        if features is None:
+            raise ValueError("features must be defined.")
+        if not isinstance(features, torch.Tensor):
+            raise ValueError(f"feature must be a Tensor or SparseTensor. Given: {features!r:.100}.")
+        receiver = ServingInputReceiver({_SINGLE_FEATURE_DEFAULT_NAME: features}, receiver_tensors,
+                                        receiver_tensors_alternatives)
+        return super().__new__(cls, features, receiver.receiver_tensors, receiver.receiver_tensors_alternatives)
+
+
+def build_raw_serving_input_receiver_fn(features: Mapping[str, Any],
+                                        default_batch_size: int | None = None) -> Callable[[], ServingInputReceiver]:
+    """A receiver fn whose inputs are the raw features (TF's function of the same name).
+
+    ``features`` maps each feature name to an example tensor (or array): its dtype and shape after
+    dimension 0 define the input. The batch dimension is dynamic unless ``default_batch_size`` is set.
+
+    Example:
+        >>> fn = build_raw_serving_input_receiver_fn({'x': torch.zeros(8, 3)})
+        >>> fn().receiver_tensors['x'].shape
+        torch.Size([2, 3])
+    """
+    if not isinstance(features, Mapping) or not features:
+        raise ValueError(f"features must be a non-empty dict of name -> example tensor, given: {features!r:.200}.")
+    if default_batch_size is not None and (not isinstance(default_batch_size, int) or default_batch_size <= 0):
+        raise ValueError(f"default_batch_size must be a positive int or None, given: {default_batch_size!r}.")
+    examples: dict[str, torch.Tensor] = {}
+    for name, value in features.items():
+        if not isinstance(name, str):
+            raise ValueError(f"feature keys must be strings: {name!r}.")
+        tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+        if tensor.dim() == 0:
+            raise ValueError(f"feature {name!r} must have a batch dimension, given a scalar {value!r}.")
+        examples[name] = tensor.detach().cpu()
+    # Two rows by default: torch.export specialises a dimension of size 0 or 1.
+    rows = default_batch_size or 2
+
+    def serving_input_receiver_fn() -> ServingInputReceiver:
+        receiver_tensors = {name: _resize_batch(tensor, rows) for name, tensor in examples.items()}
+        return ServingInputReceiver(receiver_tensors, receiver_tensors.copy())
+
+    serving_input_receiver_fn.default_batch_size = default_batch_size  # type: ignore[attr-defined]
+    return serving_input_receiver_fn
+
+
+def _resize_batch(tensor: torch.Tensor, rows: int) -> torch.Tensor:
+    if tensor.shape[0] == 0:
+        return torch.zeros((rows, *tensor.shape[1:]), dtype=tensor.dtype)
+    repeats = -(-rows // tensor.shape[0])
+    return tensor.repeat(repeats, *([1] * (tensor.dim() - 1)))[:rows].clone()
+
+
+# -- export ------------------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _full_validation() -> Iterator[None]:
+    """Exporting from inside a training loop (an exporter) still needs the full PREDICT spec checks."""
+    validation = spec_lib._validation
+    previous = getattr(validation, "cheap", False)
+    validation.cheap = False
+    try:
+        yield
+    finally:
+        validation.cheap = previous
+
+
+class _ServingProgram(torch.nn.Module):
+    """receiver tensors (a dict) -> the flattened signature outputs (a tuple), for tracing."""
+
+    def __init__(self, state: ModelState, call: Callable[[Any], Any], features: Any,
+                 receiver_tensors: Mapping[str, torch.Tensor]) -> None:
+        super().__init__()
+        # Registering the modules makes their parameters the program's parameters, not constants.
+        self.modules_by_name = torch.nn.ModuleDict(
+            {f"m{i}": state.unwrapped(name) for i, name in enumerate(state.modules)})
+        self._call = call
+        self._features = features
+        self._source = None if callable(features) else _feature_sources(features, receiver_tensors)
+
+    def features_from(self, inputs: Mapping[str, torch.Tensor]) -> Any:
+        if self._source is None:
+            return self._features(dict(inputs))
+        return {key: inputs[name] for key, name in self._source.items()}
+
+    def forward(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        features = self.features_from(inputs)
+        if isinstance(self._features, torch.Tensor):  # TensorServingInputReceiver
+            features = features[_SINGLE_FEATURE_DEFAULT_NAME]
+        export_outputs = self._call(features)
+        _, tensors, _ = _flatten_outputs(export_outputs)
+        return tuple(tensors)
+
+
+def _feature_sources(features: Any, receiver_tensors: Mapping[str, torch.Tensor]) -> dict[Any, str]:
+    if isinstance(features, torch.Tensor):
+        features = {_SINGLE_FEATURE_DEFAULT_NAME: features}
+    by_id = {id(tensor): name for name, tensor in receiver_tensors.items()}
+    sources = {}
+    for key, tensor in features.items():
+        name = by_id.get(id(tensor))
+        if name is None:
+            raise ValueError(
+                f"ServingInputReceiver feature {key!r} is not one of the receiver_tensors "
+                f"{sorted(receiver_tensors)}. Each feature must be a receiver tensor itself (the same "
+                "object), or pass features=fn(receiver_tensors) -> features to compute them with torch ops.")
+        sources[key] = name
+    return sources
+
+
+def _flatten_outputs(export_outputs: Mapping[str, ExportOutput]) -> tuple[list[tuple[str, str, int]], list[torch.Tensor], list[dict[str, str]]]:
+    """(signature key, output name, index) per output, the distinct tensors, and skipped outputs."""
+    layout: list[tuple[str, str, int]] = []
+    tensors: list[torch.Tensor] = []
+    index_of: dict[int, int] = {}
+    skipped: list[dict[str, str]] = []
+    for key in sorted(export_outputs):
+        for name, value in export_outputs[key].as_signature_outputs().items():
+            if not isinstance(value, torch.Tensor):
+                skipped.append({"signature": key, "output": name,
+                                "reason": f"not a tensor ({type(value).__name__}); only tensors can be exported"})
+                continue
+            index = index_of.get(id(value))
+            if index is None:
+                index = index_of[id(value)] = len(tensors)
+                tensors.append(value)
+            layout.append((key, name, index))
+    return layout, tensors, skipped
+
+
+def _method(output: ExportOutput) -> str:
+    for cls, method in _METHODS.items():
+        if isinstance(output, cls):
+            return method
+    return "predict"
+
+
+def _resolve_export_checkpoint(estimator: Any, checkpoint_path: str | os.PathLike | None) -> str:
+    if checkpoint_path:
+        return checkpoints.resolve_checkpoint(checkpoint_path)
+    path = estimator.latest_checkpoint()
+    if path:
+        return path
+    settings = getattr(estimator, "_warm_start_settings", None)
+    source = getattr(settings, "ckpt_to_initialize_from", None)
+    if source:
+        source = os.fspath(source)
+        path = checkpoints.latest_checkpoint(source) if os.path.isdir(source) else checkpoints.resolve_checkpoint(source)
+        if path:
+            return path
+    raise ValueError(f"Couldn't find trained model at {estimator.model_dir}. Train first (or pass "
+                     "checkpoint_path, or configure warm_start_from) before exporting.")
+
+
+def _new_export_dir(export_dir_base: str) -> str:
+    """``<base>/<10-digit unix seconds>`` that does not exist yet (later seconds on a collision)."""
+    stamp = int(time.time())
+    while os.path.exists(os.path.join(export_dir_base, str(stamp))):
+        stamp += 1
+    return os.path.join(export_dir_base, str(stamp))
+
+
+def _tensor_info(tensor: torch.Tensor, batch_dynamic: bool) -> dict[str, Any]:
+    shape = list(tensor.shape)
+    if batch_dynamic and shape:
+        shape[0] = -1
+    return {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": shape}
+
+
+def export_saved_model(estimator: Any, export_dir_base: str | os.PathLike,
+                       serving_input_receiver_fn: Callable[[], ServingInputReceiver],
+                       assets_extra: Mapping[str, str] | None = None,
+                       checkpoint_path: str | os.PathLike | None = None,
+                       experimental_mode: ModeKeys = ModeKeys.PREDICT) -> str:
+    """Exports ``estimator``'s model for serving; returns the new ``<export_dir_base>/<timestamp>`` (a str).
+
+    The checkpoint is ``checkpoint_path``, else the latest in ``model_dir``, else the warm-start
+    source. ``serving_input_receiver_fn()`` gives the inputs; ``model_fn`` is called in PREDICT mode
+    on its features and every entry of ``spec.export_outputs`` becomes a signature. The program is
+    traced on CPU, so it loads on machines without the training device.
+
+    Example:
+        >>> # path = export_saved_model(est, '/tmp/export', build_raw_serving_input_receiver_fn({'x': x}))
+        >>> # load(path)({'x': x})['y']
+    """
+    if not serving_input_receiver_fn:
+        raise ValueError("An input_receiver_fn must be defined.")
+    if not callable(serving_input_receiver_fn):
+        raise TypeError(f"serving_input_receiver_fn must be callable, given: {serving_input_receiver_fn!r}")
+    if experimental_mode != ModeKeys.PREDICT:
+        raise ValueError(f"experimental_mode={experimental_mode!r} is not supported: only ModeKeys.PREDICT "
+                         "models can be exported (train and evaluate from the checkpoints instead).")
+    if assets_extra is not None and not isinstance(assets_extra, Mapping):
+        raise TypeError(f"assets_extra must be a dict of destination -> source path, given: {assets_extra!r}")
+    path = _resolve_export_checkpoint(estimator, checkpoint_path)
+    checkpoint = checkpoints.load_checkpoint(path)
+
+    receiver = serving_input_receiver_fn()
+    if not isinstance(receiver, (ServingInputReceiver, TensorServingInputReceiver)):
+        raise TypeError("serving_input_receiver_fn must return a ServingInputReceiver (or "
+                        f"TensorServingInputReceiver), returned: {receiver!r:.200}")
+    static_batch = getattr(serving_input_receiver_fn, "default_batch_size", None) is not None
+    receiver_tensors = {name: t.detach().cpu() for name, t in receiver.receiver_tensors.items()}
+    # Features that are receiver tensors must stay the same objects as the (moved) inputs.
+    moved = {id(t): receiver_tensors[name] for name, t in receiver.receiver_tensors.items()}
+    features = receiver.features
+    if isinstance(features, torch.Tensor):
+        features = moved.get(id(features), features)
+    elif isinstance(features, Mapping):
+        features = {k: moved.get(id(v), v) for k, v in features.items()}
+
+    state = ModelState(torch.device("cpu"), checkpoint_path=path, checkpoint=checkpoint)
+    call_model_fn = estimator._model_fn_caller(ModeKeys.PREDICT)
+
+    layouts: list[list[tuple[str, str, int]]] = []  # of every call, to check tracing saw the same outputs
+
+    def call(model_features: Any) -> Mapping[str, ExportOutput]:
+        spec = call_model_fn(model_features, None)
+        if not spec.export_outputs:
+            raise ValueError("model_fn returned no export_outputs and no tensor predictions to export. "
+                             "Return EstimatorSpec(mode, predictions=..., export_outputs={...}).")
+        layouts.append(_flatten_outputs(spec.export_outputs)[0])
+        return spec.export_outputs
+
+    program = _ServingProgram(state, call, features, receiver_tensors)
+    base = os.fspath(export_dir_base)
+    os.makedirs(base, exist_ok=True)
+    temp_dir = tempfile.mkdtemp(prefix="temp-", dir=base)
+    try:
+        with state.activated(ModeKeys.PREDICT), torch.no_grad(), _full_validation():
+            # One eager call creates and restores the modules and tells the signatures.
+            eager_features = program.features_from(receiver_tensors)
+            if isinstance(features, torch.Tensor):
+                eager_features = eager_features[_SINGLE_FEATURE_DEFAULT_NAME]
+            export_outputs = call(eager_features)
+            layout, tensors, skipped = _flatten_outputs(export_outputs)
+            if not tensors:
+                raise ValueError("export_outputs hold no tensors to export; skipped: "
+                                 f"{[s['output'] for s in skipped]}.")
+            program = _ServingProgram(state, call, features, receiver_tensors)  # modules now exist
+            program.eval()
+            program_file, fallback_reason, dynamic_outputs = _trace(program, receiver_tensors, static_batch, temp_dir)
+            if layouts[-1] != layout:
+                raise RuntimeError("model_fn returned different export_outputs while tracing than when called "
+                                   f"eagerly ({layouts[-1]} vs {layout}); it must be deterministic in PREDICT mode.")
+        variables = {k: v.detach().cpu().contiguous() for k, v in state.variables().items()}
+        torch.save(variables, os.path.join(temp_dir, VARIABLES_FILENAME))
+        signatures: dict[str, Any] = {}
+        for key in sorted(export_outputs):
+            signatures[key] = {"method": _method(export_outputs[key]), "outputs": {}}
+        for key, name, index in layout:
+            dynamic = dynamic_outputs[index] if dynamic_outputs is not None else (
+                not static_batch and tensors[index].dim() > 0
+                and tensors[index].shape[0] == next(iter(receiver_tensors.values())).shape[0])
+            signatures[key]["outputs"][name] = {"index": index, **_tensor_info(tensors[index], dynamic)}
+        signature = {
+            "format": EXPORT_FORMAT,
+            "format_version": EXPORT_FORMAT_VERSION,
+            "program": program_file,
+            "program_format": "torch.export" if program_file == EXPORT_PROGRAM_FILENAME else "torchscript",
+            "fallback_reason": fallback_reason,
+            "inputs": {name: _tensor_info(t, not static_batch) for name, t in receiver_tensors.items()},
+            "default_signature": DEFAULT_SERVING_SIGNATURE_DEF_KEY,
+            "signatures": signatures,
+            "skipped_outputs": skipped,
+            "num_outputs": len(tensors),
+            "global_step": int(checkpoint.get("global_step", 0)),
+            "checkpoint_path": path,
+            "torch_version": torch.__version__,
+        }
+        with open(os.path.join(temp_dir, SIGNATURE_FILENAME), "w", encoding="utf-8") as f:
+            json.dump(signature, f, indent=2)
+        for dest, source in (assets_extra or {}).items():
+            target = os.path.join(temp_dir, ASSETS_EXTRA_DIRNAME, dest)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(os.fspath(source), target)
+        while True:
+            final = _new_export_dir(base)
+            try:
+                os.rename(temp_dir, final)
+                break
+            except OSError:
+                if not os.path.exists(final):
+                    raise
+    except BaseException:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
+    _log.info("Exported model (step %d, %s) to %s.", signature["global_step"], signature["program_format"], final)
+    return final
+
+
+def _trace(program: _ServingProgram, inputs: dict[str, torch.Tensor], static_batch: bool,
+           directory: str) -> tuple[str, str | None, list[bool] | None]:
+    """Writes the program; returns (file name, why torch.export failed or None, dynamic batch per output)."""
+    dynamic_shapes = None
+    if not static_batch:
+        batch = torch.export.Dim("batch", min=1)
+        dynamic_shapes = ({name: ({0: batch} if t.dim() > 0 else None) for name, t in inputs.items()},)
+    try:
+        exported = torch.export.export(program, (inputs,), dynamic_shapes=dynamic_shapes, strict=False)
+        exported._example_inputs = None  # sample inputs would be unpickled on load; not needed
+        torch.export.save(exported, os.path.join(directory, EXPORT_PROGRAM_FILENAME))
+        output_node = exported.graph.find_nodes(op="output")[0]
+        dynamic = []
+        for node in output_node.args[0]:
+            value = getattr(node, "meta", {}).get("val")
+            dynamic.append(bool(value is not None and value.dim() > 0 and isinstance(value.shape[0], torch.SymInt)))
+        return EXPORT_PROGRAM_FILENAME, None, dynamic
+    except Exception as exc:
+        reason = f"torch.export failed: {type(exc).__name__}: {str(exc).strip()[:2000]}"
+        _log.warning("%s; falling back to torch.jit.trace.", reason.splitlines()[0])
+    with warnings.catch_warnings():  # TorchScript is deprecated, but it is the fallback we have
+        warnings.simplefilter("ignore", DeprecationWarning)
+        traced = torch.jit.trace(program, (inputs,), strict=False, check_trace=False)
+    traced.save(os.path.join(directory, TORCHSCRIPT_PROGRAM_FILENAME))
+    return TORCHSCRIPT_PROGRAM_FILENAME, reason, None
+
+
+# -- load -------------------------------------------------------------------------------------
+
+
+def _check_export_archive(path: str) -> None:
+    """Refuses a torch.export archive holding anything ``torch.export.load`` would unpickle unsafely."""
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        raise ValueError(f"{path} is not a torch.export archive: {exc}") from exc
+    with archive:
+        names = archive.namelist()
+        if not any(name.endswith("archive_format") for name in names):
+            raise ValueError(f"{path} is in a legacy torch.export format, which loads with pickle; re-export it.")
+        for name in names:
+            if name.endswith(".json") and "/data/" in name:
+                config = json.loads(archive.read(name) or b"{}")
+                for entry, meta in (config.get("config") or {}).items():
+                    if isinstance(meta, Mapping) and meta.get("use_pickle"):
+                        raise ValueError(f"{path} holds a pickled value ({entry!r} in {name}); refusing to "
+                                         "load it, as unpickling can run arbitrary code.")
+            elif "/data/sample_inputs/" in name:
+                data = archive.read(name)
+                if data:
+                    try:
+                        torch.load(io.BytesIO(data), weights_only=True)
+                    except Exception as exc:
+                        raise ValueError(f"{path}: sample inputs {name} need unsafe unpickling; refusing to load.") from exc
+
+
+class LoadedModel:
+    """A loaded export: call it with a features dict (numpy arrays or tensors) to get the outputs.
+
+    Attributes:
+        signature_key: the signature this callable returns.
+        signature: the parsed ``signature.json``.
+        inputs: input name -> {'dtype', 'shape'} (-1 is the batch dimension).
+        output_names: the names of the returned outputs.
+
+    Example:
+        >>> # model = load('/tmp/export/1764660000'); model({'x': np.zeros((4, 1), np.float32)})['y']
+    """
+
+    def __init__(self, path: str, signature: Mapping[str, Any], signature_key: str, program: Callable[..., Any]) -> None:
+        self.path = path
+        self.signature = dict(signature)
+        self.signature_key = signature_key
+        self.inputs: dict[str, Any] = dict(signature["inputs"])
+        self._outputs = dict(signature["signatures"][signature_key]["outputs"])
+        self.output_names = list(self._outputs)
+        self._program = program
+        self._dtypes = {name: getattr(torch, info["dtype"]) for name, info in self.inputs.items()}
+
+    def __repr__(self) -> str:
+        return f"LoadedModel(path={self.path!r}, signature={self.signature_key!r}, outputs={self.output_names})"
+
+    def __call__(self, features: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+        if not isinstance(features, Mapping):
+            raise TypeError(f"features must be a dict of input name -> array or tensor, given: {features!r:.200}")
+        missing = [name for name in self.inputs if name not in features]
+        if missing:
+            raise ValueError(f"Missing inputs {missing}; this export expects {sorted(self.inputs)}, given {sorted(features)}.")
+        inputs = {}
+        for name, dtype in self._dtypes.items():
+            value = features[name]
+            tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+            inputs[name] = tensor.to(device="cpu", dtype=dtype)
+        with torch.no_grad():
+            results = self._program(inputs)
+        return {name: results[info["index"]] for name, info in self._outputs.items()}
+
+
+def load(path: str | os.PathLike, signature: str = DEFAULT_SERVING_SIGNATURE_DEF_KEY) -> LoadedModel:
+    """Loads an export written by ``export_saved_model`` and returns a callable for ``signature``.
+
+    Needs neither the model_fn's source nor this package's Estimator; the program is loaded with
+    ``torch.export.load`` (after checking the archive has nothing to unpickle) or ``torch.jit.load``.
+
+    Example:
+        >>> # outputs = load(path)({'x': np.ones((3, 1), np.float32)})
+    """
+    path = os.fspath(path)
+    signature_file = os.path.join(path, SIGNATURE_FILENAME)
+    if not os.path.isfile(signature_file):
+        raise ValueError(f"{path} is not an export directory: {SIGNATURE_FILENAME} is missing. "
+                         "Pass the <export_dir_base>/<timestamp> path export_saved_model returned.")
+    with open(signature_file, encoding="utf-8") as f:
+        meta = json.load(f)
+    if meta.get("format") != EXPORT_FORMAT or meta.get("format_version", 0) > EXPORT_FORMAT_VERSION:
+        raise ValueError(f"{signature_file} has format {meta.get('format')!r} version {meta.get('format_version')!r}; "
+                         f"this version reads {EXPORT_FORMAT!r} up to version {EXPORT_FORMAT_VERSION}.")
+    if signature not in meta["signatures"]:
+        raise ValueError(f"Unknown signature {signature!r}; this export has {sorted(meta['signatures'])}.")
+    program_file = os.path.join(path, meta["program"])
+    if meta["program"] == EXPORT_PROGRAM_FILENAME:
+        _check_export_archive(program_file)
+        module = torch.export.load(program_file).module()
+    elif meta["program"] == TORCHSCRIPT_PROGRAM_FILENAME:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            module = torch.jit.load(program_file, map_location="cpu")
+    else:
+        raise ValueError(f"Unknown program file {meta['program']!r} in {signature_file}.")
+    return LoadedModel(path, meta, signature, module)

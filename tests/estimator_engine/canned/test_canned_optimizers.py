@@ -1,0 +1,69 @@
+"""canned.optimizers: FTRL against a hand-computed step and TF's ftrl_test numbers; name handling."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from estimator_engine.canned.optimizers import Ftrl, get_optimizer_factory
+
+
+def test_ftrl_one_step_by_hand():
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    opt = Ftrl([w], lr=0.1)
+    w.grad = torch.tensor([0.5])
+    opt.step()
+    n_old, n_new = 0.1, 0.1 + 0.25
+    z = 0.5 - (math.sqrt(n_new) - math.sqrt(n_old)) / 0.1 * 1.0
+    assert w.item() == pytest.approx(-z / (math.sqrt(n_new) / 0.1), rel=1e-6)
+    assert opt.state[w]["accumulator"].item() == pytest.approx(n_new)
+
+
+@pytest.mark.parametrize(("start0", "start1", "expected0", "expected1"), [
+    # TF ftrl_test.py testFtrlwithoutRegularization / testFtrlwithoutRegularization2
+    ([0.0, 0.0], [0.0, 0.0], [-2.60260963, -4.29698515], [-0.28432083, -0.56694895]),
+    ([1.0, 2.0], [4.0, 3.0], [-2.55607247, -3.98729396], [-0.28232238, -0.56096673]),
+])
+def test_ftrl_matches_tf_three_steps(start0, start1, expected0, expected1):
+    v0 = torch.nn.Parameter(torch.tensor(start0))
+    v1 = torch.nn.Parameter(torch.tensor(start1))
+    opt = Ftrl([v0, v1], lr=3.0)
+    for _ in range(3):
+        v0.grad = torch.tensor([0.1, 0.2])
+        v1.grad = torch.tensor([0.01, 0.02])
+        opt.step()
+    torch.testing.assert_close(v0.detach(), torch.tensor(expected0), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(v1.detach(), torch.tensor(expected1), rtol=1e-5, atol=1e-6)
+
+
+def test_ftrl_l1_zeroes_small_weights():
+    w = torch.nn.Parameter(torch.tensor([0.0, 0.0]))
+    opt = Ftrl([w], lr=1.0, l1=0.5)
+    w.grad = torch.tensor([0.1, 2.0])
+    opt.step()
+    assert w[0].item() == 0.0
+    assert w[1].item() < 0
+
+
+def test_ftrl_argument_errors():
+    with pytest.raises(ValueError, match="lr must be > 0"):
+        Ftrl([torch.nn.Parameter(torch.zeros(1))], lr=0.0)
+    with pytest.raises(ValueError, match="l1 must be >= 0"):
+        Ftrl([torch.nn.Parameter(torch.zeros(1))], l1=-1.0)
+
+
+def test_named_optimizers_use_tf_hyperparameters():
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    adagrad = get_optimizer_factory("Adagrad", 0.05)(params)
+    assert isinstance(adagrad, torch.optim.Adagrad)
+    assert adagrad.defaults["initial_accumulator_value"] == 0.1
+    assert adagrad.defaults["lr"] == 0.05
+    assert isinstance(get_optimizer_factory("ftrl", 0.2)(params), Ftrl)
+    assert get_optimizer_factory("RMSProp", 0.1)(params).defaults["alpha"] == 0.9
+    assert isinstance(get_optimizer_factory(torch.optim.SGD, 0.1)(params), torch.optim.SGD)
+    with pytest.raises(TypeError, match=r"must be a torch\.optim\.Optimizer subclass"):
+        get_optimizer_factory(int, 0.1)
+    with pytest.raises(TypeError, match="must be a name"):
+        get_optimizer_factory(3, 0.1)
