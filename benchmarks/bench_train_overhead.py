@@ -1,0 +1,265 @@
+"""Benchmark 1: training step overhead of ``Estimator.train`` vs a plain PyTorch loop (and Lightning).
+
+Three models, chosen to span the overhead-bound to the compute-bound case:
+
+* ``tiny``: MLP 8-16-2, batch 32 (almost no compute: the per-step overhead is all there is);
+* ``mid``:  MLP 20-64-32-3, batch 128 (the reference workload of environment.md);
+* ``cnn``:  Conv(1->8, 3x3)-ReLU-Conv(8->16, 3x3)-ReLU-Linear(16*4*4 -> 10) on 8x8 "digits"
+  images, batch 64.
+
+References, measured in the same process and alternated round by round:
+
+* ``plain``: a hand-written loop over in-memory tensors indexed by a per-epoch permutation
+  (Adam, zero_grad(set_to_none=True)) -- the practical limit on this machine;
+* ``engine``: ``Estimator.train(numpy_input_fn(..., shuffle=True, num_epochs=None), steps=N)``
+  with the default RunConfig, so the default hooks (step limit, NaN check, loss logging,
+  steps/s counter, summaries every 100 steps) and the initial and final checkpoints are all
+  included -- the whole ``train()`` call is timed;
+* ``lightning`` / ``lightning_lean`` (only when ``lightning`` or ``pytorch_lightning`` imports):
+  ``Trainer(max_steps=N)`` with its defaults (logger, checkpointing, model summary; progress bar
+  off so stdout stays readable) and with everything off, fed the same kind of in-memory batches.
+
+Steps/s = steps / wall seconds of the whole call. Ratio = median over rounds of engine/plain.
+Target: ratio >= 0.95 for every model. One thread (``torch.set_num_threads(1)``) to limit the
+effect of other processes on the 2-core machine.
+
+    python benchmarks/bench_train_overhead.py [--models tiny,mid,cnn] [--rounds 5] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import io
+import logging
+import os
+import shutil
+import tempfile
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import _common as c
+import torch
+
+import estimator_engine as ee
+
+N_ROWS = 10_000
+TARGET = 0.95
+
+
+def _tiny() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
+
+
+def _mid() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32),
+                               torch.nn.ReLU(), torch.nn.Linear(32, 3))
+
+
+def _cnn() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 16, 3),
+                               torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(16 * 4 * 4, 10))
+
+
+# name -> (factory, input shape after the batch dim, classes, batch size, default steps)
+MODELS: dict[str, tuple[Callable[[], torch.nn.Module], tuple[int, ...], int, int, int]] = {
+    "tiny": (_tiny, (8,), 2, 32, 2000),
+    "mid": (_mid, (20,), 3, 128, 2000),
+    "cnn": (_cnn, (1, 8, 8), 10, 64, 600),
+}
+
+
+def make_data(name: str, rows: int = N_ROWS, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    _, shape, classes, _, _ = MODELS[name]
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, *shape, generator=generator)
+    y = (x.reshape(rows, -1)[:, :classes].argmax(dim=1)).long()
+    return x, y
+
+
+class PermutationBatches:
+    """In-memory batches by a per-epoch permutation (the plain loop's and Lightning's input)."""
+
+    def __init__(self, x: torch.Tensor, y: torch.Tensor, batch: int, steps: int) -> None:
+        self.x, self.y, self.batch, self.steps = x, y, batch, steps
+
+    def __len__(self) -> int:
+        return self.steps
+
+    def __iter__(self):
+        n = len(self.x)
+        generator = torch.Generator().manual_seed(0)
+        order, position = torch.randperm(n, generator=generator), 0
+        for _ in range(self.steps):
+            if position + self.batch > n:
+                order, position = torch.randperm(n, generator=generator), 0
+            index = order[position:position + self.batch]
+            position += self.batch
+            yield self.x[index], self.y[index]
+
+
+def plain_loop(name: str, x: torch.Tensor, y: torch.Tensor, steps: int) -> float:
+    factory, _, _, batch, _ = MODELS[name]
+    torch.manual_seed(0)
+    model = factory()
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    start = time.perf_counter()
+    for xb, yb in PermutationBatches(x, y, batch, steps):
+        loss = torch.nn.functional.cross_entropy(model(xb), yb)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return steps / (time.perf_counter() - start)
+
+
+def make_model_fn(name: str) -> Callable[..., ee.EstimatorSpec]:
+    factory = MODELS[name][0]
+
+    def model_fn(features, labels, mode):
+        model = ee.get_module("net", factory)
+        logits = model(features["x"])
+        if mode == ee.ModeKeys.PREDICT:
+            return ee.EstimatorSpec(mode, predictions={"class_ids": logits.argmax(dim=1)})
+        loss = torch.nn.functional.cross_entropy(logits, labels)
+        if mode == ee.ModeKeys.EVAL:
+            return ee.EstimatorSpec(mode, loss=loss, eval_metric_ops={
+                "accuracy": ee.metrics.accuracy(labels=labels, predictions=logits.argmax(dim=1))})
+        optimizer = ee.get_optimizer("adam", lambda: torch.optim.Adam(model.parameters(), lr=1e-3))
+        return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss))
+
+    return model_fn
+
+
+def engine_train(name: str, x: torch.Tensor, y: torch.Tensor, steps: int,
+                 config: ee.RunConfig | None = None) -> float:
+    batch = MODELS[name][3]
+    model_dir = tempfile.mkdtemp(prefix="bench_train_")
+    try:
+        torch.manual_seed(0)
+        estimator = ee.Estimator(make_model_fn(name), model_dir=model_dir, config=config)
+        input_fn = ee.inputs.numpy_input_fn({"x": x}, y, batch_size=batch, num_epochs=None, shuffle=True)
+        start = time.perf_counter()
+        estimator.train(input_fn, steps=steps)
+        return steps / (time.perf_counter() - start)
+    finally:
+        shutil.rmtree(model_dir, ignore_errors=True)
+
+
+def _lightning() -> Any:
+    for module in ("lightning.pytorch", "pytorch_lightning"):
+        with contextlib.suppress(ImportError):
+            return __import__(module, fromlist=["Trainer"])
+    return None
+
+
+def lightning_train(pl: Any, name: str, x: torch.Tensor, y: torch.Tensor, steps: int, lean: bool) -> float:
+    factory, _, _, batch, _ = MODELS[name]
+
+    class Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.net = factory()
+
+        def training_step(self, batch_, batch_idx):
+            xb, yb = batch_
+            loss = torch.nn.functional.cross_entropy(self.net(xb), yb)
+            if not lean:
+                self.log("loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+    root = tempfile.mkdtemp(prefix="bench_pl_")
+    try:
+        torch.manual_seed(0)
+        module = Module()
+        options: dict[str, Any] = {"max_steps": steps, "max_epochs": -1, "accelerator": "cpu",
+                                   "devices": 1, "default_root_dir": root, "enable_progress_bar": False}
+        if lean:
+            options.update(logger=False, enable_checkpointing=False, enable_model_summary=False,
+                           num_sanity_val_steps=0)
+        start = time.perf_counter()
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            pl.Trainer(**options).fit(module, train_dataloaders=PermutationBatches(x, y, batch, steps))
+        return steps / (time.perf_counter() - start)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run(models: list[str], rounds: int, steps_scale: float = 1.0, lightning: bool = True) -> dict[str, Any]:
+    pl = _lightning() if lightning else None
+    if pl is not None:
+        for logger_name in ("lightning", "lightning.pytorch", "pytorch_lightning", "lightning_fabric"):
+            logging.getLogger(logger_name).setLevel(logging.ERROR)
+    results: dict[str, Any] = {}
+    for name in models:
+        steps = max(50, int(MODELS[name][4] * steps_scale))
+        x, y = make_data(name)
+        plain_loop(name, x, y, 100)  # warm-up: allocator, kernels, first checkpoint write
+        engine_train(name, x, y, 100)
+        fns: dict[str, Callable[[], float]] = {
+            "plain": functools.partial(plain_loop, name, x, y, steps),
+            "engine": functools.partial(engine_train, name, x, y, steps),
+        }
+        if pl is not None:
+            lightning_train(pl, name, x, y, 50, lean=True)
+            fns["lightning"] = functools.partial(lightning_train, pl, name, x, y, steps, lean=False)
+            fns["lightning_lean"] = functools.partial(lightning_train, pl, name, x, y, steps, lean=True)
+        values = c.paired(fns, rounds)
+        ratios = [e / p for e, p in zip(values["engine"], values["plain"])]
+        entry: dict[str, Any] = {
+            "steps": steps, "batch": MODELS[name][3],
+            "steps_per_sec": {k: c.median(v) for k, v in values.items()},
+            "noise": {k: c.noise(v) for k, v in values.items()},
+            "raw": values,
+            "engine_over_plain": c.median(ratios),
+            "engine_over_plain_per_round": ratios,
+            "target": TARGET,
+        }
+        entry["met"] = entry["engine_over_plain"] >= TARGET
+        if pl is not None:
+            entry["lightning_over_plain"] = c.median(
+                [a / p for a, p in zip(values["lightning"], values["plain"])])
+            entry["lightning_lean_over_plain"] = c.median(
+                [a / p for a, p in zip(values["lightning_lean"], values["plain"])])
+        results[name] = entry
+    return {"benchmark": "train_overhead", "rounds": rounds, "models": results,
+            "lightning": None if pl is None else getattr(pl, "__version__", "?"),
+            "lightning_note": None if pl is not None else
+            "lightning not importable in this interpreter; run with the Lightning venv (README)"}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="tiny,mid,cnn")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps-scale", type=float, default=1.0, help="multiply every model's steps")
+    parser.add_argument("--no-lightning", action="store_true")
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    c.quiet_engine()
+    torch.set_num_threads(1)
+    os.environ.setdefault("PL_DISABLE_FORK", "1")
+    result = run(args.models.split(","), args.rounds, args.steps_scale, not args.no_lightning)
+    rows = []
+    for name, entry in result["models"].items():
+        sps = entry["steps_per_sec"]
+        rows.append([name, entry["steps"], sps["plain"], sps["engine"], entry["engine_over_plain"],
+                     sps.get("lightning", "-"), sps.get("lightning_lean", "-"),
+                     "yes" if entry["met"] else "NO",
+                     f"{entry['noise']['plain']:.0%}/{entry['noise']['engine']:.0%}"])
+    c.print_table(["model", "steps", "plain/s", "engine/s", "engine/plain", "lightning/s",
+                   "lightning lean/s", f">={TARGET}", "noise plain/engine"], rows,
+                  title=f"Training step overhead (medians of {args.rounds} alternated rounds, 1 thread)")
+    if result["lightning"] is None:
+        print(result["lightning_note"])
+    c.write_json(result, args.json)
+
+
+if __name__ == "__main__":
+    main()

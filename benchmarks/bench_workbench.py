@@ -1,0 +1,353 @@
+"""Benchmark 6: workbench latencies -- launch to first metric, tailing metrics, the runs listing.
+
+1. Launch to first metric line (target < 3 s), ``mlp_classifier`` on the bundled ``iris``, 300
+   steps, metrics every 10 steps, in a temporary workspace:
+   * ``cli``: ``python -m workbench --workspace W run ... --no-preflight --detach`` started as a
+     subprocess; clock from just before the CLI process starts until ``metrics.jsonl`` holds a
+     complete line (a fresh CLI interpreter + the runner's interpreter both included);
+   * ``launcher``: ``RunRegistry.create_run`` + ``LocalLauncher.submit`` in this process (what
+     the UI's Train button does), until the first line;
+   * reference: a bare ``python -c "import torch, estimator_engine"`` -- the interpreter start
+     and imports any worker process pays.
+2. ``MetricsTail.read()`` of 1,000 lines appended to a 1,000,000-line ``metrics.jsonl`` (after an
+   initial read to the end; target < 50 ms), vs the reference ``read_all`` of the whole file.
+3. The runs listing with 500 finished runs in the registry: ``RunRegistry.list_runs()`` +
+   ``workbench.ui.runs_frame`` (the table DataFrame), and, when Streamlit's ``AppTest`` works,
+   a whole warm rerun of ``pages/runs.py``. Reference: the same with 10 runs.
+
+Parts whose workbench pieces do not import are reported as ``pending``.
+
+    python benchmarks/bench_workbench.py [--launches 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import _common as c
+
+LAUNCH_TARGET_S = 3.0
+TAIL_TARGET_MS = 50.0
+
+
+def _wait_first_line(path: Path, timeout: float) -> float | None:
+    deadline = time.perf_counter() + timeout
+    while time.perf_counter() < deadline:
+        try:
+            with open(path, "rb") as f:
+                if b"\n" in f.read(4096):
+                    return time.perf_counter()
+        except FileNotFoundError:
+            pass
+        time.sleep(0.005)
+    return None
+
+
+def _finish(root: Path, run_id: str) -> str:
+    """Waits for the run to end (killing its process group after 60 s); returns its status."""
+    from workbench.registry import RunRegistry
+
+    registry = RunRegistry(root)
+    deadline = time.time() + 60
+    record = registry.get(run_id)
+    while not record.is_finished and time.time() < deadline:
+        time.sleep(0.1)
+        record = registry.get(run_id)
+    if not record.is_finished and record.pid:
+        try:
+            os.killpg(record.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    # The runner may still be flushing after its status is final: wait for its group to go.
+    if record.pid:
+        for _ in range(200):
+            try:
+                os.killpg(record.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+    return record.status
+
+
+def _run_id_from_root(root: Path) -> str:
+    from workbench.registry import RunRegistry
+
+    return RunRegistry(root).list_runs(limit=1)[0].run_id
+
+
+def launch_cli(root: Path, steps: int) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "workbench", "--workspace", str(root), "run", "--dataset", "iris",
+           "--template", "mlp_classifier", "--steps", str(steps), "--no-preflight", "--detach"]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=str(c.REPO_ROOT), capture_output=True, text=True, timeout=120, check=False)
+    cli_done = time.perf_counter()
+    if proc.returncode != 0:
+        raise RuntimeError(f"CLI failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    run_id = proc.stdout.strip().splitlines()[-1]
+    first = _wait_first_line(root / "runs" / run_id / "metrics.jsonl", 60)
+    status = _finish(root, run_id)
+    return {"first_metric_s": None if first is None else first - start, "cli_returns_s": cli_done - start,
+            "status": status}
+
+
+def launch_in_process(root: Path, steps: int) -> dict[str, Any]:
+    from workbench import cli
+    from workbench.launcher import LocalLauncher
+    from workbench.registry import RunRegistry
+
+    dataset = cli._dataset_dict("iris", None)
+    template, schema = cli._template_dict("mlp_classifier", root)
+    from workbench import templates
+
+    params = templates.validate_params(schema, {})
+    registry = RunRegistry(root)
+    launcher = LocalLauncher(root)
+    start = time.perf_counter()
+    record = registry.create_run(name="bench", action="train", dataset=dataset, template=template,
+                                 params=params, run_config={}, schedule={"max_steps": steps})
+    launcher.submit(record.run_id)
+    first = _wait_first_line(registry.run_dir(record.run_id) / "metrics.jsonl", 60)
+    status = _finish(root, record.run_id)
+    launcher.poll()  # reap our child
+    return {"first_metric_s": None if first is None else first - start, "status": status}
+
+
+def bare_import() -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import torch, estimator_engine"], cwd=str(c.REPO_ROOT), check=True)
+    return time.perf_counter() - start
+
+
+def bench_launch(launches: int, steps: int) -> dict[str, Any]:
+    cli_s, cli_ret, proc_s, bare_s, statuses = [], [], [], [], []
+    for i in range(launches):
+        work = Path(tempfile.mkdtemp(prefix="bench_wb_"))
+        try:
+            order = ("cli", "launcher", "bare") if i % 2 == 0 else ("bare", "launcher", "cli")
+            for kind in order:
+                if kind == "cli":
+                    r = launch_cli(work / "ws_cli", steps)
+                    cli_s.append(r["first_metric_s"])
+                    cli_ret.append(r["cli_returns_s"])
+                    statuses.append(r["status"])
+                elif kind == "launcher":
+                    r = launch_in_process(work / "ws_launcher", steps)
+                    proc_s.append(r["first_metric_s"])
+                    statuses.append(r["status"])
+                else:
+                    bare_s.append(bare_import())
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    cli_ok = [v for v in cli_s if v is not None]
+    proc_ok = [v for v in proc_s if v is not None]
+    out = {
+        "cli_first_metric_s": c.median(cli_ok) if cli_ok else None,
+        "cli_returns_s": c.median(cli_ret),
+        "launcher_first_metric_s": c.median(proc_ok) if proc_ok else None,
+        "bare_import_torch_engine_s": c.median(bare_s),
+        "raw": {"cli": cli_s, "launcher": proc_s, "bare": bare_s}, "run_statuses": statuses,
+        "target_s": LAUNCH_TARGET_S,
+    }
+    out["met"] = out["cli_first_metric_s"] is not None and out["cli_first_metric_s"] < LAUNCH_TARGET_S
+    return out
+
+
+def bench_tail(lines: int, new_lines: int, repeats: int) -> dict[str, Any]:
+    from workbench.metrics_hook import append_rows
+    from workbench.metrics_store import MetricsTail, read_all
+
+    work = Path(tempfile.mkdtemp(prefix="bench_tail_"))
+    try:
+        path = work / "metrics.jsonl"
+        now = time.time()
+        block = 100_000
+        for offset in range(0, lines, block):
+            append_rows(path, ({"step": s, "wall_time": now, "split": "train", "name": "loss", "value": 1.0 / (s + 1)}
+                               for s in range(offset, min(offset + block, lines))))
+        size_mb = path.stat().st_size / 2**20
+        tail = MetricsTail(path)
+        start = time.perf_counter()
+        initial = len(tail.read())
+        initial_s = time.perf_counter() - start
+        reads, next_step = [], lines
+        for _ in range(repeats):
+            append_rows(path, ({"step": s, "wall_time": now, "split": "train", "name": "loss", "value": 0.5}
+                               for s in range(next_step, next_step + new_lines)))
+            next_step += new_lines
+            start = time.perf_counter()
+            got = len(tail.read())
+            reads.append(time.perf_counter() - start)
+            if got != new_lines:
+                raise RuntimeError(f"MetricsTail read {got} lines, expected {new_lines}")
+        full = []
+        for _ in range(2):
+            start = time.perf_counter()
+            read_all(path)
+            full.append(time.perf_counter() - start)
+        frame_reads = []
+        for _ in range(repeats):
+            append_rows(path, ({"step": s, "wall_time": now, "split": "train", "name": "loss", "value": 0.5}
+                               for s in range(next_step, next_step + new_lines)))
+            next_step += new_lines
+            start = time.perf_counter()
+            tail.read_frame()
+            frame_reads.append(time.perf_counter() - start)
+        out = {"file_lines": lines, "file_mb": size_mb, "new_lines": new_lines, "initial_read_s": initial_s,
+               "initial_rows": initial, "tail_read_ms": c.median(reads) * 1e3, "tail_read_ms_max": max(reads) * 1e3,
+               "tail_read_frame_ms": c.median(frame_reads) * 1e3,
+               "reference_read_all_s": c.median(full), "target_ms": TAIL_TARGET_MS}
+        out["met"] = out["tail_read_ms"] < TAIL_TARGET_MS
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _fill_registry(root: Path, n: int) -> None:
+    from workbench.registry import RunRegistry
+
+    registry = RunRegistry(root)
+    for i in range(n):
+        record = registry.create_run(
+            name=f"run {i}", action="train",
+            dataset={"ref": {"kind": "bundled", "name": "iris"}, "fingerprint": "sha256:abc"},
+            template={"name": "mlp_classifier", "code": "def model_fn(features, labels, mode, params): ...\n" * 40},
+            params={"hidden_units": "64,32", "learning_rate": 10 ** -(1 + i % 4), "dropout": 0.1 * (i % 3)},
+            run_config={"tf_random_seed": i}, schedule={"max_steps": 1000})
+        registry.update_summary(record.run_id, {"loss": 1.0 / (i + 1)}, step=1000)
+    # Finished runs (one bulk update: the launcher of the runs page must not start 500 runs).
+    with sqlite3.connect(root / "registry.sqlite") as conn:
+        conn.execute("UPDATE runs SET status = 'succeeded', started_at = created_at, finished_at = created_at + 60")
+
+
+def bench_runs_listing(n_runs: int, reference_runs: int, repeats: int) -> dict[str, Any]:
+    from workbench import paths
+    from workbench.registry import RunRegistry
+    from workbench.ui import runs_frame
+
+    out: dict[str, Any] = {}
+    work = Path(tempfile.mkdtemp(prefix="bench_runs_"))
+    try:
+        for n in (reference_runs, n_runs):
+            root = work / f"ws{n}"
+            root.mkdir()
+            start = time.perf_counter()
+            _fill_registry(root, n)
+            fill_s = time.perf_counter() - start
+            if paths.registry_path(root) != root / "registry.sqlite":
+                raise RuntimeError(f"unexpected registry path {paths.registry_path(root)}")
+            listing, table = [], []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                records = RunRegistry(root).list_runs()
+                middle = time.perf_counter()
+                frame = runs_frame(records)
+                table.append(time.perf_counter() - middle)
+                listing.append(middle - start)
+            out[str(n)] = {"runs": len(records), "frame_shape": list(frame.shape), "fill_s": fill_s,
+                           "list_runs_ms": c.median(listing) * 1e3, "runs_frame_ms": c.median(table) * 1e3,
+                           "total_ms": (c.median(listing) + c.median(table)) * 1e3,
+                           "page_rerun_ms": _page_rerun_ms(root)}
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _page_rerun_ms(root: Path) -> float | None:
+    """A warm rerun of pages/runs.py under Streamlit's AppTest (None when it cannot run)."""
+    try:
+        from streamlit.testing.v1 import AppTest
+    except ImportError:
+        return None
+    import logging
+
+    for name in list(logging.root.manager.loggerDict):
+        if name.startswith("streamlit"):
+            logging.getLogger(name).setLevel(logging.ERROR)
+    old = os.environ.get("WORKBENCH_HOME")
+    os.environ["WORKBENCH_HOME"] = str(root)
+    try:
+        at = AppTest.from_file(str(c.REPO_ROOT / "pages" / "runs.py"), default_timeout=60)
+        at.run()
+        if at.exception:
+            return None
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            at.run()
+            times.append(time.perf_counter() - start)
+        return c.median(times) * 1e3
+    except Exception:
+        return None
+    finally:
+        if old is None:
+            os.environ.pop("WORKBENCH_HOME", None)
+        else:
+            os.environ["WORKBENCH_HOME"] = old
+
+
+def _pending(part: str, exc: BaseException) -> dict[str, Any]:
+    return {"status": "pending", "reason": f"{type(exc).__name__}: {exc}", "part": part}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--launches", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--tail-lines", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=500)
+    parser.add_argument("--json", default=None)
+    args = parser.parse_args()
+    c.quiet_engine()
+    result: dict[str, Any] = {"benchmark": "workbench"}
+    for part, fn in (("launch", lambda: bench_launch(args.launches, args.steps)),
+                     ("tail", lambda: bench_tail(args.tail_lines, 1000, 20)),
+                     ("runs_listing", lambda: bench_runs_listing(args.runs, 10, 5))):
+        try:
+            result[part] = fn()
+        except Exception as exc:  # a workbench piece still being written: report, go on
+            result[part] = _pending(part, exc)
+    launch, tail, listing = result["launch"], result["tail"], result["runs_listing"]
+    rows = []
+    if "met" in launch:
+        rows.append(["launch -> first metric line (CLI)", f"{launch['cli_first_metric_s']:.2f} s",
+                     f"< {LAUNCH_TARGET_S} s", "yes" if launch["met"] else "NO"])
+        rows.append(["launch -> first metric line (in-process launcher)",
+                     f"{launch['launcher_first_metric_s']:.2f} s", "", ""])
+        rows.append(["  reference: python -c 'import torch, estimator_engine'",
+                     f"{launch['bare_import_torch_engine_s']:.2f} s", "", ""])
+    else:
+        rows.append(["launch -> first metric line", "pending", launch.get("reason", "")[:60], ""])
+    if "met" in tail:
+        rows.append([f"MetricsTail.read of 1,000 new lines ({tail['file_lines']:,}-line file)",
+                     f"{tail['tail_read_ms']:.2f} ms", f"< {TAIL_TARGET_MS:.0f} ms", "yes" if tail["met"] else "NO"])
+        rows.append(["  initial read of the whole file", f"{tail['initial_read_s']:.2f} s", "", ""])
+        rows.append(["  reference: read_all (whole file -> DataFrame)", f"{tail['reference_read_all_s']:.2f} s", "", ""])
+    else:
+        rows.append(["MetricsTail", "pending", tail.get("reason", "")[:60], ""])
+    if "status" not in listing:
+        for n, entry in listing.items():
+            page = entry["page_rerun_ms"]
+            rows.append([f"runs listing, {n} runs: list_runs + runs_frame", f"{entry['total_ms']:.1f} ms",
+                         "(no target)", ""])
+            rows.append([f"  runs page rerun (AppTest), {n} runs", "n/a" if page is None else f"{page:.0f} ms", "", ""])
+    else:
+        rows.append(["runs listing", "pending", listing.get("reason", "")[:60], ""])
+    c.print_table(["measure", "median", "target", "met"], rows, title="Workbench latencies")
+    c.write_json(result, args.json)
+    if args.json is None:
+        print(json.dumps({k: v for k, v in result.items() if k != "benchmark"}, default=str)[:2000])
+
+
+if __name__ == "__main__":
+    main()

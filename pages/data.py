@@ -1,0 +1,63 @@
+"""Data: pick a bundled dataset or upload one; preview, summary, roles and types, split."""
+
+import pandas as pd
+import streamlit as st
+
+from workbench import datasets, ui
+
+st.title("Data")
+bundled = {d.name: d for d in datasets.list_bundled()}
+source = st.radio("Source", ["Bundled sample", "Upload a file"], horizontal=True, key="data-source")
+if source == "Bundled sample":
+    names = list(bundled)
+    name = st.selectbox("Dataset", names, index=names.index(ui.DEFAULT_DATASET), key="data-name",
+                        format_func=lambda n: f"{n} — {bundled[n].description}")
+    ref, path = {"kind": "bundled", "name": name}, bundled[name].path
+else:
+    upload = st.file_uploader("CSV or Parquet file", type=["csv", "parquet"], key="data-upload")
+    if upload is None:
+        st.info("Choose a file: a header row, one column per feature and a label column.")
+        st.stop()
+    try:
+        with st.spinner(f"Checking and saving {upload.name}…"):
+            path = datasets.save_upload(ui.workspace(), upload.name, upload.getvalue())
+    except ValueError as exc:
+        st.error(str(exc))
+        st.stop()
+    ref = {"kind": "file", "path": str(path)}
+
+df = ui.load_dataset_frame(path)
+st.caption(f"{len(df):,} rows x {df.shape[1]} columns · `{path.name}`")
+preview, stats = st.tabs(["Preview", "Column summary"])
+preview.dataframe(df.head(200), height=260)
+stats.dataframe(datasets.summary(df), height=260)
+
+st.subheader("Roles and types")
+inferred = datasets.infer_schema(df)
+table = pd.DataFrame([{"column": c.name, "role": c.role, "type": c.dtype, "missing": c.n_missing}
+                      for c in inferred.columns])
+edited = st.data_editor(table, hide_index=True, disabled=["column", "missing"], key=f"roles-{path}",
+                        column_config={"role": st.column_config.SelectboxColumn(options=list(datasets.ROLES), required=True),
+                                       "type": st.column_config.SelectboxColumn(options=list(datasets.DTYPES), required=True)})
+schema = datasets.Schema(tuple(datasets.ColumnSchema(r.column, r.role, r.type, int(r.missing))
+                               for r in edited.itertuples()))
+
+st.subheader("Split and missing values")
+c1, c2, c3, c4 = st.columns(4)
+eval_fraction = c1.slider("Held out for evaluation", 0.0, 0.5, 0.2, 0.05, key="data-eval")
+seed = c2.number_input("Split seed", 0, 2**31 - 1, 42, key="data-seed")
+stratify = c3.checkbox("Stratify by label", True, key="data-stratify")
+numeric_missing = c4.selectbox("Numeric missing values", ["mean", "zero", "drop"], key="data-missing")
+
+problems = datasets.validate(df, schema)
+if sum(c.role == "label" for c in schema.columns) > 1:
+    problems.append("More than one column has the role 'label'; keep exactly one.")
+if problems:
+    st.error("This dataset cannot be used yet:\n\n" + "\n".join(f"- {p}" for p in problems))
+    st.stop()
+spec = datasets.DatasetSpec(ref, schema, eval_fraction, int(seed), stratify, numeric_missing)
+chosen = spec.to_dict() | {"fingerprint": spec.fingerprint()}
+st.session_state["dataset"] = chosen
+st.success(f"Using **{ref.get('name') or path.name}**: label `{schema.label}` ({spec.task}), "
+           f"{len(schema.features)} features. Next: pick a model.")
+ui.page_link("model", "Model →", icon=":material/code:")

@@ -1,0 +1,61 @@
+"""Model: pick a template, view and edit its code, save it, run the pre-flight check."""
+
+import streamlit as st
+
+from workbench import templates, ui
+
+st.title("Model")
+infos = {t.name: t for t in templates.list_templates(ui.workspace())}
+current = ui.current_template()
+names = list(infos)
+base = current["name"] if current["name"] in infos else ui.DEFAULT_TEMPLATE
+name = st.selectbox("Template", names, index=names.index(base), key="model-name",
+                    format_func=lambda n: f"{n} ({infos[n].kind})")
+info = infos[name]
+st.caption(info.description or "(no description)")
+if info.error:
+    st.error(info.error)
+
+code = ui.edit_code("model_fn code", info.code, key=f"editor-{name}")
+try:
+    _, schema = templates.parse_template(code, name)
+    problem = None
+except ValueError as exc:
+    schema, problem = {}, str(exc)
+if problem:
+    st.error(problem)
+else:
+    st.session_state["template"] = {"name": name, "code": code, "params": schema}
+    with st.expander(f"Params schema ({len(schema)} params)"):
+        st.json(schema, expanded=False)
+
+c1, c2 = st.columns(2)
+with c1.form("save-template"):
+    new_name = st.text_input("Save as a new template", placeholder="my_mlp")
+    if st.form_submit_button("Save", icon=":material/save:"):
+        try:
+            saved = templates.save_template(ui.workspace(), new_name, code)
+            st.session_state["template"] = {"name": saved.name, "code": saved.code, "params": saved.params}
+            st.success(f"Saved as {saved.name!r} in the workspace.")
+        except (ValueError, TypeError) as exc:
+            st.error(str(exc))
+with c2:
+    st.write("Pre-flight check: runs `model_fn` in TRAIN, EVAL and PREDICT on a tiny batch of "
+             "the chosen dataset, in a separate process.")
+    if st.button("Run pre-flight check", icon=":material/fact_check:", disabled=bool(problem)):
+        from workbench.preflight import run_preflight
+
+        with st.spinner("Running the model_fn on a tiny batch…"):
+            report = run_preflight(code, ui.current_dataset(), {}, timeout=90, template_name=name)
+        st.session_state["preflight"] = report.to_dict() | {"summary": report.summary()}
+
+report = st.session_state.get("preflight")
+if report:
+    (st.success if report["ok"] else st.error)(report["summary"].splitlines()[0])
+    err = report.get("error")
+    if err and err.get("traceback"):
+        st.code(err["traceback"], language="python")
+    tabs = st.tabs(["TRAIN", "EVAL", "PREDICT"])
+    for tab, mode in zip(tabs, ("train", "eval", "predict")):
+        tab.json(report["modes"].get(mode, {"skipped": "not reached"}))
+ui.page_link("train", "Train →", icon=":material/play_arrow:")

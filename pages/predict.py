@@ -1,0 +1,48 @@
+"""Predict: a run and checkpoint, a bundled or uploaded dataset -> predictions CSV; one row too."""
+
+import pandas as pd
+import streamlit as st
+
+from workbench import datasets, paths, ui
+
+st.title("Predict")
+registry = ui.get_registry()
+trained = [r for r in registry.list_runs() if r.action in ("train", "train_and_evaluate")
+           and len(ui.list_checkpoints(registry.run_dir(r.run_id)))]
+if not trained:
+    st.info("No trained run with a checkpoint yet. Train one first.")
+    st.stop()
+record = ui.run_picker(trained, label="Model (run)", key="pred-run")
+ckpts = ui.list_checkpoints(registry.run_dir(record.run_id))["file"].tolist()
+ckpt = st.selectbox("Checkpoint", ckpts, index=len(ckpts) - 1, key="pred-ckpt")
+base = datasets.DatasetSpec.from_dict(record.dataset)
+
+single, batch = st.tabs(["Dataset", "Single row"])
+with batch:
+    info_cols = [c.name for c in base.schema.columns if c.role == "feature"]
+    with st.form("single-row"):
+        sample = ui.load_dataset_frame(base.path)
+        row = {c: st.text_input(c, value=str(sample[c].iloc[0])) for c in info_cols}
+        one = st.form_submit_button("Predict this row")
+    upload_bytes = pd.DataFrame([row]).to_csv(index=False).encode() if one else None
+    upload_name = "single_row.csv"
+with single:
+    source = st.radio("Data", ["The run's dataset", "Upload a file"], horizontal=True, key="pred-source")
+    file = st.file_uploader("CSV or Parquet", type=["csv", "parquet"], key="pred-upload") if source != "The run's dataset" else None
+    go = st.button("Predict", type="primary", icon=":material/batch_prediction:", key="pred-go")
+    if go and file is not None:
+        upload_bytes, upload_name = file.getvalue(), file.name
+    elif go:
+        upload_bytes, upload_name = None, None
+if one or go:
+    try:
+        dataset = ui.prediction_dataset(base, upload_name, upload_bytes)
+    except ValueError as exc:
+        st.error(str(exc))
+        st.stop()
+    child = ui.launch_from(record, "predict", str(registry.run_dir(record.run_id) / paths.MODEL_DIR / ckpt),
+                           dataset=dataset, name=f"predict {upload_name or 'dataset'} with {record.name}")
+    st.session_state["pred-child"] = child.run_id
+
+if st.session_state.get("pred-child"):
+    ui.prediction_result(st.session_state["pred-child"])

@@ -1,0 +1,45 @@
+"""Run detail: live status and charts, eval results, checkpoints, evaluation plots, log, bundle."""
+
+import streamlit as st
+
+from workbench import paths, ui
+
+st.title("Run")
+registry = ui.get_registry()
+records = registry.list_runs()
+record = ui.run_picker(records)
+if record is None:
+    st.info("No runs yet. Launch one on the Train page.")
+    ui.page_link("train", "Train →", icon=":material/play_arrow:")
+    st.stop()
+
+st.caption(f"{record.action} · template {record.template_name} · created "
+           f"{record.created_at:.0f} · tags: {', '.join(record.tags) or '—'}")
+ui.run_actions(record, key="detail")
+controls = ui.chart_controls("detail")
+ui.live_metrics(record.run_id, controls)
+
+folder = registry.run_dir(record.run_id)
+evals, ckpts, plots, params, log = st.tabs(["Eval results", "Checkpoints", "Evaluation plots", "Params", "Worker log"])
+with evals:
+    if record.summary:
+        st.dataframe(ui.summary_frame(record.summary), hide_index=True)
+    else:
+        st.caption("No summary metrics yet (they are recorded when the run ends).")
+with ckpts:
+    ui.checkpoints_panel(record)
+with plots:
+    ui.evaluation_plots(record)
+with params:
+    st.json({"params": record.params, "run_config": record.run_config, "schedule": record.schedule,
+             "dataset": record.dataset.get("ref")}, expanded=False)
+with log:
+    log_path = folder / paths.WORKER_LOG
+    st.code(log_path.read_text("utf-8", "replace")[-20000:] if log_path.exists() else "(no log yet)")
+if record.error:
+    st.error(record.error)
+    if record.traceback:
+        st.code(record.traceback)
+st.download_button("Download reproducible bundle (.zip)", data=ui.bundle_bytes(record.run_id),
+                   file_name=f"{record.run_id}.zip", mime="application/zip", on_click="ignore",
+                   icon=":material/download:")

@@ -1,0 +1,42 @@
+"""Train: params from the template's schema, RunConfig, warm start, and launch."""
+
+import streamlit as st
+
+from workbench import templates, ui
+from workbench.launcher import detect_gpus
+
+st.title("Train")
+dataset, template = ui.current_dataset(), ui.current_template()
+ref = dataset["ref"]
+st.caption(f"Dataset **{ref.get('name') or ref.get('path')}** · template **{template['name']}** "
+           "(change them on the Data and Model pages)")
+registry = ui.get_registry()
+parents = [r for r in registry.list_runs() if r.action in ("train", "train_and_evaluate")]
+
+with st.form("train-form"):
+    st.subheader("Params")
+    raw = ui.params_form(template["params"], key=f"p-{template['name']}")
+    st.subheader("Run")
+    name = st.text_input("Run name", value=f"{template['name']} on {ref.get('name') or 'upload'}")
+    rc = ui.run_config_form(detect_gpus())
+    parent_id = st.selectbox("Start from (warm start / evaluate / predict)", [""] + [p.run_id for p in parents],
+                             format_func=lambda i: "fresh initialisation" if not i else i)
+    launched = st.form_submit_button("Train", type="primary", icon=":material/play_arrow:")
+
+if launched:
+    try:
+        params = templates.validate_params(template["params"], raw)
+    except ValueError as exc:
+        st.error(str(exc))
+        st.stop()
+    action = rc["action"]
+    if action in ("evaluate", "predict") and not parent_id:
+        st.error(f"The action {action!r} needs a trained run under 'Start from'.")
+        st.stop()
+    relation = {"evaluate": "evaluate_from", "predict": "predict_from"}.get(action, "warm_start") if parent_id else None
+    record = ui.launch_run(name=name, action=action, dataset=dataset, template=template, params=params,
+                           run_config=rc["run_config"], schedule=rc["schedule"],
+                           parent_run_id=parent_id or None, parent_relation=relation,
+                           num_processes=rc["num_processes"])
+    ui.set_selected_run(record.run_id)
+    ui.switch_to("run", record.run_id)

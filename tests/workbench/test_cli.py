@@ -1,0 +1,170 @@
+"""Tests of workbench.cli: commands, the UI command line, and clear errors (exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from workbench import cli
+from workbench.launcher import LocalLauncher
+from workbench.registry import RunRegistry
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+
+@pytest.fixture
+def stub_launchers(monkeypatch):
+    """Makes the CLI launch the stub runner (no engine), and cleans up every launcher."""
+    made = []
+
+    def make(root):
+        launcher = LocalLauncher(root, gpus=[], runner_module="stub_runner",
+                                 env={"PYTHONPATH": str(HERE)})
+        made.append(launcher)
+        return launcher
+
+    monkeypatch.setattr(cli, "_launcher", make)
+    yield made
+    for launcher in made:
+        launcher.shutdown(grace=1.0)
+
+
+def run_cli(*argv):
+    return cli.main(list(argv))
+
+
+class TestUI:
+    def test_ui_command_binds_loopback(self):
+        cmd = cli.ui_command()
+        assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
+        assert cmd[4].endswith("workbench/app.py")
+        assert cmd[5:] == ["--server.address", "127.0.0.1", "--server.headless", "true",
+                           "--browser.gatherUsageStats", "false"]
+
+    def test_no_arguments_starts_the_ui(self, monkeypatch, workspace, tmp_path):
+        calls = []
+        monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
+        app = REPO / "workbench" / "app.py"
+        if not app.exists():
+            monkeypatch.setattr(cli, "_REPO_ROOT", tmp_path)
+            (tmp_path / "workbench").mkdir()
+            (tmp_path / "workbench" / "app.py").write_text("")
+        assert run_cli("--workspace", str(tmp_path / "ws")) == 0
+        (cmd, env), = calls
+        assert "streamlit" in cmd and env["WORKBENCH_HOME"] == str((tmp_path / "ws").resolve())
+
+    def test_dry_run(self, capsys):
+        assert run_cli("ui", "--dry-run", "--port", "8600") == 0
+        assert capsys.readouterr().out.strip().endswith("--server.port 8600")
+
+
+class TestErrors:
+    @pytest.mark.parametrize("argv,message", [
+        (["stop", "r-nope"], "No run 'r-nope' in this workspace"),
+        (["cancel", "../etc"], "Unsafe name '../etc'"),
+        (["export", "r-nope"], "No run 'r-nope'"),
+        (["run", "--dataset", "iris"], "run needs --dataset and --template"),
+        (["run", "--dataset", "iris", "--template", "mlp_classifier", "--params", "{bad"],
+         r"--params must be a JSON object, given: '\{bad'"),
+        (["run", "--dataset", "iris", "--template", "mlp_classifier", "--params", "[1]"],
+         "--params must be a JSON object"),
+        (["run", "--dataset", "no_such_data", "--template", "mlp_classifier", "--no-preflight"],
+         "Unknown bundled dataset name: 'no_such_data'"),
+        (["run", "--dataset", "iris", "--template", "nope", "--no-preflight"],
+         "Unknown template name: 'nope'"),
+        (["run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "0"],
+         "--max-steps must be >= 1, given: 0"),
+        (["run", "--dataset", "/no/such.csv", "--template", "mlp_classifier"],
+         "--dataset file '/no/such.csv' does not exist"),
+        (["run", "--file", "/no/run.json"], "--file '/no/run.json' does not exist"),
+        (["runs", "--status", "done"], "--status must be one of"),
+        (["predict", "r-nope", "--data", "x.csv", "--out", "y.csv"], "No run 'r-nope'"),
+    ])
+    def test_bad_input_exit_2(self, workspace, capsys, argv, message):
+        import re
+
+        assert run_cli(*argv) == 2
+        err = capsys.readouterr().err
+        assert re.search(message, err), err
+        assert "Traceback" not in err and err.startswith("estimator-workbench: error: ")
+
+    def test_bad_params_for_schema(self, workspace, capsys):
+        assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier",
+                       "--params", '{"no_such_param": 1}', "--no-preflight") == 2
+        assert "no_such_param" in capsys.readouterr().err
+        assert RunRegistry(workspace).list_runs() == []
+
+    def test_argparse_errors_exit_2_in_a_subprocess(self, workspace):
+        proc = subprocess.run([sys.executable, "-m", "workbench", "frobnicate"], cwd=REPO,
+                              capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and "invalid choice: 'frobnicate'" in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+class TestCommands:
+    def test_run_follow_runs_stop_resume_export(self, workspace, capsys, stub_launchers):
+        assert run_cli("runs") == 0
+        assert "No runs" in capsys.readouterr().out
+        code = run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "5",
+                       "--params", '{"hidden_units": "8"}', "--no-preflight", "--name", "first")
+        captured = capsys.readouterr()
+        assert code == 0, captured.err
+        assert "succeeded [####################] step 5/5  loss 0.2" in captured.err
+        (record,) = RunRegistry(workspace).list_runs()
+        assert record.status == "succeeded" and record.name == "first"
+        assert record.dataset_fingerprint and record.template_name == "mlp_classifier"
+        assert record.schedule["max_steps"] == 5 and "def model_fn" in record.template_code
+
+        assert run_cli("runs") == 0
+        table = capsys.readouterr().out.splitlines()
+        assert table[0].split() == ["RUN", "NAME", "ACTION", "STATUS", "STEP", "LOSS", "CREATED"]
+        assert table[1].split()[:5] == [record.run_id, "first", "train", "succeeded", "5"]
+        assert run_cli("runs", "--json") == 0
+        assert json.loads(capsys.readouterr().out)[0]["run_id"] == record.run_id
+
+        # A long detached run: stop, then resume to completion.
+        assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps",
+                       "100", "--no-preflight", "--detach", "--config", '{"tf_random_seed": 3}') == 0
+        run_id = capsys.readouterr().out.strip()
+        launcher = stub_launchers[-1]
+        assert RunRegistry(workspace).get(run_id).run_config == {"tf_random_seed": 3}
+        assert run_cli("stop", run_id) == 0
+        assert launcher.wait(run_id, timeout=30).status == "stopped"
+        assert run_cli("resume", run_id) == 0
+        assert RunRegistry(workspace).get(run_id).status == "succeeded"
+
+        assert run_cli("export", record.run_id) == 0
+        bundle = Path(capsys.readouterr().out.strip().splitlines()[-1])
+        assert bundle == workspace.resolve() / "runs" / record.run_id / "export" / f"{record.run_id}.zip"
+        with zipfile.ZipFile(bundle) as zf:
+            names = set(zf.namelist())
+            assert {"model_fn.py", "run.json", "params.json", "run_config.json", "dataset.json",
+                    "versions.json", "rerun.py", "summary.json"} <= names
+            assert "def model_fn" in zf.read("model_fn.py").decode()
+            assert "torch" in json.loads(zf.read("versions.json"))
+            dataset = json.loads(zf.read("dataset.json"))
+            assert dataset["fingerprint"] == record.dataset_fingerprint and "split" in dataset
+            compile(zf.read("rerun.py"), "rerun.py", "exec")
+
+    def test_cancel_command(self, workspace, capsys, stub_launchers):
+        assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps",
+                       "2000", "--no-preflight", "--detach") == 0
+        run_id = capsys.readouterr().out.strip()
+        assert run_cli("cancel", run_id, "--grace", "5") == 0
+        assert f"Run {run_id} cancelled." in capsys.readouterr().out
+
+    def test_run_from_file(self, workspace, tmp_path, capsys, stub_launchers):
+        spec = {"dataset": "iris", "template": "mlp_classifier", "action": "train",
+                "params": {}, "schedule": {"max_steps": 3}, "name": "from file"}
+        path = tmp_path / "run.json"
+        path.write_text(json.dumps(spec))
+        assert run_cli("run", "--file", str(path), "--no-preflight") == 0
+        (record,) = RunRegistry(workspace).list_runs()
+        assert record.name == "from file" and record.status == "succeeded"

@@ -1,0 +1,139 @@
+"""Known-answer tests of the pure plotly figure functions (no streamlit)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from workbench import figures
+
+
+def _reference_ema(values, weight):
+    """TensorBoard's loop (vz_line_chart2 resmoothDataset), written out."""
+    last, n, out = 0.0, 0, []
+    for v in values:
+        if not np.isfinite(v):
+            out.append(v)
+            continue
+        last = last * weight + (1 - weight) * v
+        n += 1
+        out.append(last / (1 - weight ** n))
+    return np.array(out)
+
+
+def _frame(n=50, splits=("train",), names=("loss",), run=None):
+    rows = [{"step": s, "wall_time": 1000.0 + s, "split": sp, "name": nm, "value": 1.0 / s}
+            for s in range(1, n + 1) for sp in splits for nm in names]
+    df = pd.DataFrame(rows)
+    if run is not None:
+        df["run"] = run
+    return df
+
+
+class TestEmaSmooth:
+    @pytest.mark.parametrize("weight", [0.0, 0.01, 0.5, 0.9, 0.99, 0.999])
+    def test_matches_tensorboard_loop(self, weight):
+        values = np.random.default_rng(0).normal(size=3000)
+        np.testing.assert_allclose(figures.ema_smooth(values, weight), _reference_ema(values, weight),
+                                   rtol=1e-9, atol=1e-9)
+
+    def test_known_answer_and_debias(self):
+        assert figures.ema_smooth([1.0, 2.0], 0.5).tolist() == pytest.approx([1.0, 5 / 3])
+        assert figures.ema_smooth([3.0, 3.0, 3.0], 0.9).tolist() == pytest.approx([3.0, 3.0, 3.0])
+
+    def test_non_finite_values_pass_through_and_do_not_count(self):
+        out = figures.ema_smooth([1.0, np.nan, 2.0, np.inf], 0.5)
+        assert np.isnan(out[1]) and np.isinf(out[3])
+        assert out[[0, 2]].tolist() == pytest.approx([1.0, 5 / 3])
+
+    @pytest.mark.parametrize("weight", [-0.1, 1.0, True, "0.5"])
+    def test_rejects_bad_weight(self, weight):
+        with pytest.raises(ValueError, match="weight must be a number in"):
+            figures.ema_smooth([1.0], weight)
+
+    def test_fast_on_100k_points(self):
+        values = np.random.default_rng(1).normal(size=100_000)
+        start = time.perf_counter()
+        figures.ema_smooth(values, 0.6)
+        assert time.perf_counter() - start < 0.5
+
+
+class TestCurves:
+    def test_empty_frame_gives_a_placeholder(self):
+        fig = figures.curves_figure(pd.DataFrame(columns=["step", "wall_time", "split", "name", "value"]))
+        assert isinstance(fig, go.Figure) and not fig.data
+        assert "No metrics yet" in fig.layout.annotations[0].text
+
+    def test_train_and_eval_share_one_subplot_per_metric(self):
+        df = _frame(10, splits=("train", "eval"), names=("loss", "accuracy"))
+        fig = figures.curves_figure(df)
+        assert [a.text for a in fig.layout.annotations] == ["loss", "accuracy"]  # loss first
+        by_axis = {}
+        for trace in fig.data:
+            by_axis.setdefault(trace.xaxis, set()).add(trace.name)
+        assert all(names == {"train", "eval"} for names in by_axis.values())
+
+    def test_smoothing_adds_faded_raw_trace(self):
+        fig = figures.curves_figure(_frame(20), smoothing=0.6)
+        raw, smooth = fig.data
+        assert raw.opacity == 0.25 and not raw.showlegend
+        np.testing.assert_allclose(smooth.y, figures.ema_smooth(np.asarray(raw.y), 0.6))
+
+    def test_x_axis_choices_and_log_scale(self):
+        df = _frame(5)
+        assert list(figures.curves_figure(df, x_axis="relative").data[0].x) == [0.0, 1.0, 2.0, 3.0, 4.0]
+        wall = figures.curves_figure(df, x_axis="wall").data[0].x
+        assert pd.Timestamp(wall[0]) == pd.Timestamp(1001.0, unit="s")
+        assert figures.curves_figure(df, log_y=True).layout.yaxis.type == "log"
+        with pytest.raises(ValueError, match="x_axis must be one of"):
+            figures.curves_figure(df, x_axis="epoch")
+
+    def test_runs_are_coloured_and_labelled(self):
+        df = pd.concat([_frame(5, run="r-1"), _frame(5, run="r-2")])
+        fig = figures.curves_figure(df, run_labels={"r-1": "first", "r-2": "second"})
+        assert {t.name for t in fig.data} == {"first · train", "second · train"}
+        assert fig.data[0].line.color != fig.data[1].line.color
+
+
+class TestClassifierFigures:
+    def test_confusion_matrix_counts(self):
+        m = figures.confusion_matrix([0, 0, 1, 2, 2, 2], [0, 1, 1, 2, 2, 0], 3)
+        assert m.tolist() == [[1, 1, 0], [0, 1, 0], [1, 0, 2]]
+        fig = figures.confusion_matrix_figure(m, ["a", "b", "c"], normalize=True)
+        assert fig.data[0].z[2][2] == pytest.approx(2 / 3)
+
+    def test_roc_auc_known_answer(self):
+        fpr, tpr, auc = figures.roc_curve([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+        assert auc == pytest.approx(0.75)
+        assert (fpr[0], tpr[0], fpr[-1], tpr[-1]) == (0.0, 0.0, 1.0, 1.0)
+
+    def test_ties_count_once(self):
+        _, _, auc = figures.roc_curve([0, 1], [0.5, 0.5])
+        assert auc == pytest.approx(0.5)
+
+    def test_average_precision_known_answer(self):
+        _, _, ap = figures.pr_curve([1, 0, 1], [0.9, 0.8, 0.7])
+        assert ap == pytest.approx(0.5 * 1.0 + 0.5 * (2 / 3))
+
+    def test_roc_pr_figure_one_vs_rest(self):
+        probs = np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.1, 0.1, 0.8], [0.6, 0.3, 0.1]])
+        fig = figures.roc_pr_figure([0, 1, 2, 0], probs, ["a", "b", "c"])
+        assert sum("AUC 1.000" in (t.name or "") for t in fig.data) == 3
+        binary = figures.roc_pr_figure([0, 1], np.array([0.2, 0.9]))
+        assert sum(t.name is not None and "AUC" in t.name for t in binary.data) == 1
+
+
+def test_residuals_and_param_scatter():
+    fig = figures.residuals_figure([1.0, 2.0, 3.0], [1.5, 2.0, 2.0])
+    assert list(fig.data[-1].y) == [-0.5, 0.0, 1.0]
+    with pytest.raises(ValueError, match="same length"):
+        figures.residuals_figure([1.0], [1.0, 2.0])
+    table = pd.DataFrame({"run": ["a", "b"], "param: lr": [0.1, 0.01], "best eval": [0.9, 0.95]})
+    scatter = figures.param_scatter_figure(table, "param: lr", "best eval")
+    assert list(scatter.data[0].y) == [0.9, 0.95]
+    with pytest.raises(ValueError, match="not in the table"):
+        figures.param_scatter_figure(table, "param: nope", "best eval")

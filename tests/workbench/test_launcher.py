@@ -1,0 +1,237 @@
+"""Tests of workbench.launcher with a stub runner (real processes, no engine).
+
+The stub (``tests/workbench/stub_runner.py``) runs the real ``workbench.runner`` lifecycle around
+a fake action that sleeps and appends metric lines, so spawn, queue, stop, cancel, the reaper and
+resume are tested without training anything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench.launcher import LocalLauncher, pid_alive
+from workbench.metrics_store import read_all
+from workbench.registry import RunRegistry
+
+HERE = Path(__file__).resolve().parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def make_launcher(workspace):
+    made = []
+
+    def make(**kwargs):
+        kwargs.setdefault("gpus", [])
+        launcher = LocalLauncher(workspace, runner_module="stub_runner",
+                                 env={"PYTHONPATH": str(HERE)}, **kwargs)
+        made.append(launcher)
+        return launcher
+
+    yield make
+    for launcher in made:
+        launcher.shutdown(grace=1.0)
+
+
+def new_run(workspace, **schedule):
+    return RunRegistry(workspace).create_run(
+        name="stub", action="train", dataset={"name": "none"},
+        template={"name": "stub", "code": ""}, params={}, run_config={}, schedule=schedule).run_id
+
+
+def wait_for(predicate, timeout=30.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def metric_steps(workspace, run_id):
+    frame = read_all(Path(workspace) / "runs" / run_id / "metrics.jsonl")
+    return frame["step"].tolist()
+
+
+def test_spawn_runs_to_success(workspace, make_launcher):
+    launcher = make_launcher()
+    run_id = new_run(workspace, max_steps=5, sleep=0.01)
+    record = launcher.submit(run_id)
+    assert record.status == "running" and record.pid
+    done = launcher.wait(run_id, timeout=60)
+    assert done.status == "succeeded", (done.error, done.traceback)
+    assert metric_steps(workspace, run_id) == [1, 2, 3, 4, 5]
+    assert done.summary["train/loss"] == {"last": 0.2, "last_step": 5, "best": 0.2, "best_step": 5}
+    log = (Path(workspace) / "runs" / run_id / "worker.log").read_text()
+    assert "launch:" in log and "succeeded" in log
+    assert launcher.process(run_id) is None  # reaped
+
+
+def test_queue_respects_max_concurrent(workspace, make_launcher):
+    launcher = make_launcher(max_concurrent=1)
+    first = new_run(workspace, max_steps=15, sleep=0.05)
+    second = new_run(workspace, max_steps=2, sleep=0.01)
+    launcher.submit(first)
+    assert launcher.submit(second).status == "queued"
+    assert launcher.poll() == []
+    assert launcher.wait(first, timeout=60).status == "succeeded"
+    wait_for(lambda: launcher.registry.get(second).status != "queued" or launcher.poll())
+    assert launcher.wait(second, timeout=60).status == "succeeded"
+    reg = launcher.registry
+    assert reg.get(second).started_at >= reg.get(first).finished_at
+
+
+def test_default_concurrency_and_gpu_pinning(workspace, make_launcher):
+    assert make_launcher().max_concurrent == 1
+    launcher = make_launcher(gpus=["0", "1"])
+    assert launcher.max_concurrent == 2
+    a, b = new_run(workspace, max_steps=3, sleep=0.2), new_run(workspace, max_steps=3, sleep=0.2)
+    launcher.submit(a)
+    launcher.submit(b)
+    envs = [wait_for(lambda r=r: _read_json(Path(workspace) / "runs" / r / "env.json")) for r in (a, b)]
+    assert sorted(e["CUDA_VISIBLE_DEVICES"] for e in envs) == ["0", "1"]
+    for r in (a, b):
+        assert launcher.wait(r, timeout=60).status == "succeeded"
+
+
+def _read_json(path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def test_stop_is_graceful(workspace, make_launcher):
+    launcher = make_launcher()
+    run_id = new_run(workspace, max_steps=2000, sleep=0.02)
+    launcher.submit(run_id)
+    wait_for(lambda: len(metric_steps(workspace, run_id)) >= 3)
+    launcher.stop(run_id)
+    done = launcher.wait(run_id, timeout=30)
+    assert done.status == "stopped" and done.error is None
+    assert 3 <= len(metric_steps(workspace, run_id)) < 2000
+
+
+def test_cancel_sigterm_is_honoured(workspace, make_launcher):
+    launcher = make_launcher()
+    run_id = new_run(workspace, max_steps=2000, sleep=0.02)
+    launcher.submit(run_id)
+    wait_for(lambda: metric_steps(workspace, run_id))
+    start = time.monotonic()
+    record = launcher.cancel(run_id, grace=10)
+    assert record.status == "cancelled"
+    assert time.monotonic() - start < 5  # the runner exited on SIGTERM, no SIGKILL needed
+    assert "cancelled" in (Path(workspace) / "runs" / run_id / "worker.log").read_text()
+
+
+def test_cancel_escalates_to_sigkill(workspace, make_launcher):
+    launcher = make_launcher()
+    run_id = new_run(workspace, max_steps=2000, sleep=0.02, ignore_sigterm=True)
+    launcher.submit(run_id)
+    wait_for(lambda: metric_steps(workspace, run_id))
+    pid = launcher.registry.get(run_id).pid
+    start = time.monotonic()
+    record = launcher.cancel(run_id, grace=0.5)
+    assert record.status == "cancelled" and record.error == "cancelled by the user"
+    assert 0.5 <= time.monotonic() - start < 5
+    assert not pid_alive(pid)
+
+
+def test_queued_run_cancel_and_stop(workspace, make_launcher):
+    launcher = make_launcher(max_concurrent=1)
+    blocker = new_run(workspace, max_steps=2000, sleep=0.02)
+    a, b = new_run(workspace), new_run(workspace)
+    launcher.submit(blocker)
+    launcher.submit(a)
+    launcher.submit(b)
+    assert launcher.cancel(a).status == "cancelled"
+    launcher.stop(b)
+    assert launcher.registry.get(b).status == "cancelled"
+    launcher.cancel(blocker, grace=5)
+
+
+def test_reaper_marks_sigkilled_runner_lost_and_resume_continues(workspace, make_launcher):
+    launcher = make_launcher()
+    run_id = new_run(workspace, max_steps=40, sleep=0.05)
+    launcher.submit(run_id)
+    wait_for(lambda: len(metric_steps(workspace, run_id)) >= 5)
+    os.killpg(launcher.registry.get(run_id).pid, signal.SIGKILL)
+    record = wait_for(lambda: (launcher.poll(), launcher.registry.get(run_id))[1].status == "lost"
+                      and launcher.registry.get(run_id))
+    assert "runner exited with code -9" in record.error
+    killed_at = len(metric_steps(workspace, run_id))
+    resumed = launcher.resume(run_id)
+    assert resumed.status == "running" and resumed.error is None
+    done = launcher.wait(run_id, timeout=60)
+    assert done.status == "succeeded"
+    steps = metric_steps(workspace, run_id)
+    assert steps == list(range(1, 41)) and killed_at < 40  # continued, nothing repeated
+
+
+def test_reaper_from_a_fresh_launcher(workspace, make_launcher):
+    """A restarted UI has no Popen handles: the pid and the heartbeat tell it what was lost."""
+    first = make_launcher()
+    run_id = new_run(workspace, max_steps=2000, sleep=0.02)
+    first.submit(run_id)
+    wait_for(lambda: metric_steps(workspace, run_id))
+    pid = first.registry.get(run_id).pid
+    second = make_launcher()
+    assert second.reap_lost() == []  # alive
+    os.killpg(pid, signal.SIGKILL)
+    wait_for(lambda: not pid_alive(pid))
+    assert second.reap_lost() == [run_id]
+    assert first.registry.get(run_id).error == "lost: runner process is gone"
+
+
+def test_reaper_stale_heartbeat(workspace, make_launcher):
+    launcher = make_launcher(heartbeat_timeout=0.2)
+    reg = launcher.registry
+    run_id = new_run(workspace)
+    reg.set_status(run_id, "running", pid=os.getpid())  # alive, but silent
+    assert launcher.reap_lost() == []
+    time.sleep(0.3)
+    assert launcher.reap_lost() == [run_id]
+    assert reg.get(run_id).error.startswith("lost: no heartbeat for")
+
+
+def test_failure_records_user_traceback(workspace, make_launcher):
+    launcher = make_launcher()
+    run_id = new_run(workspace, max_steps=2, sleep=0.01, fail=True)
+    launcher.submit(run_id)
+    done = launcher.wait(run_id, timeout=60)
+    assert done.status == "failed"
+    assert done.error.startswith("ValueError: stub failure on purpose (stub_runner.py, line ")
+    assert "user code only" in done.traceback and "workbench/runner.py" not in done.traceback
+
+
+def test_invalid_requests(workspace, make_launcher):
+    launcher = make_launcher()
+    run_id = new_run(workspace)
+    launcher.registry.set_status(run_id, "cancelled")
+    with pytest.raises(ValueError, match="only queued runs can be submitted"):
+        launcher.submit(run_id)
+    with pytest.raises(ValueError, match="only a running or queued run can be stopped"):
+        launcher.stop(run_id)
+    with pytest.raises(ValueError, match="only a running or queued run can be cancelled"):
+        launcher.cancel(run_id)
+    with pytest.raises(ValueError, match="max_concurrent must be an int >= 1, given: 0"):
+        LocalLauncher(workspace, max_concurrent=0)
+
+
+def test_multi_process_command(workspace, make_launcher):
+    launcher = make_launcher()
+    reg = launcher.registry
+    rec = reg.create_run(name="ddp", action="train", dataset={}, template={}, params={},
+                         run_config={}, num_processes=2)
+    cmd = launcher._command(rec, reg.run_dir(rec.run_id))
+    assert cmd[:7] == [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                       "--nproc-per-node", "2", "-m"]
+    assert cmd[-1].endswith(rec.run_id)

@@ -1,0 +1,279 @@
+"""Tests of workbench.runner: the run lifecycle in-process (fake actions), and real engine runs
+through the launcher (train, SIGKILL mid-training then resume, train_and_evaluate, predict)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from workbench import runner
+from workbench.registry import RunRegistry
+
+
+def new_run(workspace, action="train", schedule=None, run_config=None, **kwargs):
+    return RunRegistry(workspace).create_run(
+        name="t", action=action, dataset={"name": "none"}, template={"name": "t", "code": ""},
+        params={}, run_config=run_config or {}, schedule=schedule or {}, **kwargs)
+
+
+def run_in_process(workspace, execute, **kwargs):
+    rec = new_run(workspace, **kwargs)
+    code = runner.run(RunRegistry(workspace).run_dir(rec.run_id), execute=execute,
+                      install_signal_handlers=False)
+    return code, RunRegistry(workspace).get(rec.run_id)
+
+
+class TestLifecycle:
+    def test_success_marks_running_then_succeeded_with_summary(self, workspace):
+        seen = {}
+
+        def execute(ctx):
+            seen["status"] = RunRegistry(workspace).get(ctx.run_id).status
+            ctx.write_eval(7, {"accuracy": 0.5, "loss": 0.25, "global_step": 7})
+
+        code, record = run_in_process(workspace, execute)
+        assert code == 0 and seen["status"] == "running"
+        assert record.status == "succeeded" and record.pid == os.getpid()
+        assert record.summary["eval/accuracy"] == {"last": 0.5, "last_step": 7, "best": 0.5,
+                                                   "best_step": 7}
+
+    def test_stop_file_ends_stopped(self, workspace):
+        def execute(ctx):
+            ctx.stop_path.write_text("x")
+            assert ctx.stop_requested()
+
+        assert run_in_process(workspace, execute)[1].status == "stopped"
+
+    def test_terminate_ends_cancelled(self, workspace):
+        def execute(ctx):
+            ctx.terminate.set()
+
+        assert run_in_process(workspace, execute)[1].status == "cancelled"
+
+    def test_exception_ends_failed_with_user_frames(self, workspace):
+        code = "def model_fn(features):\n    x = 1\n    raise ValueError('bad shape')\n"
+        compiled = compile(code, "<template demo>", "exec")
+        namespace = {}
+        exec(compiled, namespace)
+
+        def execute(ctx):
+            namespace["model_fn"](None)
+
+        status, record = run_in_process(workspace, execute)
+        assert status == 1 and record.status == "failed"
+        assert record.error == "ValueError: bad shape (<template demo>, line 3, in model_fn)"
+        assert record.traceback.startswith("Traceback (user code only")
+        assert "workbench/runner.py" not in record.traceback
+
+    def test_library_frames_are_not_user_code(self):
+        try:
+            json.loads("{")
+        except ValueError as exc:
+            summary, text = runner.format_user_traceback(exc)
+        assert summary.startswith("json.decoder.JSONDecodeError: Expecting property name")
+        assert summary.endswith("(test_runner.py, line 75, in test_library_frames_are_not_user_code)")
+        assert "json/decoder.py" not in text  # stdlib frames are cut
+        assert not runner._is_user_frame(runner.__file__)
+
+    def test_not_queued_run_is_not_started(self, workspace):
+        rec = new_run(workspace)
+        RunRegistry(workspace).set_status(rec.run_id, "cancelled")
+        ran = []
+        code = runner.run(RunRegistry(workspace).run_dir(rec.run_id), execute=ran.append,
+                          install_signal_handlers=False)
+        assert code == 0 and ran == []
+
+    def test_missing_run_json(self, tmp_path, capsys):
+        assert runner.main([str(tmp_path / "nope")]) == 2
+        assert "cannot read" in capsys.readouterr().err
+        assert runner.main([]) == 2
+
+    def test_schedule_merging_and_engine_spec(self):
+        spec = {"run_config": {"max_steps": 5, "batch_size": 8, "tf_random_seed": 1},
+                "schedule": {"steps": 50, "eval_steps": 2}}
+        assert runner._schedule(spec) == {"max_steps": 5, "batch_size": 8, "steps": 50,
+                                          "eval_steps": 2}
+        assert runner._schedule({"schedule": {"steps": 50}})["max_steps"] == 50
+        engine = runner._engine_spec(spec, Path("/ws/runs/r/model"))
+        assert engine["run_config"] == {"tf_random_seed": 1}
+        assert engine["batch_size"] == 8 and engine["model_dir"] == "/ws/runs/r/model"
+
+
+# -- real engine runs --------------------------------------------------------------------------
+
+
+def iris_run(workspace, action="train", schedule=None, run_config=None, **kwargs):
+    from workbench import cli, templates
+
+    dataset = cli._dataset_dict("iris", None)
+    info = templates.get_template("mlp_classifier")
+    return RunRegistry(workspace).create_run(
+        name="iris", action=action, dataset=dataset,
+        template={"name": info.name, "code": info.code}, params={"hidden_units": "16"},
+        run_config=run_config or {"tf_random_seed": 0}, schedule=schedule or {}, **kwargs)
+
+
+def rows(workspace, run_id):
+    from workbench.metrics_store import read_all
+
+    return read_all(Path(workspace) / "runs" / run_id / "metrics.jsonl")
+
+
+@pytest.fixture
+def launcher(workspace):
+    from workbench.launcher import LocalLauncher
+
+    made = LocalLauncher(workspace, gpus=[])
+    yield made
+    made.shutdown(grace=2.0)
+
+
+def wait_for(predicate, timeout=120.0, interval=0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+@pytest.mark.slow
+class TestEngineRuns:
+    def test_sigkill_mid_training_then_resume_to_completion(self, workspace, launcher):
+        from estimator_engine import checkpoints
+
+        rec = iris_run(workspace, schedule={"max_steps": 1500, "metrics_every_n_steps": 10},
+                       run_config={"tf_random_seed": 0, "save_checkpoints_steps": 25})
+        model_dir = Path(workspace) / "runs" / rec.run_id / "model"
+        launcher.submit(rec.run_id)
+        wait_for(lambda: checkpoints.read_global_step(model_dir) >= 50 if model_dir.is_dir() else False)
+        os.killpg(launcher.registry.get(rec.run_id).pid, signal.SIGKILL)
+
+        def polled_lost():
+            launcher.poll()
+            record = launcher.registry.get(rec.run_id)
+            return record if record.status == "lost" else None
+
+        lost = wait_for(polled_lost, timeout=30)
+        assert "code -9" in lost.error
+        killed_step = checkpoints.read_global_step(model_dir)
+        assert 50 <= killed_step < 1500, killed_step
+        before = rows(workspace, rec.run_id)
+        launcher.resume(rec.run_id)
+        done = launcher.wait(rec.run_id, timeout=300)
+        assert done.status == "succeeded", (done.error, done.traceback)
+        assert checkpoints.read_global_step(model_dir) == 1500
+        after = rows(workspace, rec.run_id).iloc[len(before):]
+        train_loss = after[(after["split"] == "train") & (after["name"] == "loss")]
+        # The resumed process starts from the checkpoint, not from step 0.
+        assert train_loss["step"].iloc[0] == killed_step + 1
+        assert train_loss["step"].iloc[-1] == 1500
+        assert done.summary["train/loss"]["last_step"] == 1500
+
+    def test_train_and_evaluate_then_predict_and_evaluate_from(self, workspace, launcher, tmp_path,
+                                                               capsys, monkeypatch):
+        from workbench import cli
+
+        rec = iris_run(workspace, action="train_and_evaluate",
+                       schedule={"max_steps": 60, "eval_every_steps": 30})
+        launcher.submit(rec.run_id)
+        done = launcher.wait(rec.run_id, timeout=300)
+        assert done.status == "succeeded", (done.error, done.traceback)
+        frame = rows(workspace, rec.run_id)
+        evals = frame[(frame["split"] == "eval") & (frame["name"] == "accuracy")]
+        assert evals["step"].tolist() == [30, 60]
+        assert 0.0 <= done.summary["eval/accuracy"]["best"] <= 1.0
+        assert (Path(workspace) / "runs" / rec.run_id / "task_info.json").exists()
+
+        ev = RunRegistry(workspace).create_run(
+            name="eval", action="evaluate", dataset=done.dataset, template=done.template,
+            params=done.params, run_config=done.run_config, parent_run_id=rec.run_id,
+            parent_relation="evaluate_from")
+        launcher.submit(ev.run_id)
+        ev_done = launcher.wait(ev.run_id, timeout=300)
+        assert ev_done.status == "succeeded", (ev_done.error, ev_done.traceback)
+        assert ev_done.summary["eval/accuracy"]["last"] == pytest.approx(
+            done.summary["eval/accuracy"]["last"])
+        assert ev_done.summary["eval/accuracy"]["last_step"] == 60
+
+        from workbench import datasets
+
+        data = tmp_path / "new.csv"
+        datasets.load_csv(datasets.bundled_path("iris")).head(7).to_csv(data, index=False)
+        out = tmp_path / "preds.csv"
+        monkeypatch.setattr(cli, "_launcher", lambda root: launcher)
+        assert cli.main(["predict", rec.run_id, "--data", str(data), "--out", str(out)]) == 0
+        import pandas as pd
+
+        predictions = pd.read_csv(out)
+        assert len(predictions) == 7
+        assert {"species", "class_ids", "class"} <= set(predictions.columns)
+        assert [c for c in predictions.columns if c.startswith("probability_")]
+
+
+class TestLineage:
+    def make_ctx(self, workspace, **kwargs):
+        rec = new_run(workspace, **kwargs)
+        folder = RunRegistry(workspace).run_dir(rec.run_id)
+        spec = json.loads((folder / "run.json").read_text())
+        ctx = runner.RunContext(run_dir=folder, spec=spec, schedule=runner._schedule(spec))
+        ctx.model_dir.mkdir()
+        return ctx
+
+    def test_warm_start_and_task_info_from_parent(self, workspace):
+        parent = new_run(workspace)
+        parent_dir = RunRegistry(workspace).run_dir(parent.run_id)
+        (parent_dir / "task_info.json").write_text('{"task": "classification"}')
+        ctx = self.make_ctx(workspace, parent_run_id=parent.run_id, parent_relation="warm_start")
+        spec = {}
+        runner._prepare_lineage(ctx, spec)
+        assert spec["warm_start_from"] == str(parent_dir / "model")
+        assert spec["task_info"] == {"task": "classification"}
+
+    def test_resume_as_new_run_copies_checkpoints(self, workspace):
+        parent = new_run(workspace)
+        parent_model = RunRegistry(workspace).run_dir(parent.run_id) / "model"
+        parent_model.mkdir()
+        (parent_model / "checkpoint").write_text("x")
+        ctx = self.make_ctx(workspace, parent_run_id=parent.run_id, parent_relation="resume")
+        runner._prepare_lineage(ctx, {})
+        assert (ctx.model_dir / "checkpoint").read_text() == "x"
+
+    def test_evaluate_from_parent_without_checkpoint(self, workspace):
+        parent = new_run(workspace)
+        (RunRegistry(workspace).run_dir(parent.run_id) / "model").mkdir()
+        ctx = self.make_ctx(workspace, action="evaluate", parent_run_id=parent.run_id,
+                            parent_relation="evaluate_from")
+        with pytest.raises(ValueError, match=f"The parent run '{parent.run_id}' has no checkpoint"):
+            runner._prepare_lineage(ctx, {})
+
+    def test_relative_checkpoint_resolves_in_parent(self, workspace):
+        parent = new_run(workspace)
+        ctx = self.make_ctx(workspace, action="predict", parent_run_id=parent.run_id,
+                            parent_relation="predict_from", checkpoint_path="model/model.ckpt-5")
+        spec = {}
+        runner._prepare_lineage(ctx, spec)
+        assert spec["checkpoint_path"] == str(
+            RunRegistry(workspace).run_dir(parent.run_id) / "model" / "model.ckpt-5")
+
+
+@pytest.mark.slow
+def test_two_process_run_under_torchrun(workspace, launcher):
+    from estimator_engine import checkpoints
+
+    rec = iris_run(workspace, schedule={"max_steps": 40},
+                   run_config={"tf_random_seed": 0, "save_checkpoints_steps": 20}, num_processes=2)
+    launcher.submit(rec.run_id)
+    done = launcher.wait(rec.run_id, timeout=300)
+    log = (Path(workspace) / "runs" / rec.run_id / "worker.log").read_text()
+    assert done.status == "succeeded", log[-3000:]
+    assert "torch.distributed.run" in log and log.count("started, pid") == 2
+    assert checkpoints.read_global_step(Path(workspace) / "runs" / rec.run_id / "model") == 40
+    frame = rows(workspace, rec.run_id)
+    assert frame[frame["name"] == "loss"]["step"].is_unique  # only rank 0 writes metrics

@@ -1,0 +1,590 @@
+"""``estimator-workbench``: the command line of the workbench.
+
+::
+
+    estimator-workbench                       start the UI on 127.0.0.1 (streamlit run workbench/app.py)
+    estimator-workbench run --dataset iris --template mlp_classifier --steps 500
+    estimator-workbench runs                  list runs
+    estimator-workbench stop|cancel|resume RUN
+    estimator-workbench predict RUN --data new.csv --out predictions.csv
+    estimator-workbench export RUN            a reproducible zip bundle
+
+``--workspace DIR`` (before the command) picks the workspace (else ``$WORKBENCH_HOME``, else
+``./workspace``). Bad input prints one clear line on stderr and exits with code 2, never a
+traceback; a followed run that fails exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as _dt
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn, TextIO
+
+from workbench import paths
+from workbench.registry import ACTIONS, STATUSES, RunNotFoundError, RunRecord, RunRegistry
+
+__all__ = ["UsageError", "build_parser", "export_bundle", "main", "ui_command"]
+
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+_PROG = "estimator-workbench"
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported as one line on stderr, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+# -- the UI ----------------------------------------------------------------------------------
+
+
+def ui_command(address: str = "127.0.0.1", port: int | None = None) -> list[str]:
+    """The command that starts the Streamlit UI (bound to loopback unless told otherwise)."""
+    cmd = [sys.executable, "-m", "streamlit", "run", str(_REPO_ROOT / "workbench" / "app.py"),
+           "--server.address", address, "--server.headless", "true",
+           "--browser.gatherUsageStats", "false"]
+    if port is not None:
+        cmd += ["--server.port", str(port)]
+    return cmd
+
+
+def _cmd_ui(args: argparse.Namespace, root: Path) -> int:
+    cmd = ui_command(args.address, args.port)
+    if args.dry_run:
+        print(" ".join(cmd))
+        return 0
+    if not Path(cmd[4]).exists():
+        raise UsageError(f"The UI entry point {cmd[4]} is missing; is the workbench installed "
+                         "completely?")
+    env = dict(os.environ, WORKBENCH_HOME=str(root))
+    with contextlib.suppress(KeyboardInterrupt):
+        return subprocess.call(cmd, env=env)
+    return 0
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+
+def _json_arg(text: str | None, what: str) -> dict[str, Any]:
+    if text is None or text == "":
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what} must be a JSON object, given: {text!r} ({exc.msg} at "
+                         f"position {exc.pos}). Example: '{{\"hidden_units\": [32, 16]}}'.") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{what} must be a JSON object, given: {text!r}.")
+    return value
+
+
+def _registry(root: Path) -> RunRegistry:
+    return RunRegistry(root)
+
+
+def _launcher(root: Path) -> Any:
+    from workbench.launcher import LocalLauncher
+
+    return LocalLauncher(root)
+
+
+def _dataset_dict(dataset: Any, label: str | None) -> dict[str, Any]:
+    """A dataset reference (bundled name, file path, or a DatasetSpec dict) -> a DatasetSpec dict
+    with its ``fingerprint``."""
+    from workbench import datasets
+
+    if isinstance(dataset, Mapping):
+        spec = datasets.DatasetSpec.from_dict(dataset)
+    elif isinstance(dataset, str) and dataset:
+        path = Path(dataset).expanduser()
+        if path.suffix.lower() in (".csv", ".parquet", ".pq") or path.exists():
+            if not path.is_file():
+                raise UsageError(f"--dataset file {dataset!r} does not exist.")
+            ref: dict[str, Any] = {"kind": "file", "path": str(path.resolve())}
+        else:
+            datasets.bundled_path(dataset)  # ValueError listing the bundled names
+            ref = {"kind": "bundled", "name": dataset}
+        probe = datasets.DatasetSpec(ref, datasets.Schema(()))
+        schema = datasets.infer_schema(probe.load())
+        spec = datasets.DatasetSpec(ref, schema)
+    else:
+        raise UsageError(f"--dataset must be a bundled dataset name or a CSV/Parquet path, "
+                         f"given: {dataset!r}.")
+    if label:
+        spec = datasets.DatasetSpec(spec.ref, spec.schema.replace_column(label, role="label"),
+                                    spec.eval_fraction, spec.seed, spec.stratify,
+                                    spec.numeric_missing, spec.categorical_missing)
+    out = spec.to_dict()
+    out["fingerprint"] = spec.fingerprint()
+    return out
+
+
+def _template_dict(template: Any, root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``({'name', 'code'}, params schema)`` of a template name or a ``{'name', 'code'}`` dict."""
+    from workbench import templates
+
+    if isinstance(template, Mapping) and isinstance(template.get("code"), str):
+        name = str(template.get("name") or "custom")
+        _, schema = templates.parse_template(template["code"], name)
+        return {"name": name, "code": template["code"]}, schema
+    if not isinstance(template, str) or not template:
+        raise UsageError(f"--template must be a template name, given: {template!r}.")
+    info = templates.get_template(template, root)
+    if info.error:
+        raise UsageError(f"Template {template!r} cannot be read: {info.error}")
+    return {"name": info.name, "code": info.code}, info.params
+
+
+def _load_run_file(path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--file {path!r} does not exist.") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--file {path!r} is not a readable JSON file ({exc}).") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--file {path!r} must hold a JSON object with dataset, template, "
+                         "params, run_config, schedule and action.")
+    return data
+
+
+# -- run -------------------------------------------------------------------------------------
+
+
+def _cmd_run(args: argparse.Namespace, root: Path) -> int:
+    from workbench import templates
+
+    spec = _load_run_file(args.file) if args.file else {}
+    dataset = args.dataset if args.dataset is not None else spec.get("dataset")
+    template = args.template if args.template is not None else spec.get("template")
+    if dataset is None or template is None:
+        raise UsageError("run needs --dataset and --template (or --file run.json holding them).")
+    action = args.action or spec.get("action") or "train"
+    if action not in ACTIONS:
+        raise UsageError(f"--action must be one of {list(ACTIONS)}, given: {action!r}.")
+    params = {**(spec.get("params") or {}), **_json_arg(args.params, "--params")}
+    run_config = {**(spec.get("run_config") or {}), **_json_arg(args.config, "--config")}
+    schedule = dict(spec.get("schedule") or {})
+    for key, value in (("max_steps", args.steps), ("eval_every_steps", args.eval_every),
+                       ("batch_size", args.batch_size)):
+        if value is not None:
+            if value < 1:
+                raise UsageError(f"--{key.replace('_', '-')} must be >= 1, given: {value!r}.")
+            schedule[key] = value
+    if action in ("train", "train_and_evaluate") and not schedule.get("max_steps") \
+            and not schedule.get("steps"):
+        schedule["max_steps"] = 1000
+    dataset_dict = _dataset_dict(dataset, args.label or spec.get("label"))
+    template_dict, schema = _template_dict(template, root)
+    params = templates.validate_params(schema, params)
+    if not args.no_preflight:
+        from workbench.preflight import run_preflight
+
+        print("Pre-flight check...", file=sys.stderr, flush=True)
+        report = run_preflight(template_dict["code"], dataset_dict, params, timeout=args.preflight_timeout,
+                               template_name=template_dict["name"], action=action)
+        if not report.ok:
+            raise UsageError(report.summary())
+    reg = _registry(root)
+    record = reg.create_run(
+        name=args.name or spec.get("name") or f"{template_dict['name']} on {_dataset_name(dataset_dict)}",
+        action=action, dataset=dataset_dict, template=template_dict, params=params,
+        run_config=run_config, schedule=schedule, num_processes=args.num_processes)
+    launcher = _launcher(root)
+    launcher.submit(record.run_id)
+    print(f"Run {record.run_id} submitted ({action}); folder {reg.run_dir(record.run_id)}",
+          file=sys.stderr, flush=True)
+    if args.detach:
+        print(record.run_id)
+        return 0
+    return _follow(launcher, record.run_id)
+
+
+def _dataset_name(dataset: Mapping[str, Any]) -> str:
+    ref = dataset.get("ref") or {}
+    return str(ref.get("name") or Path(str(ref.get("path", "data"))).name)
+
+
+def _follow(launcher: Any, run_id: str, out: TextIO | None = None, interval: float = 0.25) -> int:
+    """Prints a one-line progress bar until the run finishes; Ctrl-C detaches (the run goes on)."""
+    from workbench.metrics_store import MetricsTail
+
+    out = out or sys.stderr
+    reg: RunRegistry = launcher.registry
+    tail = MetricsTail(reg.run_dir(run_id) / paths.METRICS_FILE)
+    latest: dict[str, Any] = {}
+    step = 0
+    record = reg.get(run_id)
+    total = record.schedule.get("max_steps") or record.schedule.get("steps")
+    interactive = out.isatty()
+    last_line = ""
+    try:
+        while True:
+            launcher.poll()
+            record = reg.get(run_id)
+            for row in tail.read():
+                latest[f"{row.get('split')}/{row.get('name')}"] = row.get("value")
+                if isinstance(row.get("step"), int):
+                    step = max(step, row["step"])
+            line = _progress_line(record.status, step, total, latest)
+            if line != last_line:
+                out.write("\r" + line.ljust(100)[:120] if interactive else line + "\n")
+                out.flush()
+                last_line = line
+            if record.is_finished and launcher.process(run_id) is None:
+                break
+            time.sleep(interval)
+    except KeyboardInterrupt:
+        out.write(f"\nDetached; run {run_id} goes on. Stop it with `{_PROG} stop {run_id}`.\n")
+        return 0
+    if interactive:
+        out.write("\n")
+    print(f"Run {run_id} {record.status}.", file=out)
+    if record.error:
+        print(record.error, file=out)
+    if record.status == "failed" and record.traceback:
+        print(record.traceback, file=out)
+    return 0 if record.status in ("succeeded", "stopped") else 1
+
+
+def _progress_line(status: str, step: int, total: int | None, latest: Mapping[str, Any]) -> str:
+    if total:
+        done = min(1.0, step / total)
+        bar = "[" + "#" * int(done * 20) + "." * (20 - int(done * 20)) + "]"
+        text = f"{status:<9} {bar} step {step}/{total}"
+    else:
+        text = f"{status:<9} step {step}"
+    for key in ("train/loss", "train/steps_per_sec"):
+        if isinstance(latest.get(key), (int, float)):
+            text += f"  {key.split('/')[1]} {latest[key]:.4g}"
+    for key, value in latest.items():
+        if key.startswith("eval/") and isinstance(value, (int, float)):
+            text += f"  {key} {value:.4g}"
+    return text
+
+
+# -- runs, stop, cancel, resume ---------------------------------------------------------------
+
+
+def _cmd_runs(args: argparse.Namespace, root: Path) -> int:
+    if args.status and args.status not in STATUSES:
+        raise UsageError(f"--status must be one of {list(STATUSES)}, given: {args.status!r}.")
+    records = _registry(root).list_runs(args.status, limit=args.limit)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in records], indent=1, default=str))
+        return 0
+    if not records:
+        print(f"No runs in {root}.")
+        return 0
+    rows = [("RUN", "NAME", "ACTION", "STATUS", "STEP", "LOSS", "CREATED")]
+    for r in records:
+        loss = r.summary.get("train/loss") or r.summary.get("eval/loss") or {}
+        rows.append((r.run_id, r.name[:30], r.action, r.status,
+                     "" if loss.get("last_step") is None else str(loss["last_step"]),
+                     "" if loss.get("last") is None else f"{loss['last']:.4g}",
+                     _dt.datetime.fromtimestamp(r.created_at).strftime("%Y-%m-%d %H:%M")))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
+
+
+def _existing(root: Path, run_id: str) -> RunRecord:
+    try:
+        paths.run_dir(root, run_id)  # refuses '..', separators and absolute names first
+        return _registry(root).get(run_id)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _cmd_stop(args: argparse.Namespace, root: Path) -> int:
+    _existing(root, args.run)
+    _launcher(root).stop(args.run)
+    print(f"Stop requested for {args.run}; it checkpoints and ends 'stopped'.")
+    return 0
+
+
+def _cmd_cancel(args: argparse.Namespace, root: Path) -> int:
+    _existing(root, args.run)
+    record = _launcher(root).cancel(args.run, grace=args.grace)
+    print(f"Run {args.run} {record.status}.")
+    return 0
+
+
+def _cmd_resume(args: argparse.Namespace, root: Path) -> int:
+    _existing(root, args.run)
+    launcher = _launcher(root)
+    record = launcher.resume(args.run)
+    print(f"Run {args.run} resumed ({record.status}).", file=sys.stderr)
+    if args.detach:
+        return 0
+    return _follow(launcher, args.run)
+
+
+# -- predict ---------------------------------------------------------------------------------
+
+
+def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
+    from workbench import datasets
+
+    parent = _existing(root, args.run)
+    data = Path(args.data).expanduser()
+    if not data.is_file():
+        raise UsageError(f"--data file {args.data!r} does not exist.")
+    out = Path(args.out).expanduser()
+    if out.exists() and out.is_dir():
+        raise UsageError(f"--out {args.out!r} is a folder; give a file name like predictions.csv.")
+    reg = _registry(root)
+    if not (reg.run_dir(parent.run_id) / paths.MODEL_DIR).is_dir():
+        raise UsageError(f"Run {parent.run_id!r} has no model/ folder (no checkpoint to predict from).")
+    base = datasets.DatasetSpec.from_dict(parent.dataset)
+    spec = datasets.DatasetSpec({"kind": "file", "path": str(data.resolve())}, base.schema,
+                                base.eval_fraction, base.seed, base.stratify,
+                                base.numeric_missing, base.categorical_missing)
+    dataset = spec.to_dict()
+    dataset["fingerprint"] = spec.fingerprint()
+    record = reg.create_run(
+        name=f"predict {data.name} with {parent.name}", action="predict", dataset=dataset,
+        template=parent.template, params=parent.params, run_config=parent.run_config,
+        schedule={k: v for k, v in parent.schedule.items() if k == "batch_size"},
+        parent_run_id=parent.run_id, parent_relation="predict_from",
+        checkpoint_path=args.checkpoint)
+    launcher = _launcher(root)
+    launcher.submit(record.run_id)
+    code = _follow(launcher, record.run_id)
+    produced = reg.run_dir(record.run_id) / paths.PREDICTIONS_FILE
+    if code != 0 or not produced.exists():
+        print(f"No predictions written (run {record.run_id} {reg.get(record.run_id).status}).",
+              file=sys.stderr)
+        return 1
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(produced, out)
+    print(f"Predictions of run {record.run_id} written to {out}.")
+    return 0
+
+
+# -- export ----------------------------------------------------------------------------------
+
+_RERUN = '''"""Re-runs an exported workbench run with the engine: python rerun.py [--data FILE] [--model-dir DIR].
+
+Needs the estimator-workbench package (estimator_engine + workbench) installed. The dataset is
+the bundled one named in run.json, or --data FILE (its content is checked against the recorded
+fingerprint).
+"""
+
+import argparse
+import json
+import pathlib
+import sys
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--data", help="the dataset file, when it is not a bundled one")
+    parser.add_argument("--model-dir", default=str(HERE / "rerun_model"))
+    args = parser.parse_args()
+    spec = json.loads((HERE / "run.json").read_text())
+    spec["template"]["code"] = (HERE / "model_fn.py").read_text()
+    if args.data:
+        spec["dataset"]["ref"] = {"kind": "file", "path": str(pathlib.Path(args.data).resolve())}
+    from workbench import datasets
+    from workbench.build import build_estimator
+
+    dataset = datasets.DatasetSpec.from_dict(spec["dataset"])
+    recorded = spec["dataset"].get("fingerprint")
+    if recorded and dataset.fingerprint() != recorded:
+        print("warning: the dataset differs from the one the run used (fingerprint mismatch)",
+              file=sys.stderr)
+    schedule = spec.get("schedule") or {}
+    for key in ("batch_size", "shuffle_seed"):
+        if schedule.get(key) is not None:
+            spec[key] = schedule[key]
+    spec["run_config"] = {k: v for k, v in spec.get("run_config", {}).items()
+                          if k not in ("max_steps", "steps", "eval_steps", "eval_every_steps",
+                                       "metrics_every_n_steps", "batch_size", "shuffle_seed")}
+    estimator, input_fns = build_estimator(spec, args.model_dir)
+    action = spec.get("action", "train")
+    max_steps = schedule.get("max_steps") or schedule.get("steps")
+    if action in ("train", "train_and_evaluate"):
+        estimator.train(input_fns.train, max_steps=max_steps)
+    if action in ("evaluate", "train_and_evaluate") and input_fns.eval is not None:
+        print(json.dumps({k: float(v) for k, v in estimator.evaluate(
+            input_fns.eval, steps=schedule.get("eval_steps")).items()}, indent=1))
+    if action == "predict":
+        for row in estimator.predict(input_fns.predict):
+            print(row)
+
+
+if __name__ == "__main__":
+    main()
+'''
+
+
+def _package_versions() -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {"python": platform.python_version(), "platform": platform.platform()}
+    for name in ("estimator-workbench", "torch", "numpy", "pandas", "streamlit", "plotly"):
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            versions[name] = metadata.version(name)
+    return versions
+
+
+def export_bundle(root: str | os.PathLike[str], run_id: str, out: str | os.PathLike[str] | None = None,
+                  *, with_checkpoint: bool = False) -> Path:
+    """Writes a reproducible zip of a run and returns its path.
+
+    The zip holds ``model_fn.py`` (the template snapshot), ``run.json`` (params, RunConfig,
+    schedule, dataset reference with fingerprint, column roles and split), ``params.json``,
+    ``run_config.json``, ``dataset.json``, ``versions.json`` (Python and package versions),
+    ``summary.json``, ``rerun.py`` and, with ``with_checkpoint``, the latest checkpoint files.
+    Default location: ``runs/<id>/export/<id>.zip``.
+    """
+    reg = RunRegistry(root)
+    record = reg.get(run_id)
+    folder = reg.run_dir(run_id)
+    target = Path(out) if out is not None else folder / paths.EXPORT_DIR / f"{run_id}.zip"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    run_json_path = folder / paths.RUN_JSON
+    spec = json.loads(run_json_path.read_text("utf-8")) if run_json_path.exists() else {}
+    spec["template"] = {"name": record.template_name, "code": "see model_fn.py"}
+    dump = lambda value: json.dumps(value, indent=2, sort_keys=True, default=str)  # noqa: E731
+    tmp = target.with_suffix(".zip.tmp")
+    with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("model_fn.py", record.template_code or "")
+        zf.writestr("run.json", dump(spec))
+        zf.writestr("params.json", dump(record.params))
+        zf.writestr("run_config.json", dump({**record.run_config, "schedule": record.schedule}))
+        zf.writestr("dataset.json", dump(record.dataset))
+        zf.writestr("versions.json", dump(_package_versions()))
+        zf.writestr("summary.json", dump({"status": record.status, "summary": record.summary}))
+        zf.writestr("rerun.py", _RERUN)
+        task_info = folder / "task_info.json"
+        if task_info.exists():
+            zf.write(task_info, "task_info.json")
+        if with_checkpoint:
+            model_dir = folder / paths.MODEL_DIR
+            from estimator_engine import checkpoints
+
+            latest = checkpoints.latest_checkpoint(model_dir) if model_dir.is_dir() else None
+            if latest is None:
+                raise UsageError(f"Run {run_id!r} has no checkpoint to include.")
+            for path in sorted(Path(latest).parent.glob(Path(latest).name + "*")):
+                zf.write(path, f"checkpoint/{path.name}")
+    os.replace(tmp, target)
+    return target
+
+
+def _cmd_export(args: argparse.Namespace, root: Path) -> int:
+    _existing(root, args.run)
+    target = export_bundle(root, args.run, args.out, with_checkpoint=args.with_checkpoint)
+    print(str(target))
+    return 0
+
+
+# -- parser and main -------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``estimator-workbench``."""
+    parser = _Parser(prog=_PROG, description="Estimator Workbench: train, evaluate and predict "
+                     "with tf.estimator-style model_fns on PyTorch.")
+    parser.add_argument("--workspace", help="workspace folder (default: $WORKBENCH_HOME or ./workspace)")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    ui = sub.add_parser("ui", help="start the UI (the default without a command)")
+    ui.add_argument("--address", default="127.0.0.1")
+    ui.add_argument("--port", type=int)
+    ui.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
+
+    run = sub.add_parser("run", help="submit a run and follow its progress")
+    run.add_argument("--file", help="a JSON run file (dataset, template, params, run_config, schedule, action)")
+    run.add_argument("--dataset", help="bundled dataset name (e.g. iris) or a CSV/Parquet file")
+    run.add_argument("--label", help="the label column (default: inferred)")
+    run.add_argument("--template", help="template name (see the UI or workbench/templates/)")
+    run.add_argument("--action", choices=ACTIONS)
+    run.add_argument("--params", help="model_fn params as a JSON object")
+    run.add_argument("--config", help="RunConfig fields as a JSON object")
+    run.add_argument("--steps", type=int, help="train until this global step (max_steps)")
+    run.add_argument("--eval-every", type=int, help="steps between evaluations (train_and_evaluate)")
+    run.add_argument("--batch-size", type=int)
+    run.add_argument("--name")
+    run.add_argument("--num-processes", type=int, default=1)
+    run.add_argument("--no-preflight", action="store_true", help="skip the pre-flight check")
+    run.add_argument("--preflight-timeout", type=float, default=60.0)
+    run.add_argument("--detach", action="store_true", help="print the run id and return")
+
+    runs = sub.add_parser("runs", help="list runs")
+    runs.add_argument("--status")
+    runs.add_argument("--limit", type=int)
+    runs.add_argument("--json", action="store_true")
+
+    for name, text in (("stop", "graceful stop: checkpoint, then 'stopped'"),
+                       ("cancel", "SIGTERM, SIGKILL after a grace period"),
+                       ("resume", "continue a finished run from its last checkpoint")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("run")
+        if name == "cancel":
+            cmd.add_argument("--grace", type=float, default=10.0)
+        if name == "resume":
+            cmd.add_argument("--detach", action="store_true")
+
+    predict = sub.add_parser("predict", help="predict with a run's model on a data file")
+    predict.add_argument("run")
+    predict.add_argument("--data", required=True)
+    predict.add_argument("--out", required=True)
+    predict.add_argument("--checkpoint", help="a checkpoint of the run (default: the latest)")
+
+    export = sub.add_parser("export", help="write a reproducible zip bundle of a run")
+    export.add_argument("run")
+    export.add_argument("--out", help="zip path (default: runs/<id>/export/<id>.zip)")
+    export.add_argument("--with-checkpoint", action="store_true")
+    return parser
+
+
+_COMMANDS = {"ui": _cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
+             "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
+             "export": _cmd_export}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``estimator-workbench``; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "ui"])
+    try:
+        root = paths.workspace_root(args.workspace)
+        if root.exists() and not root.is_dir():
+            raise UsageError(f"--workspace {str(root)!r} is a file, not a folder.")
+        return _COMMANDS[args.command](args, root)
+    except UsageError as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except RunNotFoundError as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, FileNotFoundError, PermissionError) as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

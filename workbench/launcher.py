@@ -1,0 +1,369 @@
+"""``LocalLauncher``: runs queued runs as background processes on this machine.
+
+Each run executes in a fresh interpreter (``python -m workbench.runner RUN_DIR``, or under
+``torch.distributed.run --standalone`` for ``num_processes > 1``) spawned with
+``subprocess.Popen(start_new_session=True)``: the UI process is never forked (forking after CUDA
+initialisation breaks CUDA), the run survives the UI, and cancel can signal the whole process
+group (DataLoader workers included). Output goes to ``runs/<id>/worker.log``.
+
+The registry is the only shared state: a launcher started later (a restarted UI, the CLI) finds
+running runs through their pid and heartbeat, and ``reap_lost`` marks those whose process is gone
+as ``lost``. Concurrency is limited to ``max_concurrent`` runs (default: one per GPU, one on CPU),
+each pinned to a GPU through ``CUDA_VISIBLE_DEVICES`` when there are GPUs; the rest wait
+``queued``. A launcher instance is thread-safe (the UI shares one between sessions).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from workbench import paths
+from workbench.registry import InvalidTransitionError, RunRecord, RunRegistry
+
+__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT_S", "LocalLauncher", "detect_gpus", "pid_alive"]
+
+DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
+_REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+
+
+def detect_gpus() -> list[str]:
+    """GPU ids this machine offers, honouring an existing ``CUDA_VISIBLE_DEVICES``.
+
+    Uses ``torch.cuda.device_count()`` only when torch is already imported (importing torch in the
+    UI process just to count GPUs costs a second); otherwise asks ``nvidia-smi -L``.
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [d.strip() for d in visible.split(",") if d.strip() and d.strip() != "-1"]
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            return [str(i) for i in range(torch.cuda.device_count())]
+        except Exception:
+            return []
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=10,
+                             check=False).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [str(i) for i, line in enumerate(out.splitlines()) if line.startswith("GPU ")]
+
+
+def pid_alive(pid: int | None) -> bool:
+    """Whether a process with this pid exists and is not a zombie."""
+    if not pid or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, IndexError):
+        return sys.platform != "linux"
+
+
+class LocalLauncher:
+    """Starts, queues, stops, cancels, resumes and reaps runs of one workspace.
+
+    Args:
+        root: the workspace folder.
+        max_concurrent: runs allowed at once (default: number of GPUs, or 1 without GPUs).
+        gpus: GPU ids to hand out (default: ``detect_gpus()``); ``[]`` forces CPU.
+        heartbeat_timeout: seconds without a heartbeat after which a running run is ``lost``.
+        runner_module: the module run as ``python -m <runner_module> RUN_DIR``.
+        env: extra environment variables for runner processes.
+
+    Example:
+        >>> launcher = LocalLauncher("workspace")                                # doctest: +SKIP
+        >>> launcher.submit(run_id)          # starts now or waits in the queue  # doctest: +SKIP
+        >>> launcher.poll()                  # call periodically: reap, start, detect lost runs
+        >>> launcher.stop(run_id)            # graceful: checkpoint, then ``stopped``
+        >>> launcher.cancel(run_id)          # SIGTERM, SIGKILL after the grace period
+    """
+
+    def __init__(self, root: str | os.PathLike[str], max_concurrent: int | None = None, *,
+                 gpus: list[str] | None = None,
+                 heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
+                 runner_module: str = "workbench.runner",
+                 env: dict[str, str] | None = None) -> None:
+        self.root = Path(root)
+        self.registry = RunRegistry(self.root)
+        self.gpus = list(detect_gpus() if gpus is None else gpus)
+        if max_concurrent is None:
+            max_concurrent = max(1, len(self.gpus))
+        if not isinstance(max_concurrent, int) or isinstance(max_concurrent, bool) or max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be an int >= 1, given: {max_concurrent!r}")
+        self.max_concurrent = max_concurrent
+        self.heartbeat_timeout = float(heartbeat_timeout)
+        self.runner_module = runner_module
+        self.extra_env = dict(env or {})
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._gpu_of: dict[str, list[str]] = {}
+        self._lock = threading.RLock()
+
+    # -- queue -------------------------------------------------------------------------------
+
+    def submit(self, run_id: str) -> RunRecord:
+        """Queues a ``queued`` run and starts it at once when a slot is free (idempotent)."""
+        record = self.registry.get(run_id)
+        if record.status not in ("queued", "running"):
+            raise ValueError(f"Run {run_id!r} is {record.status!r}; only queued runs can be "
+                             "submitted (use resume for a finished run).")
+        self.poll()
+        return self.registry.get(run_id)
+
+    def running_count(self) -> int:
+        """Runs of this workspace in the ``running`` state whose process is alive."""
+        return sum(1 for r in self.registry.list_runs("running") if self._alive(r))
+
+    def poll(self) -> list[str]:
+        """Reaps finished children, marks lost runs, and starts queued runs while slots are free.
+
+        Returns the ids of the runs started by this call.
+        """
+        with self._lock:
+            self._reap_children()
+            self.reap_lost()
+            started = []
+            free = self.max_concurrent - self.running_count()
+            if free <= 0:
+                return started
+            for record in self.registry.list_runs("queued", newest_first=False):
+                if free <= 0:
+                    break
+                if record.run_id in self._procs:
+                    continue
+                try:
+                    self.start(record.run_id)
+                except InvalidTransitionError:
+                    continue  # another launcher took it
+                started.append(record.run_id)
+                free -= 1
+            return started
+
+    def start(self, run_id: str) -> RunRecord:
+        """Spawns the runner for a queued run now (ignores the concurrency limit).
+
+        The run is marked ``running`` with the child's pid before this returns, so no second
+        launcher starts it again.
+        """
+        with self._lock:
+            record = self.registry.get(run_id)
+            if record.status != "queued":
+                raise InvalidTransitionError(
+                    f"Cannot start run {run_id!r}: it is {record.status!r}, not 'queued'.")
+            folder = self.registry.run_dir(run_id)
+            if not (folder / paths.RUN_JSON).exists():
+                raise FileNotFoundError(f"Run {run_id!r} has no {paths.RUN_JSON} in {folder}.")
+            gpus = self._assign_gpus(record.num_processes)
+            env = self._child_env(gpus)
+            cmd = self._command(record, folder)
+            with open(folder / paths.WORKER_LOG, "ab") as log:
+                log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} launch: {' '.join(cmd)}\n".encode())
+                log.flush()
+                proc = subprocess.Popen(
+                    cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                    cwd=str(folder), env=env, start_new_session=True, close_fds=True)
+            try:
+                record = self.registry.set_status(run_id, "running", pid=proc.pid, expected="queued")
+            except BaseException:
+                _kill_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
+            self._procs[run_id] = proc
+            self._gpu_of[run_id] = gpus
+            return record
+
+    def _command(self, record: RunRecord, folder: Path) -> list[str]:
+        if record.num_processes > 1:
+            return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc-per-node", str(record.num_processes),
+                    "-m", self.runner_module, str(folder)]
+        return [sys.executable, "-m", self.runner_module, str(folder)]
+
+    def _assign_gpus(self, count: int) -> list[str]:
+        if not self.gpus:
+            return []
+        count = max(1, count)
+        busy = {g for ids in self._gpu_of.values() for g in ids}
+        free = [g for g in self.gpus if g not in busy]
+        # Not enough free GPUs (e.g. a run started by hand beyond the limit): share them.
+        return free[:count] if len(free) >= count else self.gpus[:count]
+
+    def _child_env(self, gpus: list[str]) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(self.extra_env)
+        # The child must import this checkout's workbench whatever its cwd.
+        pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if _REPO_ROOT not in pythonpath:
+            pythonpath.insert(0, _REPO_ROOT)
+        env["PYTHONPATH"] = os.pathsep.join(pythonpath)
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+        return env
+
+    # -- liveness ----------------------------------------------------------------------------
+
+    def _reap_children(self) -> None:
+        for run_id, proc in list(self._procs.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            del self._procs[run_id]
+            self._gpu_of.pop(run_id, None)
+            with contextlib.suppress(Exception):
+                # The runner died before recording an outcome (SIGKILL, OOM killer, crash of
+                # the interpreter): its last checkpoint stays usable, so the run is resumable.
+                self.registry.set_status(
+                    run_id, "lost", error=f"lost: runner exited with code {code} without "
+                    "recording an outcome; see worker.log", expected="running")
+
+    def _alive(self, record: RunRecord) -> bool:
+        proc = self._procs.get(record.run_id)
+        if proc is not None:
+            return proc.poll() is None
+        return pid_alive(record.pid)
+
+    def reap_lost(self) -> list[str]:
+        """Marks ``lost`` the running runs whose process is gone or whose heartbeat is too old."""
+        lost = []
+        now = time.time()
+        for record in self.registry.list_runs("running"):
+            if record.run_id in self._procs and self._procs[record.run_id].poll() is None:
+                continue  # our own live child: its heartbeat may lag during a long first step
+            gone = not pid_alive(record.pid)
+            stale = (record.heartbeat_at is not None
+                     and now - record.heartbeat_at > self.heartbeat_timeout)
+            if gone or stale:
+                reason = ("runner process is gone" if gone else
+                          f"no heartbeat for {now - record.heartbeat_at:.0f}s")
+                with contextlib.suppress(InvalidTransitionError):
+                    self.registry.set_status(record.run_id, "lost", error=f"lost: {reason}",
+                                             expected="running")
+                    lost.append(record.run_id)
+        return lost
+
+    # -- control -----------------------------------------------------------------------------
+
+    def stop(self, run_id: str) -> None:
+        """Asks a run to stop gracefully (checkpoint, then ``stopped``); a queued run is cancelled."""
+        record = self.registry.get(run_id)
+        if record.status == "queued":
+            with contextlib.suppress(InvalidTransitionError):
+                self.registry.set_status(run_id, "cancelled", expected="queued")
+            return
+        if record.status != "running":
+            raise ValueError(f"Run {run_id!r} is {record.status!r}; only a running or queued run "
+                             "can be stopped.")
+        stop_file = self.registry.run_dir(run_id) / paths.STOP_FILE
+        stop_file.write_text(f"{time.time()}\n", encoding="utf-8")
+
+    def cancel(self, run_id: str, grace: float = 10.0) -> RunRecord:
+        """SIGTERM to the run's process group, SIGKILL after ``grace`` seconds; status ``cancelled``.
+
+        A queued run is just marked ``cancelled``. Blocks until the process is gone (at most
+        about ``grace`` seconds plus a moment).
+        """
+        with self._lock:
+            record = self.registry.get(run_id)
+            if record.status == "queued":
+                with contextlib.suppress(InvalidTransitionError):
+                    return self.registry.set_status(run_id, "cancelled", expected="queued")
+                record = self.registry.get(run_id)
+            if record.status != "running":
+                raise ValueError(f"Run {run_id!r} is {record.status!r}; only a running or queued "
+                                 "run can be cancelled.")
+            proc = self._procs.get(run_id)
+            pid = proc.pid if proc is not None else record.pid
+            if pid:
+                _kill_group(pid, signal.SIGTERM)
+                if not self._wait_gone(pid, proc, grace):
+                    _kill_group(pid, signal.SIGKILL)
+                    self._wait_gone(pid, proc, 5.0)
+            if proc is not None:
+                with contextlib.suppress(Exception):
+                    proc.wait(timeout=1)
+                self._procs.pop(run_id, None)
+                self._gpu_of.pop(run_id, None)
+            record = self.registry.get(run_id)
+            if record.status in ("running", "lost"):
+                record = self.registry.set_status(run_id, "cancelled",
+                                                  error=record.error or "cancelled by the user")
+            return record
+
+    @staticmethod
+    def _wait_gone(pid: int, proc: subprocess.Popen[bytes] | None, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc is not None:
+                if proc.poll() is not None:
+                    return True
+            elif not pid_alive(pid):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def resume(self, run_id: str) -> RunRecord:
+        """Puts a finished run back in the queue (same model_dir: training continues from its last
+        checkpoint) and starts it when a slot is free."""
+        with self._lock:
+            record = self.registry.get(run_id)
+            if record.status in ("queued", "running"):
+                raise ValueError(f"Run {run_id!r} is {record.status!r}; only a stopped, cancelled, "
+                                 "lost, failed or finished run can be resumed.")
+            folder = self.registry.run_dir(run_id)
+            with contextlib.suppress(FileNotFoundError):
+                (folder / paths.STOP_FILE).unlink()
+            self.registry.set_status(run_id, "queued")
+            self.poll()
+            return self.registry.get(run_id)
+
+    def wait(self, run_id: str, timeout: float | None = None, interval: float = 0.1) -> RunRecord:
+        """Polls until the run has finished and its process (when ours) has exited, or ``timeout``
+        seconds passed; returns its record."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.poll()
+            record = self.registry.get(run_id)
+            if record.is_finished and run_id not in self._procs:
+                return record
+            if deadline is not None and time.monotonic() > deadline:
+                return record
+            time.sleep(interval)
+
+    def shutdown(self, grace: float = 5.0) -> None:
+        """Cancels every run this launcher started and is still running (tests, CLI teardown)."""
+        for run_id in list(self._procs):
+            with contextlib.suppress(Exception):
+                self.cancel(run_id, grace=grace)
+        for run_id, proc in list(self._procs.items()):
+            _kill_group(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=5)
+            self._procs.pop(run_id, None)
+
+    def process(self, run_id: str) -> Any:
+        """The ``Popen`` of a run this launcher started (or None)."""
+        return self._procs.get(run_id)
+
+
+def _kill_group(pid: int, sig: int) -> None:
+    """Signals the process group led by ``pid`` (the runner was started in its own session)."""
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)

@@ -1,0 +1,99 @@
+"""Where the workspace and its run folders live; the only module that builds workspace paths.
+
+Layout::
+
+    <workspace>/registry.sqlite
+    <workspace>/runs/<run_id>/run.json  metrics.jsonl  worker.log  model/  predictions.csv
+                              export/  stop.request
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = [
+    "ENV_VAR",
+    "EXPORT_DIR",
+    "METRICS_FILE",
+    "MODEL_DIR",
+    "PREDICTIONS_FILE",
+    "REGISTRY_FILE",
+    "RUNS_DIR",
+    "RUN_JSON",
+    "STOP_FILE",
+    "WORKER_LOG",
+    "registry_path",
+    "run_dir",
+    "runs_root",
+    "safe_child",
+    "workspace_root",
+]
+
+ENV_VAR = "WORKBENCH_HOME"
+REGISTRY_FILE = "registry.sqlite"
+RUNS_DIR = "runs"
+RUN_JSON = "run.json"
+METRICS_FILE = "metrics.jsonl"
+WORKER_LOG = "worker.log"
+MODEL_DIR = "model"
+PREDICTIONS_FILE = "predictions.csv"
+EXPORT_DIR = "export"
+STOP_FILE = "stop.request"
+
+
+def workspace_root(override: str | os.PathLike[str] | None = None) -> Path:
+    """The workspace folder: ``override`` > ``$WORKBENCH_HOME`` > ``./workspace`` (absolute).
+
+    Example:
+        >>> workspace_root("/tmp/ws").as_posix()
+        '/tmp/ws'
+    """
+    if override is not None and os.fspath(override) != "":
+        return Path(override).expanduser().resolve()
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env).expanduser().resolve()
+    return (Path.cwd() / "workspace").resolve()
+
+
+def safe_child(root: str | os.PathLike[str], name: str) -> Path:
+    """``root / name`` for a single plain path component; refuses anything that could escape ``root``.
+
+    Raises:
+        ValueError: ``name`` is empty, ``.``/``..``, absolute, or holds a path separator or NUL.
+
+    Example:
+        >>> safe_child("/ws/runs", "r-20260101-abc123").name
+        'r-20260101-abc123'
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, given: {name!r}")
+    bad = (
+        name in ("", ".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+        or os.path.isabs(name)
+        or (os.altsep is not None and os.altsep in name)
+    )
+    if bad:
+        raise ValueError(
+            f"Unsafe name {name!r}: expected a single file or folder name without path separators, "
+            "'..' or an absolute path. Use the name as listed in the workspace (e.g. a run id).")
+    return Path(root) / name
+
+
+def registry_path(root: str | os.PathLike[str]) -> Path:
+    """The SQLite registry file of a workspace."""
+    return Path(root) / REGISTRY_FILE
+
+
+def runs_root(root: str | os.PathLike[str]) -> Path:
+    """The folder holding one sub-folder per run."""
+    return Path(root) / RUNS_DIR
+
+
+def run_dir(root: str | os.PathLike[str], run_id: str) -> Path:
+    """The folder of one run (``runs/<run_id>``); ``run_id`` is checked with ``safe_child``."""
+    return safe_child(runs_root(root), run_id)

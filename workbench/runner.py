@@ -1,0 +1,487 @@
+"""The worker entry point: ``python -m workbench.runner RUN_DIR`` executes one run.
+
+Separation of concerns:
+    - the **launcher** (``workbench.launcher``) spawns this module in a fresh interpreter and may
+      signal it; it never runs model code itself;
+    - the **runner** (this module) owns the run's lifecycle: it reads ``run.json``, marks the run
+      ``running``, beats the heartbeat, builds the Estimator (``workbench.templates``), executes
+      the action, appends metrics (``workbench.metrics_hook``), and records the outcome
+      (``succeeded``, ``stopped``, ``cancelled`` or ``failed`` with the user-code traceback);
+    - the **engine** (``estimator_engine``) trains, evaluates and predicts, and writes checkpoints
+      into ``runs/<id>/model/`` (so a resumed run continues from the last one).
+
+Stop and cancel: ``runs/<id>/stop.request`` (written by ``LocalLauncher.stop``) makes the metrics
+hook request a stop between steps; the engine then writes its end-of-training checkpoint and the
+run ends ``stopped``. SIGTERM (``LocalLauncher.cancel``) does the same but ends ``cancelled``.
+
+Under ``torch.distributed.run`` every rank runs this module; only rank 0 writes to the registry
+and to ``metrics.jsonl``.
+
+Run schedule (``run.json['schedule']``, falling back to the same keys in ``run_config``):
+``max_steps`` (absolute; ``steps`` is read as the same target, so a resumed run finishes the
+original budget instead of adding to it), ``eval_steps``, ``eval_every_steps``
+(train_and_evaluate), ``metrics_every_n_steps``, and the input settings ``batch_size`` and
+``shuffle_seed`` (handed to ``build_estimator`` at the top level of its spec).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from workbench import paths
+from workbench.registry import InvalidTransitionError, RunRegistry
+
+__all__ = [
+    "SCHEDULE_KEYS",
+    "RunContext",
+    "execute_with_engine",
+    "format_user_traceback",
+    "main",
+    "run",
+]
+
+SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
+                 "batch_size", "shuffle_seed")
+_HEARTBEAT_EVERY_S = 2.0
+_PACKAGE_DIRS = tuple(
+    str(Path(__file__).resolve().parent.parent / name) + os.sep
+    for name in ("workbench", "estimator_engine"))
+
+
+@dataclass
+class RunContext:
+    """What an action executor gets: the run's spec and folder, and the stop signals.
+
+    Attributes:
+        run_dir: the run folder.
+        spec: the parsed ``run.json``.
+        schedule: the merged schedule (see the module docstring).
+        is_chief: rank 0 (or not distributed).
+        terminate: set by SIGTERM (cancel).
+    """
+
+    run_dir: Path
+    spec: dict[str, Any]
+    schedule: dict[str, Any]
+    is_chief: bool = True
+    terminate: threading.Event = field(default_factory=threading.Event)
+    summary_rows: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def run_id(self) -> str:
+        return str(self.spec["run_id"])
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.run_dir / paths.METRICS_FILE
+
+    @property
+    def stop_path(self) -> Path:
+        return self.run_dir / paths.STOP_FILE
+
+    @property
+    def model_dir(self) -> Path:
+        return self.run_dir / paths.MODEL_DIR
+
+    def stop_requested(self) -> bool:
+        """A graceful stop was asked for (stop file) or the process got SIGTERM."""
+        return self.terminate.is_set() or self.stop_path.exists()
+
+    def make_hook(self) -> Any:
+        """A ``MetricsWriterHook`` wired to this run (rank > 0: stop signals only, no file writes)."""
+        from workbench.metrics_hook import MetricsWriterHook
+
+        every = int(self.schedule.get("metrics_every_n_steps") or 10)
+        return MetricsWriterHook(
+            self.metrics_path if self.is_chief else os.devnull, every_n_steps=every,
+            stop_file=self.stop_path, should_stop=self.terminate.is_set)
+
+    def write_eval(self, step: int, metrics: Mapping[str, Any], split: str = "eval") -> None:
+        """Appends evaluation results to ``metrics.jsonl`` (chief only) and keeps them for the summary."""
+        if not self.is_chief:
+            return
+        from workbench.metrics_hook import write_eval
+
+        self.summary_rows.extend(write_eval(self.metrics_path, step, metrics, split=split))
+
+
+Executor = Callable[[RunContext], None]
+
+
+def _schedule(spec: Mapping[str, Any]) -> dict[str, Any]:
+    merged = {k: v for k, v in (spec.get("run_config") or {}).items() if k in SCHEDULE_KEYS}
+    merged.update(spec.get("schedule") or {})
+    if merged.get("max_steps") is None and merged.get("steps") is not None:
+        merged["max_steps"] = merged["steps"]
+    return merged
+
+
+def _engine_spec(spec: Mapping[str, Any], model_dir: Path) -> dict[str, Any]:
+    """The run spec handed to ``build_estimator``: RunConfig without schedule keys, absolute paths."""
+    out = dict(spec)
+    out["run_config"] = {k: v for k, v in (spec.get("run_config") or {}).items()
+                         if k not in SCHEDULE_KEYS}
+    out["schedule"] = _schedule(spec)
+    for key in ("batch_size", "shuffle_seed"):  # build_estimator reads these at the top level
+        if out["schedule"].get(key) is not None:
+            out[key] = out["schedule"][key]
+    out["model_dir"] = str(model_dir)
+    return out
+
+
+def _input_fn(input_fns: Any, key: str) -> Any:
+    if isinstance(input_fns, Mapping):
+        value = input_fns.get(key)
+    else:
+        value = getattr(input_fns, key, None)
+    if value is None:
+        raise ValueError(f"The template's build_estimator gave no {key!r} input_fn; "
+                         f"it returned {input_fns!r}.")
+    return value
+
+
+TASK_INFO_FILE = "task_info.json"
+
+
+def _load_build_estimator() -> Callable[..., Any]:
+    try:
+        from workbench.build import build_estimator
+    except ImportError:  # older layout: the contract named workbench.templates
+        from workbench.templates import build_estimator  # type: ignore[attr-defined,no-redef]
+    return build_estimator
+
+
+def _parent_dir(ctx: RunContext) -> Path | None:
+    parent = ctx.spec.get("parent_run_id")
+    return None if not parent else paths.run_dir(ctx.run_dir.parent.parent, str(parent))
+
+
+def _prepare_lineage(ctx: RunContext, spec: dict[str, Any]) -> None:
+    """Fills ``task_info``, ``warm_start_from`` and the checkpoint to use from the run's parent.
+
+    - own ``task_info.json`` (a resumed run) or the parent's: the model keeps the statistics and
+      vocabularies it was trained with;
+    - ``warm_start``: ``warm_start_from`` = ``checkpoint_path`` or the parent's model_dir;
+    - ``resume`` (a new run continuing another): the parent's checkpoints are copied into this
+      run's empty model_dir, so the global step continues;
+    - ``evaluate_from`` / ``predict_from``: ``checkpoint_path`` or the parent's latest checkpoint.
+    """
+    parent_dir = _parent_dir(ctx)
+    for source in (ctx.run_dir, parent_dir):
+        if source is not None and (source / TASK_INFO_FILE).exists():
+            spec.setdefault("task_info", json.loads((source / TASK_INFO_FILE).read_text("utf-8")))
+            break
+    relation = ctx.spec.get("parent_relation")
+    checkpoint = ctx.spec.get("checkpoint_path")
+    if parent_dir is not None and checkpoint and not os.path.isabs(checkpoint):
+        checkpoint = str(parent_dir / checkpoint)
+    parent_model = None if parent_dir is None else parent_dir / paths.MODEL_DIR
+    if relation == "warm_start":
+        spec.setdefault("warm_start_from", checkpoint or str(parent_model))
+    elif relation == "resume" and parent_model is not None and parent_model.is_dir():
+        if not any(ctx.model_dir.iterdir()):
+            import shutil
+
+            shutil.copytree(parent_model, ctx.model_dir, dirs_exist_ok=True)
+    elif relation in ("evaluate_from", "predict_from") and not checkpoint and parent_model is not None:
+        from estimator_engine import checkpoints
+
+        checkpoint = checkpoints.latest_checkpoint(parent_model)
+        if checkpoint is None:
+            raise ValueError(f"The parent run {ctx.spec.get('parent_run_id')!r} has no checkpoint "
+                             f"in {parent_model}; train it first.")
+    spec["checkpoint_path"] = checkpoint
+
+
+def execute_with_engine(ctx: RunContext) -> None:
+    """Builds the Estimator through ``workbench.build.build_estimator`` and runs the action."""
+    build_estimator = _load_build_estimator()
+    ctx.model_dir.mkdir(parents=True, exist_ok=True)
+    spec = _engine_spec(ctx.spec, ctx.model_dir)
+    _prepare_lineage(ctx, spec)
+    estimator, input_fns = build_estimator(spec, str(ctx.model_dir))
+    info = getattr(input_fns, "info", None)
+    if ctx.is_chief and info is not None and not (ctx.run_dir / TASK_INFO_FILE).exists():
+        (ctx.run_dir / TASK_INFO_FILE).write_text(json.dumps(info, default=_json_default), "utf-8")
+    action = ctx.spec["action"]
+    schedule = ctx.schedule
+    max_steps = schedule.get("max_steps")
+    eval_steps = schedule.get("eval_steps")
+    checkpoint_path = spec.get("checkpoint_path")
+    if ctx.stop_requested():
+        return
+    if action == "train":
+        estimator.train(_input_fn(input_fns, "train"), hooks=[ctx.make_hook()], max_steps=max_steps)
+    elif action == "evaluate":
+        results = estimator.evaluate(_input_fn(input_fns, "eval"), steps=eval_steps,
+                                     hooks=[ctx.make_hook()], checkpoint_path=checkpoint_path)
+        ctx.write_eval(int(results.get("global_step", 0)), results)
+    elif action == "train_and_evaluate":
+        _train_and_evaluate(ctx, estimator, input_fns, max_steps, eval_steps)
+    elif action == "predict":
+        _predict(ctx, estimator, input_fns, checkpoint_path)
+    else:
+        raise ValueError(f"Unknown action {action!r} in run.json; expected train, evaluate, "
+                         "predict or train_and_evaluate.")
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"not JSON-serialisable: {value!r}")
+
+
+def _current_step(estimator: Any) -> int:
+    from estimator_engine import checkpoints
+
+    return int(checkpoints.read_global_step(estimator.model_dir))
+
+
+def _train_and_evaluate(ctx: RunContext, estimator: Any, input_fns: Any, max_steps: int | None,
+                        eval_steps: int | None) -> None:
+    """Alternates ``train(max_steps=next boundary)`` and ``evaluate`` until ``max_steps``."""
+    if max_steps is None:
+        raise ValueError("train_and_evaluate needs schedule['max_steps'] (how long to train), "
+                         "given none; set max_steps in the run's schedule.")
+    every = int(ctx.schedule.get("eval_every_steps") or max(1, max_steps // 10))
+    train_fn, eval_fn = _input_fn(input_fns, "train"), _input_fn(input_fns, "eval")
+    step = _current_step(estimator)
+    while step < max_steps and not ctx.stop_requested():
+        target = min(max_steps, (step // every + 1) * every)
+        estimator.train(train_fn, hooks=[ctx.make_hook()], max_steps=target)
+        new_step = _current_step(estimator)
+        results = estimator.evaluate(eval_fn, steps=eval_steps)
+        ctx.write_eval(int(results.get("global_step", new_step)), results)
+        if new_step <= step:  # input ended before the boundary: nothing more to train on
+            break
+        step = new_step
+
+
+def _predict(ctx: RunContext, estimator: Any, input_fns: Any, checkpoint_path: str | None) -> None:
+    """Writes ``predictions.csv``: the input rows plus the prediction columns, streaming
+    (``workbench.predictions.write_predictions_csv``)."""
+    out = ctx.run_dir / paths.PREDICTIONS_FILE
+    predict_fn = _input_fn(input_fns, "predict")
+    try:
+        from workbench.predictions import write_predictions_csv
+    except ImportError:  # pragma: no cover - the datasets helper's module is missing
+        _write_predictions_fallback(estimator, predict_fn, out, checkpoint_path)
+        return
+    from workbench import datasets
+
+    source = datasets.DatasetSpec.from_dict(ctx.spec["dataset"]).load()
+    info = getattr(input_fns, "info", None) or {}
+    write_predictions_csv(estimator, predict_fn, source, out,
+                          label_vocabulary=info.get("label_vocabulary"),
+                          checkpoint_path=checkpoint_path)
+
+
+def _write_predictions_fallback(estimator: Any, input_fn: Any, out: Path,
+                                checkpoint_path: str | None) -> None:
+    """Streams batches of predictions to CSV: one column per scalar key, ``key_<i>`` per vector."""
+    import numpy as np
+    import pandas as pd
+
+    tmp = out.with_suffix(".csv.tmp")
+    header = True
+    with open(tmp, "w", encoding="utf-8", newline="") as f:
+        for batch in estimator.predict(input_fn, checkpoint_path=checkpoint_path,
+                                       yield_single_examples=False):
+            columns: dict[str, Any] = {}
+            items = batch.items() if isinstance(batch, Mapping) else [("prediction", batch)]
+            for key, value in items:
+                array = np.asarray(value)
+                if array.ndim <= 1:
+                    columns[key] = array.reshape(-1)
+                else:
+                    flat = array.reshape(array.shape[0], -1)
+                    for i in range(flat.shape[1]):
+                        columns[f"{key}_{i}"] = flat[:, i]
+            pd.DataFrame(columns).to_csv(f, header=header, index=False)
+            header = False
+    os.replace(tmp, out)
+
+
+# -- lifecycle ----------------------------------------------------------------------------------
+
+
+def _is_user_frame(filename: str) -> bool:
+    if filename.startswith("<") and not filename.startswith(("<template", "<model_fn", "<string")):
+        return False
+    absolute = os.path.abspath(filename) if not filename.startswith("<") else filename
+    if absolute.startswith(_PACKAGE_DIRS):
+        return False
+    return not any(part in absolute for part in (
+        f"{os.sep}site-packages{os.sep}", f"{os.sep}dist-packages{os.sep}",
+        f"{os.sep}lib{os.sep}python3"))
+
+
+def format_user_traceback(exc: BaseException) -> tuple[str, str]:
+    """``(summary, traceback_text)``: the error line, and the traceback cut to user-code frames.
+
+    The summary names the last user-code location when there is one, e.g.
+    ``"ValueError: bad shape (template.py, line 12, in model_fn)"``. When no frame is user code
+    (the error is in the data or the engine), the whole traceback is kept.
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    user = [f for f in frames if _is_user_frame(f.filename)]
+    head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    summary = head.splitlines()[-1] if head else type(exc).__name__
+    if user:
+        last = user[-1]
+        summary += f" ({os.path.basename(last.filename)}, line {last.lineno}, in {last.name})"
+        text = ("Traceback (user code only; the full traceback is in worker.log):\n"
+                + "".join(traceback.format_list(user)) + head + "\n")
+    else:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return summary[:2000], text
+
+
+class _Heartbeat:
+    """Beats the registry every ~2 s from a daemon thread while the run executes."""
+
+    def __init__(self, registry: RunRegistry, run_id: str) -> None:
+        self._registry, self._run_id = registry, run_id
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="workbench-heartbeat", daemon=True)
+
+    def __enter__(self) -> _Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(_HEARTBEAT_EVERY_S):
+            try:
+                self._registry.heartbeat(self._run_id)
+            except Exception:  # a busy or vanished registry must not kill the run
+                pass
+
+
+def _finish(registry: RunRegistry, run_id: str, status: str, **kwargs: Any) -> None:
+    try:
+        registry.set_status(run_id, status, **kwargs)
+    except InvalidTransitionError:
+        pass  # the launcher already recorded an outcome (e.g. cancelled after SIGKILL)
+
+
+def _update_summary(registry: RunRegistry, ctx: RunContext) -> None:
+    from workbench.metrics_store import read_all
+
+    frame = read_all(ctx.metrics_path)
+    if len(frame):
+        rows = frame.sort_values(["step", "wall_time"], kind="stable").to_dict("records")
+        registry.update_summary(ctx.run_id, [
+            {"step": None if r["step"] is None or r["step"] != r["step"] else int(r["step"]),
+             "split": r["split"], "name": r["name"], "value": r["value"]} for r in rows])
+
+
+def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
+        install_signal_handlers: bool = True) -> int:
+    """Executes the run in ``run_dir``; returns the process exit code (0 unless it failed).
+
+    Args:
+        run_dir: ``<workspace>/runs/<run_id>``.
+        execute: the action executor (default: ``execute_with_engine``); tests pass a stub.
+        install_signal_handlers: turn SIGTERM into a graceful stop (main thread only).
+    """
+    run_dir = Path(run_dir).resolve()
+    spec_file = run_dir / paths.RUN_JSON
+    try:
+        spec = json.loads(spec_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"workbench.runner: cannot read {spec_file}: {exc}", file=sys.stderr)
+        return 2
+    root = run_dir.parent.parent
+    registry = RunRegistry(root)
+    is_chief = int(os.environ.get("RANK", "0")) == 0
+    ctx = RunContext(run_dir=run_dir, spec=spec, schedule=_schedule(spec), is_chief=is_chief)
+    run_id = ctx.run_id
+
+    previous: Any = None
+    if install_signal_handlers and threading.current_thread() is threading.main_thread():
+        def on_sigterm(signum: int, frame: FrameType | None) -> None:
+            ctx.terminate.set()
+
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        if is_chief:
+            record = registry.get(run_id)
+            if record.status == "queued":
+                registry.set_status(run_id, "running", pid=os.getpid())
+            elif record.status == "running":
+                registry.heartbeat(run_id)
+            else:
+                print(f"workbench.runner: run {run_id} is {record.status!r}, not starting it.",
+                      file=sys.stderr)
+                return 0
+        print(f"workbench.runner: run {run_id} ({spec.get('action')}) started, pid {os.getpid()}",
+              flush=True)
+        started = time.monotonic()
+        try:
+            if is_chief:
+                with _Heartbeat(registry, run_id):
+                    (execute or execute_with_engine)(ctx)
+            else:
+                (execute or execute_with_engine)(ctx)
+        except BaseException as exc:
+            traceback.print_exc()
+            if not is_chief:
+                return 1
+            summary, text = format_user_traceback(exc)
+            _safe(lambda: _update_summary(registry, ctx))
+            if ctx.terminate.is_set() or isinstance(exc, KeyboardInterrupt):
+                _finish(registry, run_id, "cancelled", error=summary, traceback=text)
+                return 0
+            _finish(registry, run_id, "failed", error=summary, traceback=text)
+            return 1
+        if not is_chief:
+            return 0
+        _safe(lambda: _update_summary(registry, ctx))
+        if ctx.terminate.is_set():
+            status = "cancelled"
+        elif ctx.stop_path.exists():
+            status = "stopped"
+        else:
+            status = "succeeded"
+        _finish(registry, run_id, status)
+        print(f"workbench.runner: run {run_id} {status} in {time.monotonic() - started:.1f}s",
+              flush=True)
+        return 0
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _safe(fn: Callable[[], Any]) -> None:
+    try:
+        fn()
+    except Exception:
+        traceback.print_exc()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: ``python -m workbench.runner RUN_DIR``."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m workbench.runner RUN_DIR", file=sys.stderr)
+        return 2
+    return run(args[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
