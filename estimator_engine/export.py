@@ -529,7 +529,8 @@ class LoadedModel:
         inputs = {}
         for name, dtype in self._dtypes.items():
             value = features[name]
-            tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
+            # np.array copies read-only arrays (pandas 3 hands those out), which torch cannot wrap.
+            tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.array(value))
             inputs[name] = tensor.to(device="cpu", dtype=dtype)
         with torch.no_grad():
             results = self._program(inputs)

@@ -392,6 +392,14 @@ class _ClassHead(Head):
             raise ValueError(f"Labels must be <= n_classes - 1 = {upper}; got "
                              f"{labels.max().item()!r} (n_classes={self.n_classes}).")
 
+    def _with_class_names(self, predictions: dict[str, Any]) -> dict[str, Any]:
+        """Adds the ``classes``/``all_classes`` names (numpy bytes) unless torch.export is tracing:
+        names are not tensors, so an exported program serves the ids and scores only."""
+        if not torch.compiler.is_compiling():
+            predictions[PredictionKeys.CLASSES], predictions[PredictionKeys.ALL_CLASSES] = (
+                self._classes(predictions[PredictionKeys.CLASS_IDS]))
+        return predictions
+
     def _classes(self, class_ids: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         ids = class_ids.detach().cpu().numpy()
         classes = self._class_names[ids]
@@ -444,16 +452,13 @@ class BinaryClassHead(_ClassHead):
         two_class_logits = torch.cat([torch.zeros_like(logits), logits], dim=-1)
         probabilities = torch.softmax(two_class_logits, dim=-1)
         class_ids = torch.argmax(two_class_logits, dim=-1, keepdim=True)
-        classes, all_classes = self._classes(class_ids)
-        return {
+        return self._with_class_names({
             PredictionKeys.LOGITS: logits,
             PredictionKeys.LOGISTIC: logistic,
             PredictionKeys.PROBABILITIES: probabilities,
             PredictionKeys.CLASS_IDS: class_ids,
-            PredictionKeys.CLASSES: classes,
             PredictionKeys.ALL_CLASS_IDS: torch.arange(2, device=logits.device).expand(logits.shape[0], 2),
-            PredictionKeys.ALL_CLASSES: all_classes,
-        }
+        })
 
     def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
         logistic = predictions[PredictionKeys.LOGISTIC]
@@ -523,16 +528,13 @@ class MultiClassHead(_ClassHead):
     def predictions(self, logits: torch.Tensor) -> dict[str, Any]:
         logits = self._check_logits(logits)
         class_ids = torch.argmax(logits, dim=-1, keepdim=True)
-        classes, all_classes = self._classes(class_ids)
         n = self.n_classes
-        return {
+        return self._with_class_names({
             PredictionKeys.LOGITS: logits,
             PredictionKeys.PROBABILITIES: torch.softmax(logits, dim=-1),
             PredictionKeys.CLASS_IDS: class_ids,
-            PredictionKeys.CLASSES: classes,
             PredictionKeys.ALL_CLASS_IDS: torch.arange(n, device=logits.device).expand(logits.shape[0], n),
-            PredictionKeys.ALL_CLASSES: all_classes,
-        }
+        })
 
     def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
         return {

@@ -507,9 +507,11 @@ class TestWarmStart:
             ee.Estimator(linear_model_fn, params={}, warm_start_from=3)
 
 
-def test_seed_example_runs(monkeypatch, capsys):
+def test_seed_example_runs(monkeypatch, capsys, tmp_path):
     import runpy
+    import tempfile
 
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the example's temporary model_dir
     root = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
     monkeypatch.chdir(root)
     runpy.run_path(os.path.join(root, "examples", "seed_example.py"), run_name="__main__")

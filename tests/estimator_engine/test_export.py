@@ -282,3 +282,34 @@ def test_fresh_process_without_model_fn_module(tmp_path):
     outputs = json.loads(result.stdout.strip().splitlines()[-1])
     np.testing.assert_allclose(np.array(outputs["y"]), expected["y"], atol=1e-6)
     np.testing.assert_allclose(np.array(outputs["twice"]), expected["twice"], atol=1e-6)
+
+
+def test_canned_classifier_export_in_a_fresh_process(tmp_path):
+    """A canned DNNClassifier exports through torch.export (class names are left out) and its
+    scores, loaded in a fresh process, equal predict's probabilities."""
+    columns = [ee.feature_column.numeric_column("x1"), ee.feature_column.numeric_column("x2")]
+    classifier = ee.DNNClassifier(hidden_units=[8], feature_columns=columns, n_classes=3,
+                                  model_dir=str(tmp_path / "model"), config=ee.RunConfig(tf_random_seed=1))
+    generator = torch.Generator().manual_seed(0)
+    x = {"x1": torch.randn(40, generator=generator), "x2": torch.randn(40, generator=generator)}
+    labels = (x["x1"] > 0).long() + (x["x2"] > 0).long()
+    classifier.train(ee.inputs.numpy_input_fn(x, labels, batch_size=8, num_epochs=None, shuffle=True), steps=20)
+    path = classifier.export_saved_model(str(tmp_path / "export"), build_raw_serving_input_receiver_fn(
+        {"x1": x["x1"][:1], "x2": x["x2"][:1]}))
+    signature = json.loads((tmp_path / "export" / os.path.basename(path) / "signature.json").read_text())
+    assert not signature.get("fallback_reason"), signature.get("fallback_reason")
+    expected = next(classifier.predict(ee.inputs.numpy_input_fn(x, batch_size=40, shuffle=False),
+                                       yield_single_examples=False))["probabilities"]
+    np.save(tmp_path / "x1.npy", x["x1"].numpy())
+    np.save(tmp_path / "x2.npy", x["x2"].numpy())
+    script = textwrap.dedent(f'''
+        import json
+        import numpy as np
+        from estimator_engine import export
+        scores = export.load({path!r})({{"x1": np.load("x1.npy"), "x2": np.load("x2.npy")}})["scores"]
+        print(json.dumps(scores.tolist()))
+    ''')
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                            cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": os.getcwd()})
+    assert result.returncode == 0, result.stderr
+    np.testing.assert_allclose(np.array(json.loads(result.stdout.strip().splitlines()[-1])), expected, atol=1e-6)
