@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
-import psutil_free_children  # noqa: F401  (local helper module below, keeps this file short)
+import psutil_free_children
 import pytest
 import torch
 

@@ -83,7 +83,7 @@ class TestStrategyAndContext:
         assert strategy_for(explicit) is explicit
         monkeypatch.setenv("WORLD_SIZE", "2")
         assert isinstance(strategy_for(None), DDPStrategy)
-        with pytest.raises(TypeError, match="must be an ee.distribute.DDPStrategy"):
+        with pytest.raises(TypeError, match=r"must be an ee\.distribute\.DDPStrategy"):
             strategy_for("mirrored")
         with pytest.raises(ValueError, match="backend must be 'gloo', 'nccl', 'mpi' or None"):
             DDPStrategy(backend="tcp")

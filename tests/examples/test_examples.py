@@ -17,6 +17,6 @@ def test_canned_example_trains_evaluates_and_serves(monkeypatch, capsys, tmp_pat
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the example's model and export dirs
     runpy.run_path(os.path.join(ROOT, "examples", "canned_example.py"), run_name="__main__")
     lines = capsys.readouterr().out.strip().splitlines()
-    result = eval(lines[0])  # the printed metrics dict  # noqa: S307
+    result = eval(lines[0])  # the printed metrics dict
     assert result["accuracy"] > 0.9
     assert "'scores'" in lines[-1]
