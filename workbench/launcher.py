@@ -242,8 +242,10 @@ class LocalLauncher:
         lost = []
         now = time.time()
         for record in self.registry.list_runs("running"):
-            if record.run_id in self._procs and self._procs[record.run_id].poll() is None:
-                continue  # our own live child: its heartbeat may lag during a long first step
+            if record.run_id in self._procs:
+                # Our own child: _reap_children records how it ended (with its exit code), and
+                # while it lives its heartbeat may lag during a long first step.
+                continue
             gone = not pid_alive(record.pid)
             stale = (record.heartbeat_at is not None
                      and now - record.heartbeat_at > self.heartbeat_timeout)

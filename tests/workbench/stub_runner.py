@@ -37,7 +37,10 @@ def execute(ctx: runner.RunContext) -> None:
         with open(ctx.metrics_path, "a") as f:
             f.write(json.dumps({"step": step, "wall_time": time.time(), "split": "train",
                                 "name": "loss", "value": 1.0 / step}) + "\n")
-        done.write_text(str(step))
+        # Atomic, like a checkpoint: a SIGKILL mid-write must not leave an empty progress file.
+        partial = done.with_suffix(".tmp")
+        partial.write_text(str(step))
+        os.replace(partial, done)
     if schedule.get("fail"):
         raise ValueError("stub failure on purpose")
 
