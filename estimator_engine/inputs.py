@@ -109,17 +109,18 @@ def _columns(structure: Any) -> list[Column]:
     return [structure]
 
 
-def _gather(structure: Any, index: torch.Tensor, index_np: np.ndarray) -> Any:
-    def take(column: Column) -> Column:
-        if isinstance(column, torch.Tensor):
-            return column.index_select(0, index)
-        return column[index_np]
+def _take(column: Column, index: torch.Tensor, index_np: np.ndarray | None) -> Column:
+    if type(column) is torch.Tensor or isinstance(column, torch.Tensor):
+        return column.index_select(0, index)
+    return column[index_np]
 
+
+def _gather(structure: Any, index: torch.Tensor, index_np: np.ndarray | None) -> Any:
     if structure is None:
         return None
     if isinstance(structure, dict):
-        return {key: take(column) for key, column in structure.items()}
-    return take(structure)
+        return {key: _take(column, index, index_np) for key, column in structure.items()}
+    return _take(structure, index, index_np)
 
 
 class BatchIterator:
@@ -277,6 +278,21 @@ class BatchIterator:
         return self
 
     def __next__(self) -> Any:
+        offset, batch_size = self._offset, self._batch_size
+        if offset + batch_size < self._shard_rows and self._epoch == self._order_epoch and (
+                self._num_epochs is None or self._epoch < self._num_epochs):
+            # Hot path: the whole batch lies inside the current epoch's order.
+            index = self._order[offset:offset + batch_size]
+            self._offset = offset + batch_size
+        else:
+            index = self._next_index_across_epochs()
+        index_np = index.numpy() if self._has_numpy_columns else None
+        features = _gather(self._features, index, index_np)
+        if self._labels is None:
+            return features
+        return features, _gather(self._labels, index, index_np)
+
+    def _next_index_across_epochs(self) -> torch.Tensor:
         pieces = []
         needed = self._batch_size
         while needed > 0 and not self._exhausted():
@@ -291,12 +307,7 @@ class BatchIterator:
                 self._offset = 0
         if not pieces:
             raise StopIteration
-        index = pieces[0] if len(pieces) == 1 else torch.cat(pieces)
-        index_np = index.numpy() if self._has_numpy_columns else None
-        features = _gather(self._features, index, index_np)
-        if self._labels is None:
-            return features
-        return features, _gather(self._labels, index, index_np)
+        return pieces[0] if len(pieces) == 1 else torch.cat(pieces)
 
     # -- resumability -------------------------------------------------------------------------
 
