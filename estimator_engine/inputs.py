@@ -350,12 +350,22 @@ class BatchIterator:
                 f"state is not a BatchIterator state of format {_STATE_FORMAT!r} "
                 f"(missing keys {missing}, format {state.get('format')!r}); got {dict(state)!r}."
             )
-        compared = ["num_rows", "batch_size", "shuffle", "num_epochs", "num_shards", "shard_index"]
+        compared = ["num_rows", "batch_size", "shuffle", "num_epochs", "num_shards"]
         differences = [
             f"{key}: saved {state[key]!r}, now {mine[key]!r}"
             for key in compared
             if state[key] != mine[key]
         ]
+        epoch, offset = state["epoch"], state["offset"]
+        if state["shard_index"] != mine["shard_index"] and not differences:
+            # Another shard's state (the chief saves for every rank of a data-parallel run): the
+            # ranks consume rows in lockstep, so this shard has consumed as many rows of its own
+            # stream as the saved one had of its stream.
+            if not (_is_int(epoch) and _is_int(offset)):
+                raise ValueError(f"state holds an impossible position epoch={epoch!r}, offset={offset!r}.")
+            saved_rows = len(range(int(state["shard_index"]), self._num_rows, self._num_shards))
+            consumed = epoch * saved_rows + offset
+            epoch, offset = divmod(consumed, max(self._shard_rows, 1))
         adopt_seed = False
         if self._shuffle and state["shuffle"]:
             if self._seed_source == "random" and state["seed_source"] == "random":
@@ -371,7 +381,7 @@ class BatchIterator:
                 "pipeline (" + "; ".join(differences) + "). Rebuild the input_fn with the same "
                 "data and arguments to resume, or start from the beginning of the data."
             )
-        epoch, offset, last = state["epoch"], state["offset"], self._num_epochs
+        last = self._num_epochs
         valid = (
             _is_int(epoch)
             and _is_int(offset)

@@ -500,6 +500,10 @@ def _features_equal(left, right):
     return np.array_equal(left, right)
 
 
+def _seeded(seed):
+    return SimpleNamespace(tf_random_seed=seed)
+
+
 class TestResume:
     @pytest.mark.parametrize("shuffle", [False, True])
     @pytest.mark.parametrize("num_epochs", [1, 3, None])
@@ -582,10 +586,20 @@ class TestResume:
     def test_shard_mismatch(self):
         fn = numpy_input_fn(np.arange(8), batch_size=2, shuffle=False)
         saved = fn(input_context=_context(2, 0))
-        with pytest.raises(ValueError, match=r"shard_index: saved 0, now 1"):
-            fn(input_context=_context(2, 1)).load_state_dict(saved.state_dict())
         with pytest.raises(ValueError, match=r"num_shards: saved 2, now 1"):
             fn().load_state_dict(saved.state_dict())
+
+    def test_other_shard_resumes_after_the_same_number_of_rows(self):
+        """The chief saves for every rank of a DDP run: rank 1 continues in lockstep from rank 0's state."""
+        fn = numpy_input_fn(np.arange(7), batch_size=2, shuffle=True, num_epochs=None)
+        ranks = [fn(config=_seeded(5), input_context=_context(2, r)) for r in (0, 1)]  # 4 and 3 rows
+        for _ in range(3):  # 6 rows consumed by each shard
+            for batches in ranks:
+                next(batches)
+        expected = next(ranks[1])
+        resumed = fn(config=_seeded(5), input_context=_context(2, 1))
+        resumed.load_state_dict(ranks[0].state_dict())
+        assert np.array_equal(next(resumed), expected)
 
     def test_malformed_states(self):
         batches = numpy_input_fn(np.arange(8), batch_size=2, shuffle=False)()
