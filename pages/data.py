@@ -27,7 +27,7 @@ else:
     ref = {"kind": "file", "path": str(path)}
 
 df = ui.load_dataset_frame(path)
-st.caption(f"{len(df):,} rows x {df.shape[1]} columns · `{path.name}`")
+st.caption(f"{len(df):,} rows x {df.shape[1]} columns · {ui.md(path.name)}")
 preview, stats = st.tabs(["Preview", "Column summary"])
 preview.dataframe(df.head(200), height=260)
 stats.dataframe(datasets.summary(df), height=260)
@@ -58,6 +58,6 @@ if problems:
 spec = datasets.DatasetSpec(ref, schema, eval_fraction, int(seed), stratify, numeric_missing)
 chosen = spec.to_dict() | {"fingerprint": spec.fingerprint()}
 st.session_state["dataset"] = chosen
-st.success(f"Using **{ref.get('name') or path.name}**: label `{schema.label}` ({spec.task}), "
+st.success(f"Using **{ui.md(ref.get('name') or path.name)}**: label **{ui.md(schema.label)}** ({spec.task}), "
            f"{len(schema.features)} features. Next: pick a model.")
 ui.page_link("model", "Model →", icon=":material/code:")

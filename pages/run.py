@@ -13,8 +13,8 @@ if record is None:
     ui.page_link("train", "Train →", icon=":material/play_arrow:")
     st.stop()
 
-st.caption(f"{record.action} · template {record.template_name} · created "
-           f"{record.created_at:.0f} · tags: {', '.join(record.tags) or '—'}")
+st.caption(f"{record.action} · template {ui.md(record.template_name)} · created "
+           f"{record.created_at:.0f} · tags: {ui.md(', '.join(record.tags)) or '—'}")
 ui.run_actions(record, key="detail")
 controls = ui.chart_controls("detail")
 ui.live_metrics(record.run_id, controls)

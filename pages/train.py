@@ -8,7 +8,7 @@ from workbench.launcher import detect_gpus
 st.title("Train")
 dataset, template = ui.current_dataset(), ui.current_template()
 ref = dataset["ref"]
-st.caption(f"Dataset **{ref.get('name') or ref.get('path')}** · template **{template['name']}** "
+st.caption(f"Dataset **{ui.md(ref.get('name') or ref.get('path'))}** · template **{ui.md(template['name'])}** "
            "(change them on the Data and Model pages)")
 registry = ui.get_registry()
 parents = [r for r in registry.list_runs() if r.action in ("train", "train_and_evaluate")]

@@ -6,6 +6,7 @@ icons live here; each page is a thin script that reads widgets, calls ``workbenc
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
 import streamlit as st
@@ -28,18 +29,39 @@ _PAGES = (
 )
 
 
+def _safety_banner() -> None:
+    """Warns (log and sidebar) when the server is exposed beyond loopback or runs without XSRF."""
+    exposed = ui.warn_if_exposed(st.get_option("server.address"))
+    if exposed and not st.session_state.get("_exposed_seen"):
+        st.session_state["_exposed_seen"] = True
+        st.toast(exposed, icon=":material/warning:")
+    if not st.get_option("server.enableXsrfProtection"):
+        st.sidebar.warning("Streamlit's XSRF protection is off: turn server.enableXsrfProtection "
+                           "back on.", icon=":material/warning:")
+
+
 def main() -> None:
-    """Builds the navigation and runs the selected page."""
+    """Builds the navigation and runs the selected page (after the optional password)."""
     st.set_page_config(page_title="Estimator Workbench", page_icon=":material/model_training:",
                        layout="wide")
+    _safety_banner()
+    if not ui.require_password():
+        st.stop()
     pages = {name: st.Page(PAGES_DIR / file, title=title, icon=icon, url_path=name,
                            default=(i == 0))
              for i, (name, file, title, icon) in enumerate(_PAGES)}
     ui.register_pages(pages)
     nav = st.navigation({"Build": [pages["data"], pages["model"], pages["train"]],
                          "Analyse": [pages["runs"], pages["run"], pages["compare"], pages["predict"]]})
-    st.sidebar.caption(f"Workspace: `{ui.workspace()}`")
-    nav.run()
+    st.sidebar.caption(f"Workspace: {ui.md(ui.workspace())}")
+    try:
+        nav.run()
+    except sqlite3.OperationalError as exc:
+        # The registry stayed locked through every retry (or is unreadable): say so, never crash.
+        st.warning(f"The run registry {ui.md(ui.get_registry().db_path)} cannot be read right now "
+                   f"({ui.md(exc)}). Another process holds it; runs keep going. Retry in a moment.",
+                   icon=":material/hourglass_top:")
+        st.button("Retry", key="_registry_retry")
 
 
 main()

@@ -34,7 +34,7 @@ from typing import Any, NoReturn, TextIO
 from workbench import paths
 from workbench.registry import ACTIONS, STATUSES, RunNotFoundError, RunRecord, RunRegistry
 
-__all__ = ["UsageError", "build_parser", "export_bundle", "main", "ui_command"]
+__all__ = ["UsageError", "build_parser", "export_bundle", "exposure_warning", "main", "ui_command"]
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 _PROG = "estimator-workbench"
@@ -53,18 +53,39 @@ class _Parser(argparse.ArgumentParser):
 # -- the UI ----------------------------------------------------------------------------------
 
 
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def ui_command(address: str = "127.0.0.1", port: int | None = None) -> list[str]:
-    """The command that starts the Streamlit UI (bound to loopback unless told otherwise)."""
+    """The command that starts the Streamlit UI (bound to loopback unless told otherwise).
+
+    XSRF protection is passed explicitly so that no config file can turn it off.
+    """
     cmd = [sys.executable, "-m", "streamlit", "run", str(_REPO_ROOT / "workbench" / "app.py"),
            "--server.address", address, "--server.headless", "true",
+           "--server.enableXsrfProtection", "true", "--server.enableCORS", "true",
            "--browser.gatherUsageStats", "false"]
     if port is not None:
         cmd += ["--server.port", str(port)]
     return cmd
 
 
+def exposure_warning(address: str) -> str | None:
+    """The warning printed when the UI is bound beyond loopback (None for loopback)."""
+    if address.strip() in _LOOPBACK:
+        return None
+    password = "is set" if os.environ.get("WORKBENCH_PASSWORD") else "is NOT set"
+    return (f"warning: the UI will listen on {address!r}, not only on 127.0.0.1: anyone who can "
+            "reach this port can run arbitrary Python code on this machine as this user "
+            f"(templates are code). WORKBENCH_PASSWORD {password}; put the UI behind HTTPS and a "
+            "firewall (see docs/RELIABILITY.md, 'Security').")
+
+
 def _cmd_ui(args: argparse.Namespace, root: Path) -> int:
     cmd = ui_command(args.address, args.port)
+    warning = exposure_warning(args.address)
+    if warning:
+        print(f"{_PROG}: {warning}", file=sys.stderr)
     if args.dry_run:
         print(" ".join(cmd))
         return 0
@@ -510,7 +531,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     ui = sub.add_parser("ui", help="start the UI (the default without a command)")
-    ui.add_argument("--address", default="127.0.0.1")
+    ui.add_argument("--address", default="127.0.0.1",
+                    help="interface to listen on (default 127.0.0.1, this machine only); anything "
+                         "else lets whoever reaches it run code here, so a warning is printed")
     ui.add_argument("--port", type=int)
     ui.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
 

@@ -37,6 +37,7 @@ __all__ = [
     "CATEGORICAL",
     "DEFAULT_MAX_BYTES",
     "DTYPES",
+    "MAX_COLUMNS",
     "MISSING_TOKEN",
     "NUMERIC",
     "ROLES",
@@ -65,6 +66,9 @@ __all__ = [
 
 SAMPLE_DATA_DIR = Path(__file__).resolve().parent.parent / "sample_data"
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024  # Streamlit's default upload limit
+# A wide header is a CSV bomb: 32 MB of "c0,c1,..." with one row took 107 s and 4 GB of memory
+# in pandas. 10,000 columns is far beyond what the forms and the input pipeline are built for.
+MAX_COLUMNS = 10_000
 MISSING_TOKEN = "<missing>"
 _TARGET = "__label__"
 
@@ -228,11 +232,18 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
             "`iconv -f latin1 -t utf-8 in.csv > out.csv`) and load it again."
         ) from None
     try:
+        # The header first, alone: a bomb (a huge header) is refused before the rows are parsed.
+        header = next(csv.reader(io.StringIO(text)))
+        if len(header) > MAX_COLUMNS:
+            raise ValueError(
+                f"CSV file {where} has {len(header):,} columns, over the limit of {MAX_COLUMNS:,}. "
+                "Keep the columns the model needs (or transpose the file if rows and columns are "
+                "swapped).")
         # csv.reader runs in C; map(len, ...) counts the fields of every row without a Python loop.
         lengths = np.fromiter(map(len, csv.reader(io.StringIO(text))), dtype=np.int64)
-        header = next(csv.reader(io.StringIO(text)))
     except csv.Error as e:
-        raise ValueError(f"CSV file {where} could not be parsed: {e}. Check the quoting.") from None
+        raise ValueError(f"CSV file {where} could not be parsed: {e}. Check the quoting (a field "
+                         "over the limit is usually an unclosed quote).") from None
     n_cols = len(header)
     if n_cols == 1:
         sep = next((s for s in (";", "\t", "|") if s in header[0]), None)
@@ -289,8 +300,16 @@ def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTE
                 "Install it with `pip install pyarrow`, or save the data as CSV."
             ) from None
         try:
+            import pyarrow.parquet as pq
+
+            width = len(pq.read_schema(path).names)  # the footer only: a bomb is refused unread
+            if width > MAX_COLUMNS:
+                raise ValueError(f"Parquet file {where} has {width:,} columns, over the limit of "
+                                 f"{MAX_COLUMNS:,}. Keep the columns the model needs.")
             df = pd.read_parquet(path)
         except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            if "over the limit" in str(e):
+                raise
             raise ValueError(f"Parquet file {where} could not be read ({e}). Check that it is a "
                              "Parquet file, or save the data as CSV.") from None
         names = [str(c) for c in df.columns]

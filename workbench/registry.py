@@ -67,6 +67,7 @@ ALLOWED_TRANSITIONS: dict[str, tuple[str, ...]] = {
 RUN_JSON_SCHEMA_VERSION = 1
 
 _BUSY_TIMEOUT_MS = 10_000
+_EDITABLE_COLUMNS = ("name", "tags_json", "note")
 _LOCK_RETRIES = 50
 
 # Migrations: entry i brings the schema from version i to i + 1. Append, never edit.
@@ -618,7 +619,10 @@ class RunRegistry:
         return self._update(run_id, "note", note)
 
     def _update(self, run_id: str, column: str, value: Any) -> RunRecord:
-        # ``column`` is always one of the literal names above, never user input.
+        # A column name cannot be an SQL parameter: only these literal names ever reach the f-string.
+        if column not in _EDITABLE_COLUMNS:
+            raise ValueError(f"column must be one of {list(_EDITABLE_COLUMNS)}, given: {column!r}")
+
         def change(conn: sqlite3.Connection) -> RunRecord:
             self._fetch(conn, run_id)
             conn.execute(f"UPDATE runs SET {column} = ? WHERE run_id = ?", (value, run_id))

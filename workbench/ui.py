@@ -15,6 +15,8 @@ Test hooks (environment variables, read when the shared launcher is built):
 from __future__ import annotations
 
 import datetime as _dt
+import hmac
+import logging
 import os
 import re
 import time
@@ -34,6 +36,7 @@ __all__ = [
     "DEFAULT_TEMPLATE",
     "LIVE_INTERVAL_S",
     "MAX_POINTS",
+    "PASSWORD_ENV",
     "STATUS_ICONS",
     "chart_controls",
     "current_dataset",
@@ -46,9 +49,11 @@ __all__ = [
     "list_checkpoints",
     "live_metrics",
     "load_dataset_frame",
+    "md",
     "page_link",
     "params_form",
     "register_pages",
+    "require_password",
     "run_actions",
     "run_config_form",
     "run_picker",
@@ -58,6 +63,7 @@ __all__ = [
     "set_selected_run",
     "status_badge",
     "switch_to",
+    "warn_if_exposed",
     "workspace",
 ]
 
@@ -73,6 +79,65 @@ _STATUS_COLOURS = {"queued": "gray", "running": "blue", "succeeded": "green", "f
                    "stopped": "orange", "cancelled": "orange", "lost": "violet"}
 _PAGES: dict[str, Any] = {}
 _CKPT_RE = re.compile(r"^model\.ckpt-(\d+)$")
+PASSWORD_ENV = "WORKBENCH_PASSWORD"
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&=])")
+_LOOPBACK = ("127.0.0.1", "localhost", "::1", "")
+_log = logging.getLogger("workbench.ui")
+
+
+# -- safety: user text in markdown, the optional password, exposure warning ------------------------
+
+
+def md(text: object) -> str:
+    """``text`` with every markdown (and Streamlit directive) character escaped, for user text
+    (run names, tags, column names, file names) placed inside ``st.caption``/``st.success``/...
+
+    Streamlit never renders raw HTML without ``unsafe_allow_html`` (not used anywhere); this also
+    keeps links, images, ``:color[...]`` directives and emphasis in user text as literal text.
+
+    Example:
+        >>> print(md("[x](y) <b>"))
+        \\[x\\]\\(y\\) \\<b\\>
+    """
+    return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+def require_password() -> bool:
+    """The optional shared-deployment password (``$WORKBENCH_PASSWORD``; off when unset or empty).
+
+    Returns True when no password is set or this browser session entered it; otherwise draws the
+    password form and returns False (the caller then stops before any page runs). The comparison
+    is constant-time (``hmac.compare_digest``) and a wrong entry costs a one-second wait.
+    """
+    expected = os.environ.get(PASSWORD_ENV, "")
+    if not expected:
+        return True
+    if st.session_state.get("_authenticated"):
+        return True
+    st.title("Estimator Workbench")
+    with st.form("login"):
+        given = st.text_input("Password", type="password", key="_password")
+        submitted = st.form_submit_button("Sign in")
+    if submitted:
+        if hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
+            st.session_state["_authenticated"] = True
+            st.session_state.pop("_password", None)
+            st.rerun()
+        time.sleep(1.0)  # slows guessing down; Streamlit serves other sessions meanwhile
+        st.error("Wrong password.")
+    return False
+
+
+def warn_if_exposed(address: str | None) -> str | None:
+    """Logs (and returns) a warning when the server listens beyond loopback: anyone who reaches
+    it can run code on this machine as this user."""
+    if address is None or str(address).strip() in _LOOPBACK:
+        return None
+    text = (f"The workbench UI listens on {address!r}, not only on 127.0.0.1: anyone who can "
+            "reach it can run arbitrary Python code on this machine as this user (templates are "
+            f"code). Set {PASSWORD_ENV} and put it behind HTTPS, or bind 127.0.0.1.")
+    _log.warning(text)
+    return text
 
 
 # -- workspace, registry, launcher --------------------------------------------------------------
@@ -297,7 +362,11 @@ def series_csv(records: Sequence[RunRecord], root: Path) -> Callable[[], bytes]:
             frames.append(frame)
         if not frames:
             return b"run,run_name,step,wall_time,split,name,value\n"
-        return pd.concat(frames, ignore_index=True).to_csv(index=False).encode("utf-8")
+        from workbench.predictions import escape_formulas
+
+        # Run names and metric names are user text: '=cmd|...' must not run in a spreadsheet.
+        table = escape_formulas(pd.concat(frames, ignore_index=True))
+        return table.to_csv(index=False).encode("utf-8")
 
     return build
 

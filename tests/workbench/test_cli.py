@@ -45,6 +45,7 @@ class TestUI:
         assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
         assert cmd[4].endswith("workbench/app.py")
         assert cmd[5:] == ["--server.address", "127.0.0.1", "--server.headless", "true",
+                           "--server.enableXsrfProtection", "true", "--server.enableCORS", "true",
                            "--browser.gatherUsageStats", "false"]
 
     def test_no_arguments_starts_the_ui(self, monkeypatch, workspace, tmp_path):
