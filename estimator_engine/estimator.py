@@ -255,13 +255,25 @@ class _CheckpointWriter:
     def __init__(self) -> None:
         self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._pending: list[concurrent.futures.Future] = []
+        self.failed = False
 
     def submit(self, write: Callable[[], Any]) -> None:
         self._raise_failures(block=False)
         if self._executor is None:
             self._executor = concurrent.futures.ThreadPoolExecutor(
                 max_workers=1, thread_name_prefix="checkpoint-writer")
-        self._pending.append(self._executor.submit(write))
+        future = self._executor.submit(write)
+        future.add_done_callback(self._note_failure)
+        self._pending.append(future)
+
+    def _note_failure(self, future: concurrent.futures.Future) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            self.failed = True  # read by the training loop after every step
+
+    def raise_failure(self) -> None:
+        """Re-raises a failed background write in the training thread (e.g. disk full)."""
+        self.failed = False
+        self._raise_failures(block=False)
 
     def _raise_failures(self, block: bool) -> None:
         pending, self._pending = self._pending, []
@@ -501,6 +513,7 @@ class Estimator:
                       if type(hook).after_run is not SessionRunHook.after_run]
         no_request = [None] * len(hooks)
         resolve = session.resolve
+        writer = session.writer
         try:
             with spec_lib.cheap_validation():
                 while True:
@@ -520,6 +533,8 @@ class Estimator:
                               for r in requests]
                     for i, after_run in after_runs:
                         after_run(run_context, values[i])
+                    if writer.failed:
+                        writer.raise_failure()
                     if run_context.stop_requested or batches_run == max_batches:
                         break
                     batch = next(batches, _END)
@@ -540,10 +555,13 @@ class Estimator:
     def _assemble_training_hooks(self, spec, user_hooks, saving_listeners, steps, max_steps):
         defaults, chief_defaults = default_training_hooks(self._config, self._model_dir,
                                                           steps=steps, max_steps=max_steps)
-        user_saver = any(isinstance(h, CheckpointSaverHook)
-                         for h in (*user_hooks, *spec.training_chief_hooks))
-        if user_saver:
+        given = (*user_hooks, *spec.training_hooks, *spec.training_chief_hooks)
+        # A hook the user configured replaces the default of its kind (TF does this for the
+        # saver; for the NaN check it lets a run choose NanTensorHook(fail_on_nan_loss=False)).
+        if any(isinstance(h, CheckpointSaverHook) for h in given):
             chief_defaults = [h for h in chief_defaults if not isinstance(h, CheckpointSaverHook)]
+        if any(isinstance(h, NanTensorHook) for h in given):
+            defaults = [h for h in defaults if not isinstance(h, NanTensorHook)]
         hooks = [*user_hooks, *defaults, *spec.training_hooks]
         if self._config.is_chief:
             hooks += [*chief_defaults, *spec.training_chief_hooks]

@@ -617,3 +617,36 @@ class TestChiefOnly:
         est.train(_linear_input_fn(), steps=3)
         assert chief_hook.calls[:2] == ["begin", "after_create_session"]
         assert est.get_variable_value("global_step") == 3
+
+
+class TestNanPolicy:
+    def test_user_nan_hook_can_stop_instead_of_fail(self, tmp_path):
+        def model_fn(features, labels, mode):
+            return linear_model_fn(features, labels, mode, {"learning_rate": 1e30})
+
+        est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+        nan_hook = ee.NanTensorHook("loss", fail_on_nan_loss=False)
+        est.train(_linear_input_fn(), steps=50, hooks=[nan_hook])  # no NanLossDuringTrainingError
+        assert 0 < est.get_variable_value("global_step") < 50
+        assert nan_hook.last_finite_loss is not None
+
+
+def test_checkpoint_write_failure_stops_training_soon(tmp_path, monkeypatch):
+    """The initial checkpoint fails in the background; training stops within a few steps, not at
+    the next save (here: the end of training, 600 s of save interval)."""
+    import errno
+
+    def disk_full(model_dir, state, global_step, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    steps = []
+
+    class Watch(ee.SessionRunHook):
+        def after_run(self, run_context, run_values):
+            steps.append(run_context.session.global_step)
+
+    monkeypatch.setattr(checkpoints, "save_checkpoint", disk_full)
+    est = _estimator(tmp_path)  # default RunConfig: save at start, every 600 s and at the end
+    with pytest.raises(OSError, match="No space left on device"):
+        est.train(_linear_input_fn(), steps=20000, hooks=[Watch()])
+    assert len(steps) < 10000
