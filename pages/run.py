@@ -1,5 +1,7 @@
 """Run detail: live status and charts, eval results, checkpoints, evaluation plots, log, bundle."""
 
+import time
+
 import streamlit as st
 
 from workbench import paths, ui
@@ -13,14 +15,16 @@ if record is None:
     ui.page_link("train", "Train →", icon=":material/play_arrow:")
     st.stop()
 
+created = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
 st.caption(f"{record.action} · template {ui.md(record.template_name)} · created "
-           f"{record.created_at:.0f} · tags: {ui.md(', '.join(record.tags)) or '—'}")
+           f"{created} · tags: {ui.md(', '.join(record.tags)) or '—'}")
 ui.run_actions(record, key="detail")
 controls = ui.chart_controls("detail")
 ui.live_metrics(record.run_id, controls)
 
 folder = registry.run_dir(record.run_id)
-evals, ckpts, plots, params, log = st.tabs(["Eval results", "Checkpoints", "Evaluation plots", "Params", "Worker log"])
+evals, ckpts, plots, params, log, again = st.tabs(
+    ["Eval results", "Checkpoints", "Evaluation plots", "Params", "Worker log", "Reproduce"])
 with evals:
     if record.summary:
         st.dataframe(ui.summary_frame(record.summary), hide_index=True)
@@ -36,6 +40,8 @@ with params:
 with log:
     log_path = folder / paths.WORKER_LOG
     st.code(log_path.read_text("utf-8", "replace")[-20000:] if log_path.exists() else "(no log yet)")
+with again:
+    ui.reproduce_panel(record)
 if record.error:
     st.error(record.error)
     if record.traceback:

@@ -34,6 +34,11 @@ if launched:
         st.error(f"The action {action!r} needs a trained run under 'Start from'.")
         st.stop()
     relation = {"evaluate": "evaluate_from", "predict": "predict_from"}.get(action, "warm_start") if parent_id else None
+    if relation == "warm_start":
+        report = ui.warm_start_check(template=template, params=params, dataset=dataset,
+                                     run_config=rc["run_config"], parent=registry.get(parent_id))
+        if report.error or report.shape_mismatch:
+            st.stop()  # the warm start would fail on these variables: nothing is launched
     record = ui.launch_run(name=name, action=action, dataset=dataset, template=template, params=params,
                            run_config=rc["run_config"], schedule=rc["schedule"],
                            parent_run_id=parent_id or None, parent_relation=relation,

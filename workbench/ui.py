@@ -535,6 +535,44 @@ def launch_run(*, name: str, action: str, dataset: Mapping[str, Any], template: 
     return get_launcher().submit(record.run_id)
 
 
+def warm_start_check(*, template: Mapping[str, Any], params: Mapping[str, Any], dataset: Mapping[str, Any],
+                     run_config: Mapping[str, Any], parent: RunRecord) -> Any:
+    """Runs the compatibility check of a warm start (in a child process) and shows its report.
+
+    Returns the ``CompatibilityReport``; a variable that differs in shape makes it not ``ok``.
+    """
+    from workbench.compat import check_compatibility
+
+    spec = {"template": {"name": template.get("name"), "code": template.get("code")}, "params": dict(params),
+            "dataset": dict(dataset), "run_config": dict(run_config), "action": "train"}
+    with st.spinner(f"Checking that {parent.run_id}'s checkpoint fits this model..."):
+        report = check_compatibility(spec, get_registry().run_dir(parent.run_id) / paths.MODEL_DIR)
+    show = st.success if report.ok else (st.error if report.error or report.shape_mismatch else st.warning)
+    show(md(report.summary()))
+    if report.shape_mismatch:
+        st.dataframe(pd.DataFrame([{"variable": name, "checkpoint shape": str(c), "model shape": str(m)}
+                                   for name, (c, m) in report.shape_mismatch.items()]), hide_index=True)
+    return report
+
+
+def reproduce_panel(record: RunRecord) -> None:
+    """The shell commands that re-run this run: one process, torchrun, multi-node, SLURM, Kubernetes."""
+    from workbench.commands import reproduce_commands
+
+    commands = reproduce_commands(record, run_dir=get_registry().run_dir(record.run_id))
+    st.caption("One process")
+    st.code(commands["single"], language="bash")
+    st.caption("Data parallel on this machine (torchrun)")
+    st.code(commands["torchrun"], language="bash")
+    st.caption("Several machines (run on every node; the workspace on shared storage)")
+    st.code(commands["multi_node"], language="bash")
+    with st.expander("SLURM and Kubernetes"):
+        st.code(commands["slurm"], language="bash")
+        st.code(commands["kubernetes"], language="yaml")
+    if commands.get("notes"):
+        st.caption(md(commands["notes"]))
+
+
 # -- run actions ------------------------------------------------------------------------------------
 
 

@@ -92,6 +92,18 @@ def test_train_form_validates_params(home):
     assert RunRegistry(home).list_runs() == []
 
 
+def test_warm_start_runs_the_compatibility_check_before_launching(home):
+    parent = make_run(home, 5)  # a stub run: it has no checkpoint, so the check must refuse
+    at = app("train")
+    at.selectbox(key="rc-action").set_value("train")
+    at.selectbox[-1].set_value(parent)  # "Start from"
+    at.button[0].click()
+    at.run(timeout=120)
+    assert not at.exception
+    assert any("Compatibility check failed" in e.value and "CheckpointNotFoundError" in e.value for e in at.error)
+    assert [r.run_id for r in RunRegistry(home).list_runs()] == [parent]  # nothing launched
+
+
 def test_runs_table_and_run_page_and_downloads(home):
     a = make_run(home, 30, learning_rate=0.1)
     b = make_run(home, 20, learning_rate=0.01)
@@ -106,6 +118,9 @@ def test_runs_table_and_run_page_and_downloads(home):
     charts = at.get("plotly_chart")
     assert charts, "the run page draws the metric chart"
     assert len(at.get("download_button")) == 1
+    commands = [c.value for c in at.code]
+    assert any(f"--rdzv-id {a}" in c and "--nnodes" in c for c in commands), "multi-node command shown"
+    assert any("torchrun --standalone" in c for c in commands)
     at.switch_page("../pages/compare.py").run()
     assert not at.exception
     assert len(at.get("download_button")) == 1
