@@ -20,7 +20,8 @@ __all__ = ["COLUMNS", "MetricsTail", "downsample", "read_all", "rows_to_frame"]
 COLUMNS = ("step", "wall_time", "split", "name", "value")
 
 
-def _parse(chunk: bytes) -> list[dict[str, Any]]:
+def _parse_lines(chunk: bytes) -> list[dict[str, Any]]:
+    """One ``json.loads`` per line, skipping blank, corrupt and non-metric lines (the slow path)."""
     rows = []
     for line in chunk.splitlines():
         if not line.strip():
@@ -32,6 +33,79 @@ def _parse(chunk: bytes) -> list[dict[str, Any]]:
         if isinstance(row, dict) and "name" in row and "value" in row:
             rows.append(row)
     return rows
+
+
+def _parse(chunk: bytes) -> list[dict[str, Any]]:
+    """The metric rows of complete lines: the whole chunk as one JSON array (one C call instead
+    of a call per line), falling back to the line-by-line parser on any odd line."""
+    body = chunk.rstrip(b"\r\n")
+    if not body:
+        return []
+    try:
+        # JSON strings never hold a raw newline, so each newline separates two lines.
+        rows = json.loads(b"[" + body.replace(b"\n", b",") + b"]")
+    except ValueError:  # a blank, corrupt or partial line somewhere: sort them out one by one
+        return _parse_lines(chunk)
+    for row in rows:
+        if type(row) is not dict or "name" not in row or "value" not in row:
+            return _parse_lines(chunk)
+    return rows
+
+
+_ARROW_SCHEMA: Any = None
+
+
+def _parse_frame_arrow(chunk: bytes) -> pd.DataFrame | None:
+    """The lines as a frame through pyarrow's JSON reader (C++, columnar), or None when pyarrow
+    is missing or a line is not plain JSON (the caller then takes the row parser)."""
+    global _ARROW_SCHEMA
+    try:
+        import pyarrow as pa
+        import pyarrow.json as pa_json
+    except ImportError:
+        return None
+    if _ARROW_SCHEMA is None:
+        _ARROW_SCHEMA = pa.schema([("step", pa.int64()), ("wall_time", pa.float64()),
+                                   ("split", pa.string()), ("name", pa.string()),
+                                   ("value", pa.float64())])
+    # The writer spells a NaN value like json.dumps (not JSON): null reads back as NaN too.
+    nan = b'"value": NaN}'
+    data = chunk.replace(nan, b'"value": null}') if nan in chunk else chunk  # (a copy: only if needed)
+    try:
+        table = pa_json.read_json(
+            pa.py_buffer(data), read_options=pa_json.ReadOptions(block_size=4 << 20),
+            parse_options=pa_json.ParseOptions(explicit_schema=_ARROW_SCHEMA,
+                                               unexpected_field_behavior="ignore"))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    if table.column("name").null_count or table.column("split").null_count:
+        return None  # a line without a name: let the row parser decide what it is
+    step = table.column("step").to_numpy(zero_copy_only=False)
+    frame = pd.DataFrame({
+        "step": pd.array(step, dtype="Int64") if step.dtype.kind == "i"
+        else pd.array(step, dtype="float64").astype("Int64"),
+        "wall_time": table.column("wall_time").to_numpy(zero_copy_only=False).astype("float64"),
+        "split": table.column("split").to_pandas(),
+        "name": table.column("name").to_pandas(),
+        "value": table.column("value").to_numpy(zero_copy_only=False).astype("float64"),
+    })
+    frame["split"] = frame["split"].astype("str")
+    frame["name"] = frame["name"].astype("str")
+    return frame
+
+
+def _parse_frame(chunk: bytes) -> pd.DataFrame:
+    """Complete lines -> long-format frame: pyarrow's columnar reader for big chunks (a 1M-line
+    file in a fraction of a second), the row parser for small ones and odd content."""
+    if len(chunk) >= _ARROW_MIN_BYTES:
+        frame = _parse_frame_arrow(chunk)
+        if frame is not None:
+            return frame
+    return rows_to_frame(_parse(chunk))
+
+
+# Below this size the row parser wins (pyarrow's reader has a fixed cost of ~0.1-0.3 ms).
+_ARROW_MIN_BYTES = 64 * 1024
 
 
 def rows_to_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
@@ -67,8 +141,8 @@ class MetricsTail:
         self.offset = 0
         self._inode = None
 
-    def read(self) -> list[dict[str, Any]]:
-        """The rows of the complete lines appended since the previous call (``[]`` if none)."""
+    def _read_chunk(self) -> bytes:
+        """The bytes of the complete lines appended since the previous call (consumed)."""
         try:
             with open(self.path, "rb") as f:
                 stat = os.fstat(f.fileno())
@@ -77,20 +151,24 @@ class MetricsTail:
                     # A new or truncated file (the run was deleted and re-created): start over.
                     self.offset, self._inode = 0, identity
                 if stat.st_size == self.offset:
-                    return []
+                    return b""
                 f.seek(self.offset)
                 chunk = f.read(stat.st_size - self.offset)
         except FileNotFoundError:
-            return []
+            return b""
         end = chunk.rfind(b"\n")
         if end < 0:
-            return []
+            return b""  # a line still being written: left for the next read
         self.offset += end + 1
-        return _parse(chunk[: end + 1])
+        return chunk[: end + 1]
+
+    def read(self) -> list[dict[str, Any]]:
+        """The rows of the complete lines appended since the previous call (``[]`` if none)."""
+        return _parse(self._read_chunk())
 
     def read_frame(self) -> pd.DataFrame:
-        """``read()`` as a long-format DataFrame."""
-        return rows_to_frame(self.read())
+        """``read()`` as a long-format DataFrame (parsed column-wise: fast for a long file)."""
+        return _parse_frame(self._read_chunk())
 
 
 def read_all(path: str | os.PathLike[str]) -> pd.DataFrame:

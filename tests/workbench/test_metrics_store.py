@@ -188,3 +188,96 @@ def test_gpu_memory_logged_when_cuda_is_in_use(tmp_path, monkeypatch):
     frame = read_all(path)
     memory = frame[frame["name"] == "gpu_memory_mb"]
     assert memory["step"].tolist() == [1, 5] and memory["value"].tolist() == [3.0, 3.0]
+
+
+class TestFastPaths:
+    """The fixed-format writer and the bulk readers agree with json.dumps / json.loads."""
+
+    def test_format_rows_is_json_dumps(self):
+        from workbench.metrics_hook import format_rows
+
+        rows = [{"step": 1, "wall_time": 1733000000.123456, "split": "train", "name": "loss",
+                 "value": 0.1},
+                {"step": 2, "wall_time": 1.0, "split": "eval", "name": 'a"b\\c', "value": float("nan")},
+                {"step": None, "wall_time": 1.0, "split": "eval", "name": "x", "value": np.float64(1e-20)},
+                {"step": 3, "wall_time": 2.0, "split": "eval", "name": "é", "value": float("-inf")},
+                {"step": 4, "wall_time": 2.0, "split": "eval", "name": "n", "value": 7}]
+        expected = "".join(json.dumps({k: (float(r[k]) if isinstance(r[k], np.floating) else r[k])
+                                       for k in COLUMNS}) + "\n" for r in rows).encode()
+        assert format_rows(rows) == expected
+
+    def test_bulk_frame_matches_row_parser(self, tmp_path):
+        path = tmp_path / "metrics.jsonl"
+        rows = [{"step": s, "wall_time": 1.5 + s, "split": "train" if s % 3 else "eval",
+                 "name": "loss" if s % 2 else "accuracy", "value": 1.0 / (s + 1)}
+                for s in range(5000)]  # > 64 KB: the columnar reader
+        rows[7]["value"] = float("nan")
+        rows[9]["step"] = None
+        append_rows(path, rows)
+        fast = MetricsTail(path).read_frame()
+        slow = rows_to_frame(MetricsTail(path).read())
+        assert len(fast) == 5000 and list(fast.columns) == list(COLUMNS)
+        assert str(fast["step"].dtype) == "Int64" and fast["value"].dtype == np.float64
+        assert fast["step"].isna().tolist() == slow["step"].isna().tolist()
+        np.testing.assert_array_equal(fast["value"].to_numpy(), slow["value"].to_numpy())
+        assert fast["name"].tolist() == slow["name"].tolist()
+        assert fast["split"].tolist() == slow["split"].tolist()
+
+    def test_bulk_read_falls_back_on_odd_lines(self, tmp_path):
+        path = tmp_path / "metrics.jsonl"
+        good = "".join(line(s) for s in range(2000))
+        path.write_text(good + "{not json}\n\n[1]\n" + line(2000) + line(2001)[:7])
+        tail = MetricsTail(path)
+        frame = tail.read_frame()
+        assert frame["step"].tolist() == list(range(2001))
+        assert tail.offset == len(good) + len("{not json}\n\n[1]\n") + len(line(2000))
+        assert [r["step"] for r in MetricsTail(path).read()] == list(range(2001))
+
+
+def test_stop_file_between_logged_steps_is_seen_within_a_quarter_second(tmp_path):
+    import time
+
+    stop = tmp_path / "stop.request"
+    hook = MetricsWriterHook(tmp_path / "m.jsonl", every_n_steps=1000, stop_file=stop)
+
+    def loss(step):
+        return 0.5
+
+    session = FakeSession()
+    hook.begin()
+    hook.after_create_session(session, None)
+    stopped_at = None
+    for _ in range(10_000):
+        ctx = SessionRunContext(original_args=None, session=session)
+        args = hook.before_run(ctx)
+        session.global_step += 1
+        if session.global_step == 3:
+            stop.write_text("x")  # between logged steps (1 and 1000)
+        results = None if args is None else {"loss": 0.5, "global_step": session.global_step}
+        hook.after_run(ctx, SessionRunValues(results))
+        if ctx.stop_requested:
+            stopped_at = session.global_step
+            break
+        time.sleep(0.001)
+    hook.end(session)
+    assert stopped_at is not None and 3 <= stopped_at < 1000 and hook.stop_requested
+
+
+def test_file_is_kept_open_and_closed_at_end(tmp_path):
+    path = tmp_path / "m.jsonl"
+    hook = MetricsWriterHook(path, every_n_steps=2)
+    session = FakeSession()
+    hook.begin()
+    hook.after_create_session(session, None)
+    for _ in range(4):
+        ctx = SessionRunContext(original_args=None, session=session)
+        args = hook.before_run(ctx)
+        session.global_step += 1
+        hook.after_run(ctx, SessionRunValues(
+            None if args is None else {"loss": 0.25, "global_step": session.global_step}))
+        assert hook._fd is not None
+        # every logged step is on disk at once (no buffering in the process)
+        assert path.read_bytes().endswith(b"\n")
+    hook.end(session)
+    assert hook._fd is None
+    assert read_all(path)["step"].tolist() == [1, 2, 2, 4, 4]  # loss; loss + steps_per_sec
