@@ -213,7 +213,8 @@ def _cmd_run(args: argparse.Namespace, root: Path) -> int:
     dataset_dict = _dataset_dict(dataset, args.label or spec.get("label"))
     template_dict, schema = _template_dict(template, root)
     params = templates.validate_params(schema, params)
-    if not args.no_preflight:
+    if not args.no_preflight and args.num_processes > 1:
+        # Under torch.distributed.run the ranks cannot check in-process: check here first.
         from workbench.preflight import run_preflight
 
         print("Pre-flight check...", file=sys.stderr, flush=True)
@@ -221,6 +222,11 @@ def _cmd_run(args: argparse.Namespace, root: Path) -> int:
                                template_name=template_dict["name"], action=action)
         if not report.ok:
             raise UsageError(report.summary())
+    elif not args.no_preflight:
+        # The runner checks in its own process before training (report in runs/<id>/preflight.json;
+        # a failed check fails the run): one interpreter start and torch import instead of two.
+        schedule["preflight"] = True
+        schedule["preflight_timeout"] = args.preflight_timeout
     reg = _registry(root)
     record = reg.create_run(
         name=args.name or spec.get("name") or f"{template_dict['name']} on {_dataset_name(dataset_dict)}",

@@ -11,6 +11,14 @@ running runs through their pid and heartbeat, and ``reap_lost`` marks those whos
 as ``lost``. Concurrency is limited to ``max_concurrent`` runs (default: one per GPU, one on CPU),
 each pinned to a GPU through ``CUDA_VISIBLE_DEVICES`` when there are GPUs; the rest wait
 ``queued``. A launcher instance is thread-safe (the UI shares one between sessions).
+
+Warm spares (``warm_spares=1``, CPU only, single-process runs of ``workbench.runner``): while a
+slot is free the launcher keeps one runner pre-started (``python -m workbench.runner --spare``:
+torch, the engine and pandas already imported) waiting on a pipe; starting a run then writes the
+run folder into that pipe instead of spawning a new interpreter, which cuts launch -> first metric
+line by the imports (1-3 s on a small machine). The spare exits on end of input, so it never
+outlives its launcher; ``shutdown`` kills it. The spare is replaced only when a slot is free
+again, so pre-starting never competes for CPU with a run that is starting up.
 """
 
 from __future__ import annotations
@@ -28,9 +36,10 @@ from typing import Any
 from workbench import paths
 from workbench.registry import InvalidTransitionError, RunRecord, RunRegistry
 
-__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT_S", "LocalLauncher", "detect_gpus", "pid_alive"]
+__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT_S", "SPARE_LOG", "LocalLauncher", "detect_gpus", "pid_alive"]
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
+SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
 _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 
 
@@ -84,6 +93,8 @@ class LocalLauncher:
         heartbeat_timeout: seconds without a heartbeat after which a running run is ``lost``.
         runner_module: the module run as ``python -m <runner_module> RUN_DIR``.
         env: extra environment variables for runner processes.
+        warm_spares: keep up to this many pre-started runners while slots are free (0 or 1;
+            used only without GPUs, for single-process runs of ``workbench.runner``).
 
     Example:
         >>> launcher = LocalLauncher("workspace")                                # doctest: +SKIP
@@ -97,7 +108,7 @@ class LocalLauncher:
                  gpus: list[str] | None = None,
                  heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
                  runner_module: str = "workbench.runner",
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None, warm_spares: int = 0) -> None:
         self.root = Path(root)
         self.registry = RunRegistry(self.root)
         self.gpus = list(detect_gpus() if gpus is None else gpus)
@@ -109,8 +120,12 @@ class LocalLauncher:
         self.heartbeat_timeout = float(heartbeat_timeout)
         self.runner_module = runner_module
         self.extra_env = dict(env or {})
+        if warm_spares not in (0, 1) or isinstance(warm_spares, bool):
+            raise ValueError(f"warm_spares must be 0 or 1, given: {warm_spares!r}")
+        self.warm_spares = warm_spares
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._gpu_of: dict[str, list[str]] = {}
+        self._spare: subprocess.Popen[bytes] | None = None
         self._lock = threading.RLock()
 
     # -- queue -------------------------------------------------------------------------------
@@ -151,6 +166,8 @@ class LocalLauncher:
                     continue  # another launcher took it
                 started.append(record.run_id)
                 free -= 1
+            if free > 0:
+                self._ensure_spare()
             return started
 
     def start(self, run_id: str) -> RunRecord:
@@ -171,20 +188,92 @@ class LocalLauncher:
             env = self._child_env(gpus)
             cmd = self._command(record, folder)
             with open(folder / paths.WORKER_LOG, "ab") as log:
-                log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} launch: {' '.join(cmd)}\n".encode())
-                log.flush()
-                proc = subprocess.Popen(
-                    cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                    cwd=str(folder), env=env, start_new_session=True, close_fds=True)
+                stamp = time.strftime('%Y-%m-%d %H:%M:%S')
+                spare = proc = self._claim_spare(record)
+                if proc is not None:
+                    log.write(f"\n=== {stamp} launch: warm spare runner pid {proc.pid} "
+                              f"({' '.join(cmd)})\n".encode())
+                else:
+                    log.write(f"\n=== {stamp} launch: {' '.join(cmd)}\n".encode())
+                    log.flush()
+                    proc = subprocess.Popen(
+                        cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                        cwd=str(folder), env=env, start_new_session=True, close_fds=True)
             try:
                 record = self.registry.set_status(run_id, "running", pid=proc.pid, expected="queued")
             except BaseException:
                 _kill_group(proc.pid, signal.SIGKILL)
                 proc.wait()
                 raise
+            if spare is not None:
+                # Only now, with the run marked running under the spare's pid: the spare's
+                # runner must find it 'running', as a freshly spawned runner always does.
+                self._hand_over(spare, folder)  # a spare dead meanwhile is reaped as 'lost'
             self._procs[run_id] = proc
             self._gpu_of[run_id] = gpus
             return record
+
+    # -- warm spare --------------------------------------------------------------------------
+
+    def _spares_enabled(self) -> bool:
+        return self.warm_spares > 0 and not self.gpus and self.runner_module == "workbench.runner"
+
+    def _ensure_spare(self) -> None:
+        """Starts the spare runner when enabled and none is waiting."""
+        if not self._spares_enabled():
+            return
+        if self._spare is not None:
+            if self._spare.poll() is None:
+                return
+            self._discard_spare()
+        self.root.mkdir(parents=True, exist_ok=True)
+        log = open(self.root / SPARE_LOG, "ab")
+        try:
+            self._spare = subprocess.Popen(
+                [sys.executable, "-m", self.runner_module, "--spare"], stdin=subprocess.PIPE,
+                stdout=log, stderr=subprocess.STDOUT, cwd=str(self.root), env=self._child_env([]),
+                start_new_session=True, close_fds=True)
+        finally:
+            log.close()
+
+    def _claim_spare(self, record: RunRecord) -> subprocess.Popen[bytes] | None:
+        """The waiting spare, taken out of the pool (None when there is none or it died)."""
+        spare = self._spare
+        if spare is None or record.num_processes > 1 or not self._spares_enabled():
+            return None
+        self._spare = None
+        if spare.poll() is not None or spare.stdin is None:
+            self._reap_spare(spare)
+            return None
+        return spare
+
+    @staticmethod
+    def _hand_over(spare: subprocess.Popen[bytes], folder: Path) -> bool:
+        """Sends the run folder to the spare; False when it has died."""
+        try:
+            stdin = spare.stdin
+            if stdin is None:
+                return False
+            stdin.write(f"{folder}\n".encode())
+            stdin.close()
+        except OSError:
+            return False
+        return True
+
+    def _discard_spare(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            self._reap_spare(spare)
+
+    @staticmethod
+    def _reap_spare(spare: subprocess.Popen[bytes]) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if spare.stdin is not None:
+                spare.stdin.close()  # end of input: an idle spare exits by itself
+        if spare.poll() is None:
+            _kill_group(spare.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            spare.wait(timeout=5)
 
     def _command(self, record: RunRecord, folder: Path) -> list[str]:
         if record.num_processes > 1:
@@ -347,7 +436,10 @@ class LocalLauncher:
             time.sleep(interval)
 
     def shutdown(self, grace: float = 5.0) -> None:
-        """Cancels every run this launcher started and is still running (tests, CLI teardown)."""
+        """Cancels every run this launcher started and is still running, and ends the warm spare
+        (tests, CLI teardown)."""
+        with self._lock:
+            self._discard_spare()
         for run_id in list(self._procs):
             with contextlib.suppress(Exception):
                 self.cancel(run_id, grace=grace)

@@ -17,6 +17,10 @@ group after that. The child:
 The report is JSON (never pickle), written by the child after every stage, so a timeout still says
 how far the check got.
 
+``check_in_process`` runs the same checks in the calling process (a SIGALRM timer for the timeout):
+the runner uses it before training when a run asks for a pre-flight check, so a launch pays for
+the interpreter and torch once instead of twice. It RUNS user code: never call it in the UI.
+
 Example:
     >>> report = run_preflight(code, spec, {"hidden_units": "16"})   # doctest: +SKIP
     >>> report.ok, report.modes["train"]["loss_shape"]                # doctest: +SKIP
@@ -35,13 +39,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ALLOWED_ARGS", "MODES", "PreflightReport", "error_info", "main", "run_preflight"]
+__all__ = ["ALLOWED_ARGS", "MODES", "PreflightReport", "check_in_process", "error_info", "main",
+           "run_preflight"]
 
 ALLOWED_ARGS = ("features", "labels", "mode", "params", "config")
 MODES = ("train", "eval", "predict")
@@ -169,8 +175,7 @@ def run_preflight(code: str, dataset_spec: Any, params: Mapping[str, Any] | None
         report.duration_s = round(time.monotonic() - started, 3)
         if timed_out:
             report.ok = False
-            message = (f"timed out after {timeout:g} s (in {report.stage}); the code may loop forever "
-                       "or be too slow for a tiny batch. Check loops in model_fn, or raise the timeout.")
+            message = _timeout_message(timeout, report.stage)
             report.error = {"stage": report.stage, "type": "TimeoutError", "message": message,
                             "line": None, "code_line": None, "traceback": None}
         elif proc.returncode != 0 and report.error is None and report.stage != "done":
@@ -309,7 +314,7 @@ def _finite(value: Any) -> Any:
 
 
 class _Writer:
-    def __init__(self, path: Path, started: float) -> None:
+    def __init__(self, path: Path | None, started: float) -> None:
         self.path, self.started = path, started
         self.report = PreflightReport()
 
@@ -319,6 +324,8 @@ class _Writer:
 
     def flush(self) -> None:
         self.report.duration_s = round(time.monotonic() - self.started, 3)
+        if self.path is None:
+            return
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps(self.report.to_dict(), default=str), encoding="utf-8")
         os.replace(tmp, self.path)
@@ -415,14 +422,8 @@ def _run_checks(job: Mapping[str, Any], out: _Writer, model_dir: str) -> None:
         report.modes[mode] = facts
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Child entry point: ``python -m workbench.preflight IN.json OUT.json``."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) != 2:
-        print("usage: python -m workbench.preflight IN.json OUT.json", file=sys.stderr)
-        return 2
-    job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    out = _Writer(Path(argv[1]), time.monotonic())
+def _check(job: Mapping[str, Any], out: _Writer) -> PreflightReport:
+    """Runs every stage, then sets ``ok`` and the final stage; the report is flushed."""
     try:
         with tempfile.TemporaryDirectory(prefix="preflight-model-") as model_dir:
             _run_checks(job, out, model_dir)
@@ -433,6 +434,104 @@ def main(argv: list[str] | None = None) -> int:
     if report.ok or report.error is not None or report.modes:
         report.stage = "done" if report.ok else report.stage
     out.flush()
+    return report
+
+
+def _timeout_message(timeout: float, stage: str) -> str:
+    return (f"timed out after {timeout:g} s (in {stage}); the code may loop forever "
+            "or be too slow for a tiny batch. Check loops in model_fn, or raise the timeout.")
+
+
+class _CheckTimeout(Exception):
+    """Raised into the check by the SIGALRM timer (reported as a ``TimeoutError``)."""
+
+
+def check_in_process(code: str, dataset_spec: Any, params: Mapping[str, Any] | None = None,
+                     timeout: float | None = 60, *, template_name: str = "template",
+                     n_rows: int = 8, action: str = "train",
+                     report_path: str | os.PathLike[str] | None = None) -> PreflightReport:
+    """The pre-flight check of ``run_preflight``, run in this process (no child interpreter).
+
+    Same stages, same report. The random number generators (torch, numpy, ``random``) are
+    restored afterwards, so the check does not change what the caller's training draws. The
+    timeout interrupts Python code through ``SIGALRM`` (main thread only; elsewhere there is no
+    timeout); a long call inside a C extension ends only when it returns.
+
+    Args:
+        code, dataset_spec, params, template_name, n_rows, action: as for ``run_preflight``.
+        timeout: seconds before the check is interrupted (None: no limit).
+        report_path: where to write the report JSON after every stage (optional).
+
+    Returns:
+        The ``PreflightReport`` (failures are in the report, not raised).
+
+    Example:
+        >>> report = check_in_process(code, spec, {"hidden_units": "16"},
+        ...                           report_path="runs/r-1/preflight.json")  # doctest: +SKIP
+        >>> report.ok                                                           # doctest: +SKIP
+        True
+    """
+    import random
+
+    import numpy as np
+    import torch
+
+    spec_dict = dataset_spec.to_dict() if hasattr(dataset_spec, "to_dict") else dict(dataset_spec)
+    job = {"code": code, "template_name": template_name, "dataset": spec_dict,
+           "params": dict(params or {}), "n_rows": int(n_rows), "action": action}
+    out = _Writer(None if report_path is None else Path(report_path), time.monotonic())
+    rng = (torch.random.get_rng_state(), np.random.get_state(), random.getstate())
+    use_alarm = (timeout is not None and timeout > 0 and hasattr(signal, "setitimer")
+                 and threading.current_thread() is threading.main_thread())
+    previous: Any = None
+    if use_alarm:
+        def on_alarm(signum: int, frame: Any) -> None:
+            raise _CheckTimeout(_timeout_message(float(timeout), out.report.stage))
+
+        previous = signal.signal(signal.SIGALRM, on_alarm)
+        signal.setitimer(signal.ITIMER_REAL, float(timeout))
+    try:
+        try:
+            report = _check(job, out)
+        except _CheckTimeout as e:  # the timer fired between two guarded stages
+            report = out.report
+            report.ok, report.error = False, error_info(e, "<template>", report.stage)
+    finally:
+        if use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+        torch.random.set_rng_state(rng[0])
+        np.random.set_state(rng[1])
+        random.setstate(rng[2])
+    _rename_timeouts(report)
+    out.flush()
+    return report
+
+
+def _rename_timeouts(report: PreflightReport) -> None:
+    """A ``_CheckTimeout`` anywhere in the report reads as the child check's ``TimeoutError``."""
+    errors = [report.error] + [info.get("error") for info in report.modes.values()]
+    for err in errors:
+        if err and err.get("type") == _CheckTimeout.__name__:
+            err["type"] = "TimeoutError"
+            err["traceback"] = None if not err.get("traceback") else err["traceback"].replace(
+                _CheckTimeout.__name__, "TimeoutError")
+    if report.error is None:
+        timed_out = next((info["error"] for info in report.modes.values()
+                          if (info.get("error") or {}).get("type") == "TimeoutError"), None)
+        if timed_out is not None:  # as the child check reports it: the whole check timed out
+            report.error = dict(timed_out)
+            report.ok = False
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Child entry point: ``python -m workbench.preflight IN.json OUT.json``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if len(argv) != 2:
+        print("usage: python -m workbench.preflight IN.json OUT.json", file=sys.stderr)
+        return 2
+    job = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    _check(job, _Writer(Path(argv[1]), time.monotonic()))
     return 0
 
 

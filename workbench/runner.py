@@ -20,8 +20,14 @@ and to ``metrics.jsonl``.
 Run schedule (``run.json['schedule']``, falling back to the same keys in ``run_config``):
 ``max_steps`` (absolute; ``steps`` is read as the same target, so a resumed run finishes the
 original budget instead of adding to it), ``eval_steps``, ``eval_every_steps``
-(train_and_evaluate), ``metrics_every_n_steps``, and the input settings ``batch_size`` and
-``shuffle_seed`` (handed to ``build_estimator`` at the top level of its spec).
+(train_and_evaluate), ``metrics_every_n_steps``, the input settings ``batch_size`` and
+``shuffle_seed`` (handed to ``build_estimator`` at the top level of its spec), and ``preflight``
+/ ``preflight_timeout``: when ``preflight`` is true, the pre-flight check
+(``workbench.preflight.check_in_process``) runs in this process before the Estimator is built
+(not under ``torch.distributed.run``, where the caller checks before launching); its report goes
+to ``runs/<id>/preflight.json`` and a failed check fails the run with the check's error.
+Checking here rather than in a separate process before the launch saves a second interpreter
+start and torch import (seconds) between pressing Train and the first metric line.
 """
 
 from __future__ import annotations
@@ -43,7 +49,11 @@ from workbench import paths
 from workbench.registry import InvalidTransitionError, RunRegistry
 
 __all__ = [
+    "DEFAULT_PREFLIGHT_TIMEOUT_S",
+    "PREFLIGHT_FILE",
     "SCHEDULE_KEYS",
+    "SPARE_FLAG",
+    "PreflightFailed",
     "RunContext",
     "execute_with_engine",
     "format_user_traceback",
@@ -52,7 +62,9 @@ __all__ = [
 ]
 
 SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
-                 "batch_size", "shuffle_seed")
+                 "batch_size", "shuffle_seed", "preflight", "preflight_timeout")
+PREFLIGHT_FILE = "preflight.json"
+DEFAULT_PREFLIGHT_TIMEOUT_S = 60.0
 _HEARTBEAT_EVERY_S = 2.0
 _PACKAGE_DIRS = tuple(
     str(Path(__file__).resolve().parent.parent / name) + os.sep
@@ -204,8 +216,40 @@ def _prepare_lineage(ctx: RunContext, spec: dict[str, Any]) -> None:
     spec["checkpoint_path"] = checkpoint
 
 
+class PreflightFailed(Exception):
+    """The run's pre-flight check failed; ``report`` is the ``PreflightReport``."""
+
+    def __init__(self, report: Any) -> None:
+        super().__init__(report.summary())
+        self.report = report
+
+
+def _preflight(ctx: RunContext) -> None:
+    """Runs the pre-flight check in this process when the schedule asks for it (see the module
+    docstring); raises ``PreflightFailed`` when it fails."""
+    if not ctx.schedule.get("preflight") or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return
+    from workbench.preflight import check_in_process
+
+    template = ctx.spec.get("template") or {}
+    timeout = ctx.schedule.get("preflight_timeout")
+    report = check_in_process(
+        template.get("code") or "", ctx.spec.get("dataset") or {}, ctx.spec.get("params") or {},
+        DEFAULT_PREFLIGHT_TIMEOUT_S if timeout is None else float(timeout),
+        template_name=str(template.get("name") or "template"),
+        action=str(ctx.spec.get("action") or "train"),
+        report_path=ctx.run_dir / PREFLIGHT_FILE if ctx.is_chief else None)
+    print(report.summary(), flush=True)
+    if not report.ok:
+        raise PreflightFailed(report)
+
+
 def execute_with_engine(ctx: RunContext) -> None:
-    """Builds the Estimator through ``workbench.build.build_estimator`` and runs the action."""
+    """Runs the pre-flight check when asked, builds the Estimator through
+    ``workbench.build.build_estimator`` and runs the action."""
+    _preflight(ctx)
+    if ctx.stop_requested():
+        return
     build_estimator = _load_build_estimator()
     ctx.model_dir.mkdir(parents=True, exist_ok=True)
     spec = _engine_spec(ctx.spec, ctx.model_dir)
@@ -372,6 +416,15 @@ class _Heartbeat:
                 pass
 
 
+def _preflight_error(report: Any) -> tuple[str, str]:
+    """``(summary, traceback_text)`` of a failed pre-flight check, as ``format_user_traceback``."""
+    text = report.summary()
+    err = report.first_error() or {}
+    if err.get("traceback"):
+        text += "\n\n" + str(err["traceback"])
+    return text.splitlines()[0][:2000], text
+
+
 def _finish(registry: RunRegistry, run_id: str, status: str, **kwargs: Any) -> None:
     try:
         registry.set_status(run_id, status, **kwargs)
@@ -439,10 +492,12 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
             else:
                 (execute or execute_with_engine)(ctx)
         except BaseException as exc:
-            traceback.print_exc()
+            if not isinstance(exc, PreflightFailed):  # (its summary is already in the log)
+                traceback.print_exc()
             if not is_chief:
                 return 1
-            summary, text = format_user_traceback(exc)
+            summary, text = (_preflight_error(exc.report) if isinstance(exc, PreflightFailed)
+                             else format_user_traceback(exc))
             _safe(lambda: _update_summary(registry, ctx))
             if ctx.terminate.is_set() or isinstance(exc, KeyboardInterrupt):
                 _finish(registry, run_id, "cancelled", error=summary, traceback=text)
@@ -474,9 +529,46 @@ def _safe(fn: Callable[[], Any]) -> None:
         traceback.print_exc()
 
 
+SPARE_FLAG = "--spare"
+
+
+def _spare(stdin: Any = None) -> int:
+    """A warm spare runner (``python -m workbench.runner --spare``, started by the launcher).
+
+    Imports what every run needs (torch, the engine, pandas, the dataset and build helpers, and
+    ``torch._dynamo``, which the first ``torch.optim`` optimizer of a process imports), then waits
+    for one line on stdin: the RUN_DIR to execute, exactly as ``python -m workbench.runner
+    RUN_DIR`` would (output to the run's worker.log, cwd the run folder). End of input (the
+    launcher closed the pipe or died) ends the spare without running anything.
+    """
+    stdin = sys.stdin if stdin is None else stdin
+    try:
+        import torch._dynamo  # noqa: F401  (the optimizer's lazy import: ~1 s on a small CPU)
+
+        import estimator_engine  # noqa: F401
+        from workbench import build, metrics_hook, metrics_store, preflight  # noqa: F401
+    except Exception:  # a broken install: the real run reports it in its own log
+        traceback.print_exc()
+    print(f"workbench.runner: spare pid {os.getpid()} ready", flush=True)
+    line = stdin.readline()
+    if not line.strip():
+        return 0
+    run_dir = Path(line.strip())
+    fd = os.open(run_dir / paths.WORKER_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.chdir(run_dir)
+    return run(run_dir)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry: ``python -m workbench.runner RUN_DIR``."""
+    """Command-line entry: ``python -m workbench.runner RUN_DIR`` (or ``--spare``, see ``_spare``)."""
     args = sys.argv[1:] if argv is None else argv
+    if args == [SPARE_FLAG]:
+        return _spare()
     if len(args) != 1:
         print("usage: python -m workbench.runner RUN_DIR", file=sys.stderr)
         return 2

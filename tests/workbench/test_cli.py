@@ -169,3 +169,18 @@ class TestCommands:
         assert run_cli("run", "--file", str(path), "--no-preflight") == 0
         (record,) = RunRegistry(workspace).list_runs()
         assert record.name == "from file" and record.status == "succeeded"
+
+
+@pytest.mark.slow
+def test_run_checks_in_the_runner_by_default(workspace, capsys, stub_launchers):
+    assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "3",
+                   "--detach", "--preflight-timeout", "45") == 0
+    (record,) = RunRegistry(workspace).list_runs()
+    assert record.schedule["preflight"] is True and record.schedule["preflight_timeout"] == 45
+    assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "3",
+                   "--detach", "--no-preflight") == 0
+    newest = RunRegistry(workspace).list_runs()[0]
+    assert "preflight" not in newest.schedule
+    for launcher in stub_launchers:
+        launcher.wait(newest.run_id, timeout=30)
+        launcher.wait(record.run_id, timeout=30)

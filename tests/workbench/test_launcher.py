@@ -235,3 +235,42 @@ def test_multi_process_command(workspace, make_launcher):
     assert cmd[:7] == [sys.executable, "-m", "torch.distributed.run", "--standalone",
                        "--nproc-per-node", "2", "-m"]
     assert cmd[-1].endswith(rec.run_id)
+
+
+def test_warm_spare_takes_the_next_run(workspace):
+    """A real runner pre-started with its imports done takes the run through its stdin pipe."""
+    from workbench import cli, templates
+
+    launcher = LocalLauncher(workspace, gpus=[], warm_spares=1)
+    try:
+        launcher.poll()
+        spare = launcher._spare
+        assert spare is not None and spare.poll() is None
+        wait_for(lambda: b" ready" in (Path(workspace) / "spare.log").read_bytes(), timeout=60)
+        info = templates.get_template("mlp_classifier")
+        run_id = RunRegistry(workspace).create_run(
+            name="warm", action="train", dataset=cli._dataset_dict("iris", None),
+            template={"name": info.name, "code": info.code}, params={"hidden_units": "8"},
+            run_config={"tf_random_seed": 0}, schedule={"max_steps": 20}).run_id
+        record = launcher.submit(run_id)
+        assert record.status == "running" and record.pid == spare.pid
+        assert launcher.process(run_id) is spare and launcher._spare is None
+        assert launcher.wait(run_id, timeout=60).status == "succeeded"
+        assert metric_steps(workspace, run_id)[-1] == 20
+        log = (Path(workspace) / "runs" / run_id / "worker.log").read_text()
+        assert f"warm spare runner pid {spare.pid}" in log and "succeeded" in log
+        # The slot is free again: a new spare waits; shutdown ends it.
+        launcher.poll()
+        replacement = launcher._spare
+        assert replacement is not None and replacement is not spare
+    finally:
+        launcher.shutdown(grace=1.0)
+    assert launcher._spare is None and replacement.poll() is not None
+
+
+def test_warm_spares_only_on_cpu_and_validated(workspace):
+    with pytest.raises(ValueError, match="warm_spares must be 0 or 1, given: 2"):
+        LocalLauncher(workspace, gpus=[], warm_spares=2)
+    launcher = LocalLauncher(workspace, gpus=["0"], warm_spares=1)
+    launcher.poll()
+    assert launcher._spare is None  # GPU pinning happens at spawn: no spare with GPUs

@@ -127,3 +127,39 @@ def test_report_roundtrip_and_child_usage(tmp_path):
                                        "message": "m", "line": 2, "code_line": "y"})
     assert preflight.PreflightReport.from_dict(json.loads(json.dumps(report.to_dict()))) == report
     assert preflight.main(["only-one-arg"]) == 2
+
+
+@pytest.mark.slow
+def test_in_process_check_matches_the_child_and_restores_rng(tmp_path):
+    import random
+
+    import numpy as np
+    import torch
+
+    torch.manual_seed(123)
+    np.random.seed(123)
+    random.seed(123)
+    states = (torch.random.get_rng_state(), np.random.get_state()[1].copy(), random.getstate())
+    out = tmp_path / "preflight.json"
+    report = preflight.check_in_process(templates.get_template("mlp_classifier").code, spec_for("iris"),
+                                        {}, timeout=60, report_path=out)
+    assert report.ok and report.stage == "done", report.summary()
+    assert report.modes["train"]["prediction_keys"] == ["class_ids", "probabilities"]
+    assert json.loads(out.read_text())["ok"] is True
+    assert torch.equal(torch.random.get_rng_state(), states[0])
+    assert (np.random.get_state()[1] == states[1]).all() and random.getstate() == states[2]
+
+
+@pytest.mark.slow
+def test_in_process_check_errors_and_timeout():
+    import signal
+
+    report = preflight.check_in_process(bad("raises"), spec_for("iris"), template_name="mine")
+    err = report.modes["train"]["error"]
+    assert not report.ok and (err["type"], err["line"]) == ("RuntimeError", 14)
+    before = signal.getsignal(signal.SIGALRM)
+    report = preflight.check_in_process(bad("infinite_loop"), spec_for("iris"), timeout=3)
+    assert not report.ok and report.error["type"] == "TimeoutError"
+    assert report.error["message"].startswith("timed out after 3 s (in train)")
+    assert signal.getsignal(signal.SIGALRM) is before
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)

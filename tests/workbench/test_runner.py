@@ -277,3 +277,53 @@ def test_two_process_run_under_torchrun(workspace, launcher):
     assert checkpoints.read_global_step(Path(workspace) / "runs" / rec.run_id / "model") == 40
     frame = rows(workspace, rec.run_id)
     assert frame[frame["name"] == "loss"]["step"].is_unique  # only rank 0 writes metrics
+
+
+# -- pre-flight check in the runner's process ----------------------------------------------------
+
+BAD_TEMPLATES = Path(__file__).resolve().parents[1] / "data" / "bad"
+
+
+@pytest.mark.slow
+class TestInProcessPreflight:
+    def test_passing_check_writes_report_then_trains(self, workspace):
+        import torch
+
+        rec = iris_run(workspace, schedule={"max_steps": 20, "preflight": True}, run_config={})
+        folder = RunRegistry(workspace).run_dir(rec.run_id)
+        state = torch.random.get_rng_state()
+        code = runner.run(folder, install_signal_handlers=False)
+        record = RunRegistry(workspace).get(rec.run_id)
+        assert code == 0 and record.status == "succeeded"
+        report = json.loads((folder / runner.PREFLIGHT_FILE).read_text())
+        assert report["ok"] and report["stage"] == "done"
+        assert set(report["modes"]) == {"train", "eval", "predict"}
+        assert rows(workspace, rec.run_id)["step"].max() == 20
+        # the check's seed (0) did not leak into the run: training drew from the caller's state
+        assert not torch.equal(torch.random.get_rng_state(), state)
+
+    def test_failing_check_fails_the_run_before_training(self, workspace):
+        rec = iris_run(workspace, schedule={"max_steps": 20, "preflight": True})
+        spec_file = RunRegistry(workspace).run_dir(rec.run_id) / "run.json"
+        spec = json.loads(spec_file.read_text())
+        spec["template"] = {"name": "mine", "code": (BAD_TEMPLATES / "raises.py.txt").read_text()}
+        spec["params"] = {}
+        spec_file.write_text(json.dumps(spec))
+        folder = spec_file.parent
+        code = runner.run(folder, install_signal_handlers=False)
+        record = RunRegistry(workspace).get(rec.run_id)
+        assert code == 1 and record.status == "failed"
+        assert record.error.startswith("Pre-flight check failed in train: RuntimeError")
+        assert "line 14: logits = net(wrong)" in record.error
+        assert "mat1 and mat2 shapes cannot be multiplied" in record.traceback
+        assert not (folder / "metrics.jsonl").exists()  # training never started
+        assert not json.loads((folder / runner.PREFLIGHT_FILE).read_text())["ok"]
+
+    def test_spare_runner_takes_a_run_from_stdin(self, workspace, tmp_path, capfd):
+        import io
+
+        rec = new_run(workspace)
+        # End of input: an idle spare exits without running anything.
+        assert runner._spare(io.StringIO("")) == 0
+        assert RunRegistry(workspace).get(rec.run_id).status == "queued"
+        assert "spare pid" in capfd.readouterr().out
