@@ -236,8 +236,9 @@ def test_analyst_journey(server, page):
     goto_page(page, "Model")
     playwright_sync.expect(page.get_by_test_id("stSelectbox").first.locator("input")).to_have_value(
         re.compile("mlp_classifier"), timeout=20_000)
-    playwright_sync.expect(page.get_by_test_id("stTextArea").locator("textarea").first).to_have_value(
-        re.compile(r"def model_fn"), timeout=20_000)
+    # The code editor component (Ace, in an iframe) shows the template's code.
+    playwright_sync.expect(page.frame_locator("iframe").first.locator(".ace_content")).to_contain_text(
+        "import estimator_engine as ee", timeout=30_000)
     shot(page, "2-model")
 
     # Train: a long-enough CPU run to watch and stop.

@@ -75,7 +75,10 @@ def test_data_page_upload_good_and_bad_files(home):
 
 
 def test_model_page_shows_code_and_refuses_bad_code(home):
-    at = app("model")
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["_plain_editor"] = True  # AppTest cannot type into the Ace component's iframe
+    at.run()
+    at.switch_page("../pages/model.py").run()
     editor = at.text_area(key="editor-mlp_classifier")
     assert "def model_fn" in editor.value
     editor.set_value("def oops(:\n").run()
