@@ -266,7 +266,7 @@ def execute_with_engine(ctx: RunContext) -> None:
     if ctx.stop_requested():
         return
     if action == "train":
-        estimator.train(_input_fn(input_fns, "train"), hooks=[ctx.make_hook()], max_steps=max_steps)
+        estimator.train(_input_fn(input_fns, "train"), hooks=_train_hooks(ctx), max_steps=max_steps)
     elif action == "evaluate":
         results = estimator.evaluate(_input_fn(input_fns, "eval"), steps=eval_steps,
                                      hooks=[ctx.make_hook()], checkpoint_path=checkpoint_path)
@@ -300,16 +300,83 @@ def _train_and_evaluate(ctx: RunContext, estimator: Any, input_fns: Any, max_ste
                          "given none; set max_steps in the run's schedule.")
     every = int(ctx.schedule.get("eval_every_steps") or max(1, max_steps // 10))
     train_fn, eval_fn = _input_fn(input_fns, "train"), _input_fn(input_fns, "eval")
+    stopper = EarlyStopping.from_schedule(ctx.schedule.get("early_stopping"))
     step = _current_step(estimator)
     while step < max_steps and not ctx.stop_requested():
         target = min(max_steps, (step // every + 1) * every)
-        estimator.train(train_fn, hooks=[ctx.make_hook()], max_steps=target)
+        estimator.train(train_fn, hooks=_train_hooks(ctx), max_steps=target)
         new_step = _current_step(estimator)
-        results = estimator.evaluate(eval_fn, steps=eval_steps)
+        results = estimator.evaluate(eval_fn, steps=eval_steps)  # reuses the trained model in memory
         ctx.write_eval(int(results.get("global_step", new_step)), results)
         if new_step <= step:  # input ended before the boundary: nothing more to train on
             break
         step = new_step
+        if stopper is not None and stopper.update(step, results):
+            print(f"workbench.runner: early stopping at step {step}: {stopper.reason}", flush=True)
+            break
+
+
+def _train_hooks(ctx: RunContext) -> list[Any]:
+    """The metrics hook, plus ``NanTensorHook(fail_on_nan_loss=False)`` when the run asks to stop
+    (rather than fail) on a NaN loss; it then replaces the engine's default NaN check."""
+    hooks = [ctx.make_hook()]
+    if ctx.schedule.get("nan_policy", "fail") == "stop":
+        import estimator_engine as ee
+
+        hooks.append(ee.NanTensorHook("loss", fail_on_nan_loss=False))
+    return hooks
+
+
+@dataclass
+class EarlyStopping:
+    """Stops train_and_evaluate when an eval metric has not improved for ``patience`` evaluations.
+
+    ``schedule['early_stopping'] = {'metric': 'loss', 'mode': 'min', 'patience': 3, 'min_delta': 0}``;
+    ``mode`` defaults to ``'min'`` for names with 'loss' or 'error' in them and ``'max'`` otherwise.
+
+    Example:
+        >>> stopper = EarlyStopping(metric="loss", mode="min", patience=1)
+        >>> stopper.update(10, {"loss": 1.0}), stopper.update(20, {"loss": 1.5})
+        (False, True)
+    """
+
+    metric: str
+    mode: str
+    patience: int
+    min_delta: float = 0.0
+    best: float | None = None
+    best_step: int | None = None
+    waited: int = 0
+    reason: str = ""
+
+    @classmethod
+    def from_schedule(cls, settings: Mapping[str, Any] | None) -> EarlyStopping | None:
+        if not settings or not int(settings.get("patience") or 0):
+            return None
+        metric = str(settings.get("metric") or "loss")
+        mode = settings.get("mode") or ("min" if any(w in metric for w in ("loss", "error")) else "max")
+        if mode not in ("min", "max"):
+            raise ValueError(f"schedule['early_stopping']['mode'] must be 'min' or 'max', given: {mode!r}.")
+        return cls(metric=metric, mode=mode, patience=int(settings["patience"]),
+                   min_delta=float(settings.get("min_delta") or 0.0))
+
+    def update(self, step: int, results: Mapping[str, Any]) -> bool:
+        """Records one evaluation; returns True when training should stop."""
+        if self.metric not in results:
+            raise ValueError(f"Early stopping watches eval metric {self.metric!r}, but the evaluation "
+                             f"reported {sorted(results)}. Choose one of those.")
+        value = float(results[self.metric])
+        better = self.best is None or (value < self.best - self.min_delta if self.mode == "min"
+                                       else value > self.best + self.min_delta)
+        if better:
+            self.best, self.best_step, self.waited = value, step, 0
+            return False
+        self.waited += 1
+        if self.waited >= self.patience:
+            self.reason = (f"eval {self.metric} has not improved on {self.best:.6g} (step {self.best_step}) "
+                           f"for {self.waited} evaluations")
+            return True
+        return False
 
 
 def _predict(ctx: RunContext, estimator: Any, input_fns: Any, checkpoint_path: str | None) -> None:

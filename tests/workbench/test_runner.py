@@ -327,3 +327,20 @@ class TestInProcessPreflight:
         assert runner._spare(io.StringIO("")) == 0
         assert RunRegistry(workspace).get(rec.run_id).status == "queued"
         assert "spare pid" in capfd.readouterr().out
+
+
+class TestEarlyStoppingAndNanPolicy:
+    def test_early_stopping_settings(self):
+        from workbench.runner import EarlyStopping
+
+        assert EarlyStopping.from_schedule(None) is None
+        assert EarlyStopping.from_schedule({"patience": 0}) is None
+        assert EarlyStopping.from_schedule({"patience": 2, "metric": "accuracy"}).mode == "max"
+        stopper = EarlyStopping.from_schedule({"patience": 2, "metric": "loss", "min_delta": 0.1})
+        assert [stopper.update(s, {"loss": v}) for s, v in ((1, 1.0), (2, 0.95), (3, 0.5), (4, 0.45), (5, 0.41))] \
+            == [False, False, False, False, True]
+        assert stopper.reason == "eval loss has not improved on 0.5 (step 3) for 2 evaluations"
+        with pytest.raises(ValueError, match=r"watches eval metric 'auc', but the evaluation reported \['loss'\]"):
+            EarlyStopping.from_schedule({"patience": 1, "metric": "auc"}).update(1, {"loss": 1.0})
+        with pytest.raises(ValueError, match="must be 'min' or 'max'"):
+            EarlyStopping.from_schedule({"patience": 1, "mode": "up"})
