@@ -116,21 +116,7 @@ def plain_loop(name: str, x: torch.Tensor, y: torch.Tensor, steps: int) -> float
 
 
 def make_model_fn(name: str) -> Callable[..., ee.EstimatorSpec]:
-    factory = MODELS[name][0]
-
-    def model_fn(features, labels, mode):
-        model = ee.get_module("net", factory)
-        logits = model(features["x"])
-        if mode == ee.ModeKeys.PREDICT:
-            return ee.EstimatorSpec(mode, predictions={"class_ids": logits.argmax(dim=1)})
-        loss = torch.nn.functional.cross_entropy(logits, labels)
-        if mode == ee.ModeKeys.EVAL:
-            return ee.EstimatorSpec(mode, loss=loss, eval_metric_ops={
-                "accuracy": ee.metrics.accuracy(labels=labels, predictions=logits.argmax(dim=1))})
-        optimizer = ee.get_optimizer("adam", lambda: torch.optim.Adam(model.parameters(), lr=1e-3))
-        return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss))
-
-    return model_fn
+    return c.classifier_model_fn(MODELS[name][0])
 
 
 def engine_train(name: str, x: torch.Tensor, y: torch.Tensor, steps: int,

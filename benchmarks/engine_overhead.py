@@ -19,6 +19,7 @@ import tempfile
 import time
 
 import torch
+from _common import classifier_model_fn
 
 import estimator_engine as ee
 
@@ -58,17 +59,7 @@ def plain_loop(x: torch.Tensor, y: torch.Tensor, steps: int) -> float:
     return steps / (time.perf_counter() - start)
 
 
-def model_fn(features, labels, mode):
-    model = ee.get_module("mlp", make_mlp)
-    logits = model(features["x"])
-    if mode == ee.ModeKeys.PREDICT:
-        return ee.EstimatorSpec(mode, predictions={"class_ids": logits.argmax(dim=1)})
-    loss = torch.nn.functional.cross_entropy(logits, labels)
-    if mode == ee.ModeKeys.EVAL:
-        return ee.EstimatorSpec(mode, loss=loss, eval_metric_ops={
-            "accuracy": ee.metrics.accuracy(labels=labels, predictions=logits.argmax(dim=1))})
-    optimizer = ee.get_optimizer("adam", lambda: torch.optim.Adam(model.parameters(), lr=1e-3))
-    return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss))
+model_fn = classifier_model_fn(make_mlp, "mlp")
 
 
 def estimator_train(x: torch.Tensor, y: torch.Tensor, steps: int) -> tuple[float, float]:
