@@ -33,6 +33,10 @@ if launched:
     if action in ("evaluate", "predict") and not parent_id:
         st.error(f"The action {action!r} needs a trained run under 'Start from'.")
         st.stop()
+    if rc["schedule"].get("early_stopping") and action != "train_and_evaluate":
+        st.error(f"Early stopping watches the evaluations of train_and_evaluate; the action {action!r} "
+                 "has none. Choose train_and_evaluate or untick 'Early stopping'.")
+        st.stop()
     relation = {"evaluate": "evaluate_from", "predict": "predict_from"}.get(action, "warm_start") if parent_id else None
     if relation == "warm_start":
         report = ui.warm_start_check(template=template, params=params, dataset=dataset,

@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_TEMPLATE",
     "LIVE_INTERVAL_S",
     "MAX_POINTS",
+    "NAN_POLICIES",
     "PASSWORD_ENV",
     "STATUS_ICONS",
     "chart_controls",
@@ -80,6 +81,7 @@ _STATUS_COLOURS = {"queued": "gray", "running": "blue", "succeeded": "green", "f
 _PAGES: dict[str, Any] = {}
 _CKPT_RE = re.compile(r"^model\.ckpt-(\d+)$")
 PASSWORD_ENV = "WORKBENCH_PASSWORD"
+NAN_POLICIES = {"fail": "Fail the run", "stop": "Stop training (keep the last checkpoint)"}
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&=])")
 _LOOPBACK = ("127.0.0.1", "localhost", "::1", "")
 _log = logging.getLogger("workbench.ui")
@@ -484,7 +486,10 @@ def _float_step(value: float) -> float:
 def run_config_form(gpus: Sequence[str], key: str = "rc") -> dict[str, Any]:
     """The RunConfig and schedule widgets (call inside an ``st.form``).
 
-    Returns ``{'action', 'schedule': {...}, 'run_config': {...}, 'num_processes'}``.
+    Returns ``{'action', 'schedule': {...}, 'run_config': {...}, 'num_processes'}``. The schedule
+    always has ``nan_policy`` (``'fail'`` or ``'stop'``) and, only when the box is ticked,
+    ``early_stopping = {'metric', 'mode', 'patience', 'min_delta'}`` (read by the runner's
+    ``EarlyStopping.from_schedule``; train_and_evaluate only).
     """
     c1, c2, c3 = st.columns(3)
     action = c1.selectbox("Action", ["train_and_evaluate", "train", "evaluate", "predict"], key=f"{key}-action",
@@ -510,10 +515,36 @@ def run_config_form(gpus: Sequence[str], key: str = "rc") -> dict[str, Any]:
                                     key=f"{key}-procs", help="More than one runs DDP under torchrun.")
     summary_steps = c3.number_input("Log loss every N steps (log_step_count_steps)", 1, 1_000_000, 100,
                                     key=f"{key}-log")
+    # A form cannot show fields only once a box is ticked (it reruns on submit), so the early
+    # stopping fields are always there and are used only when the box is ticked.
+    c1, c2, c3, c4, c5 = st.columns([1.2, 1.2, 0.8, 1, 1])
+    early = c1.checkbox("Early stopping", value=False, key=f"{key}-es",
+                        help="train_and_evaluate only (it watches the evaluations, one every 'Evaluate "
+                             "every N steps'): stops training when the eval metric has not improved "
+                             "for 'patience' evaluations in a row.")
+    es_metric = c2.text_input("Watch eval metric", value="loss", key=f"{key}-es-metric",
+                              help="An eval metric the evaluation reports, e.g. loss, accuracy, auc, "
+                                   "average_loss. Early stopping only applies to train_and_evaluate.")
+    es_mode = c3.selectbox("Mode", ["min", "max"], key=f"{key}-es-mode",
+                           help="min: lower is better (loss, error); max: higher is better (accuracy, auc).")
+    es_patience = c4.number_input("Patience (evaluations)", 1, 10_000, 3, key=f"{key}-es-patience",
+                                  help="Evaluations without improvement before training stops.")
+    es_delta = c5.number_input("Min delta", min_value=0.0, value=0.0, format="%g", step=0.001,
+                               key=f"{key}-es-delta",
+                               help="A change smaller than this does not count as an improvement.")
+    nan_policy = st.radio("On NaN loss", list(NAN_POLICIES), horizontal=True, key=f"{key}-nan",
+                          format_func=NAN_POLICIES.get,
+                          help="fail: the run fails with the step and the last finite loss (TF's "
+                               "NanTensorHook default). stop: training ends there, the run keeps its "
+                               "last checkpoint and ends normally.")
     schedule = {"max_steps": int(max_steps), "batch_size": int(batch_size),
-                "metrics_every_n_steps": int(metrics_every), "eval_every_steps": int(eval_every)}
+                "metrics_every_n_steps": int(metrics_every), "eval_every_steps": int(eval_every),
+                "nan_policy": nan_policy}
     if eval_steps:
         schedule["eval_steps"] = int(eval_steps)
+    if early:
+        schedule["early_stopping"] = {"metric": es_metric.strip() or "loss", "mode": es_mode,
+                                      "patience": int(es_patience), "min_delta": float(es_delta)}
     run_config = {"tf_random_seed": int(seed), "save_checkpoints_steps": int(ckpt_steps),
                   "keep_checkpoint_max": int(keep) or None, "log_step_count_steps": int(summary_steps),
                   "save_summary_steps": int(summary_steps), "device": device}
@@ -525,7 +556,14 @@ def launch_run(*, name: str, action: str, dataset: Mapping[str, Any], template: 
                params: Mapping[str, Any], run_config: Mapping[str, Any], schedule: Mapping[str, Any],
                parent_run_id: str | None = None, parent_relation: str | None = None,
                checkpoint_path: str | None = None, num_processes: int = 1) -> RunRecord:
-    """Registers a run and hands it to the launcher (it starts now or waits in the queue)."""
+    """Registers a run and hands it to the launcher (it starts now or waits in the queue).
+
+    ``schedule['preflight']`` defaults to True: the runner checks the model_fn on a tiny batch in
+    its own process before building the Estimator and fails the run with the check's error
+    (``runner._preflight``; skipped there under torchrun). A caller that sets it keeps its value.
+    """
+    schedule = dict(schedule)
+    schedule.setdefault("preflight", True)
     registry = get_registry()
     record = registry.create_run(
         name=name, action=action, dataset=dict(dataset),
@@ -733,7 +771,10 @@ def launch_from(record: RunRecord, action: str, checkpoint_path: str | None = No
         name=name or f"{action} with {record.name}", action=action,
         dataset=dataset if dataset is not None else record.dataset,
         template=record.template, params=record.params, run_config=record.run_config,
-        schedule={k: v for k, v in record.schedule.items() if k in ("batch_size", "eval_steps")},
+        # No pre-flight: the code already ran in the parent, and the check's TRAIN stage needs
+        # labels that data to predict on usually lacks.
+        schedule={k: v for k, v in record.schedule.items() if k in ("batch_size", "eval_steps")}
+        | {"preflight": False},
         parent_run_id=record.run_id, parent_relation=relation, checkpoint_path=checkpoint_path)
 
 

@@ -19,17 +19,6 @@ APP = str(REPO / "workbench" / "app.py")
 PAGES = ("data", "model", "train", "runs", "run", "compare", "predict")
 
 
-@pytest.fixture
-def home(workspace, monkeypatch):
-    monkeypatch.setenv("WORKBENCH_RUNNER_MODULE", "stub_runner")
-    monkeypatch.setenv("WORKBENCH_RUNNER_PYTHONPATH", str(REPO / "tests" / "workbench"))
-    yield workspace
-    # no runner may outlive a test: cancel whatever is still active
-    launcher = LocalLauncher(workspace)
-    for record in RunRegistry(workspace).list_runs(["queued", "running"]):
-        launcher.cancel(record.run_id, grace=2)
-
-
 def app(page: str | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()

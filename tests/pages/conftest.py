@@ -1,0 +1,24 @@
+"""Fixtures of the page tests: a temporary workspace whose runs use the stub runner."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workbench.launcher import LocalLauncher
+from workbench.registry import RunRegistry
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def home(workspace, monkeypatch):
+    """The workspace, with the UI's launcher running ``tests/workbench/stub_runner.py`` (no torch)."""
+    monkeypatch.setenv("WORKBENCH_RUNNER_MODULE", "stub_runner")
+    monkeypatch.setenv("WORKBENCH_RUNNER_PYTHONPATH", str(REPO / "tests" / "workbench"))
+    yield workspace
+    # no runner may outlive a test: cancel whatever is still active
+    launcher = LocalLauncher(workspace)
+    for record in RunRegistry(workspace).list_runs(["queued", "running"]):
+        launcher.cancel(record.run_id, grace=2)

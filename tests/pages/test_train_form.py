@@ -1,0 +1,93 @@
+"""The Train form's schedule: early stopping (only when ticked), the NaN policy, the pre-flight flag.
+
+Runs launched here use the stub runner (``home`` fixture); what is checked is the schedule the
+registry recorded, which is what the runner reads (``EarlyStopping.from_schedule``, ``nan_policy``,
+``_preflight``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest
+
+from workbench.registry import RunRegistry
+from workbench.runner import EarlyStopping
+
+REPO = Path(__file__).resolve().parents[2]
+APP = str(REPO / "workbench" / "app.py")
+
+
+def train_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("../pages/train.py").run()
+    assert not at.exception, at.exception
+    at.number_input(key="rc-steps").set_value(3)  # a three-step stub run
+    return at
+
+
+def submit(at: AppTest) -> None:
+    at.button[0].click()  # the form's submit button
+    at.run()
+    assert not at.exception, at.exception
+
+
+def test_defaults_fail_on_nan_without_early_stopping_and_with_preflight(home):
+    at = train_page()
+    assert at.checkbox(key="rc-es").value is False
+    assert at.text_input(key="rc-es-metric").value == "loss"
+    assert at.radio(key="rc-nan").value == "fail"
+    submit(at)
+    [record] = RunRegistry(home).list_runs()
+    assert record.action == "train_and_evaluate"
+    assert record.schedule["nan_policy"] == "fail"
+    assert record.schedule["preflight"] is True
+    assert "early_stopping" not in record.schedule
+
+
+def test_ticked_early_stopping_and_stop_on_nan_reach_the_schedule(home):
+    at = train_page()
+    at.checkbox(key="rc-es").check()
+    at.text_input(key="rc-es-metric").set_value(" accuracy ")
+    at.selectbox(key="rc-es-mode").set_value("max")
+    at.number_input(key="rc-es-patience").set_value(2)
+    at.number_input(key="rc-es-delta").set_value(0.01)
+    at.radio(key="rc-nan").set_value("stop")
+    submit(at)
+    [record] = RunRegistry(home).list_runs()
+    assert record.schedule["early_stopping"] == {"metric": "accuracy", "mode": "max", "patience": 2,
+                                                 "min_delta": 0.01}
+    assert record.schedule["nan_policy"] == "stop"
+    # the runner accepts exactly what the form wrote
+    stopper = EarlyStopping.from_schedule(record.schedule["early_stopping"])
+    assert (stopper.metric, stopper.mode, stopper.patience, stopper.min_delta) == ("accuracy", "max", 2, 0.01)
+
+
+def test_an_empty_metric_name_watches_the_loss(home):
+    at = train_page()
+    at.checkbox(key="rc-es").check()
+    at.text_input(key="rc-es-metric").set_value("  ")
+    submit(at)
+    [record] = RunRegistry(home).list_runs()
+    assert record.schedule["early_stopping"] == {"metric": "loss", "mode": "min", "patience": 3,
+                                                 "min_delta": 0.0}
+
+
+def test_early_stopping_needs_train_and_evaluate(home):
+    at = train_page()
+    at.checkbox(key="rc-es").check()
+    at.selectbox(key="rc-action").set_value("train")
+    submit(at)
+    assert any("Early stopping watches the evaluations of train_and_evaluate; the action 'train' has none"
+               in e.value for e in at.error), [e.value for e in at.error]
+    assert RunRegistry(home).list_runs() == []  # nothing launched
+
+
+def test_early_stopping_fields_say_they_apply_to_train_and_evaluate_only(home):
+    at = train_page()
+    assert "train_and_evaluate only" in at.checkbox(key="rc-es").help
+    assert "only applies to train_and_evaluate" in at.text_input(key="rc-es-metric").help

@@ -1,0 +1,58 @@
+"""workbench.ui helpers outside a page: launching asks the runner for the pre-flight check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+
+from workbench import ui
+from workbench.registry import RunRecord
+
+REPO = Path(__file__).resolve().parents[2]
+DATASET = {"ref": {"kind": "bundled", "name": "iris"}}
+TEMPLATE = {"name": "t", "code": "def model_fn(features): ..."}
+
+
+@pytest.fixture
+def stub_ui(workspace, monkeypatch):
+    """``ui`` with a launcher of its own running the stub runner; shut down afterwards."""
+    monkeypatch.setenv("WORKBENCH_RUNNER_MODULE", "stub_runner")
+    monkeypatch.setenv("WORKBENCH_RUNNER_PYTHONPATH", str(REPO / "tests" / "workbench"))
+    ui._launcher.clear()
+    try:
+        yield ui
+    finally:
+        ui.get_launcher().shutdown(grace=1.0)
+        ui._launcher.clear()
+
+
+def launch(schedule: dict) -> RunRecord:
+    return ui.launch_run(name="r", action="train", dataset=DATASET, template=TEMPLATE, params={},
+                         run_config={}, schedule=schedule)
+
+
+def test_launch_run_asks_the_runner_for_the_preflight_check(stub_ui):
+    schedule = {"max_steps": 2, "sleep": 0.0}
+    record = launch(schedule)
+    assert stub_ui.get_registry().get(record.run_id).schedule["preflight"] is True
+    assert "preflight" not in schedule  # the caller's dict is not changed
+    assert stub_ui.get_launcher().wait(record.run_id, timeout=60).status == "succeeded"
+
+
+def test_launch_run_keeps_the_callers_preflight_choice(stub_ui):
+    record = launch({"max_steps": 2, "sleep": 0.0, "preflight": False})
+    assert stub_ui.get_registry().get(record.run_id).schedule["preflight"] is False
+    assert stub_ui.get_launcher().wait(record.run_id, timeout=60).status == "succeeded"
+
+
+def test_evaluate_and_predict_from_a_run_skip_the_preflight_check(stub_ui):
+    """The parent's code already ran, and data to predict on has no labels for the TRAIN stage."""
+    parent = launch({"max_steps": 2, "sleep": 0.0, "batch_size": 7})
+    assert stub_ui.get_launcher().wait(parent.run_id, timeout=60).status == "succeeded"
+    parent = stub_ui.get_registry().get(parent.run_id)
+    child = stub_ui.launch_from(parent, "predict")
+    assert stub_ui.get_registry().get(child.run_id).schedule == {"batch_size": 7, "preflight": False}
+    stub_ui.get_launcher().wait(child.run_id, timeout=60)
