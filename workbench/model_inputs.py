@@ -8,6 +8,10 @@ numeric columns standardised, categorical columns looked up in their vocabulary 
 go to one out-of-vocabulary id) and embedded (``nn.Embedding``) or one-hot encoded.
 
 The statistics are buffers of the module, so they are saved in checkpoints with the weights.
+``feature_columns`` builds the engine's TF-style feature columns from the same task info, for
+the canned-estimator templates (``workbench/templates/canned/``), and ``require_task`` gives them
+a clear error when a classifier is chosen for a regression label or the other way round.
+
 This module is imported by template code, in runner and pre-flight processes only.
 """
 
@@ -20,7 +24,10 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["InputLayer", "lookup_ids", "numeric_matrix"]
+__all__ = ["CATEGORICAL_ENCODINGS", "InputLayer", "feature_columns", "lookup_ids", "numeric_matrix",
+           "optimizer_arg", "require_task"]
+
+CATEGORICAL_ENCODINGS = ("embedding", "indicator", "categorical")
 
 
 def numeric_matrix(features: Mapping[str, Any], names: Sequence[str],
@@ -108,3 +115,97 @@ class InputLayer(nn.Module):
             else:
                 parts.append(nn.functional.one_hot(ids, len(vocab) + 1).to(torch.float32))
         return torch.cat(parts, dim=1)
+
+
+def require_task(task: Mapping[str, Any], kind: str, estimator: str) -> Mapping[str, Any]:
+    """``task`` when the dataset's label is of ``kind`` ('classification' or 'regression'), else a
+    ValueError that names the estimator to choose instead.
+
+    Example:
+        >>> require_task({"task": "regression", "label": "y"}, "regression", "DNNRegressor")["label"]
+        'y'
+    """
+    found = task.get("task")
+    if found == kind:
+        return task
+    label = task.get("label")
+    if found == "none" or label is None:
+        raise ValueError(f"{estimator} needs a label column: the dataset has none. Set one column's "
+                         "role to 'label' on the Data page.")
+    other = estimator.replace("Classifier", "Regressor") if kind == "classification" else \
+        estimator.replace("Regressor", "Classifier")
+    raise ValueError(f"{estimator} is for {kind}, but the dataset's label {label!r} makes this a "
+                     f"{found} task. Choose {other} instead, or change the label's type on the Data page.")
+
+
+def _standardise(mean: float, std: float) -> Any:
+    def normalizer(x: torch.Tensor) -> torch.Tensor:
+        return (x - mean) / std
+    return normalizer
+
+
+def feature_columns(task: Mapping[str, Any], categorical: str = "embedding", embedding_dim: int = 8,
+                    numeric: bool = True) -> list[Any]:
+    """The engine's feature columns for ``params['task']``, in the dataset's column order.
+
+    Numeric columns become ``numeric_column`` standardised with the train statistics. Categorical
+    columns become ``categorical_column_with_vocabulary_list`` over the train vocabulary with one
+    out-of-vocabulary bucket, then, per ``categorical``:
+
+    * ``'embedding'``: ``embedding_column(dimension=embedding_dim)`` (DNN models);
+    * ``'indicator'``: ``indicator_column`` (one-hot; DNN models);
+    * ``'categorical'``: the categorical column itself (linear models learn one weight per value).
+
+    ``numeric=False`` leaves the numeric columns out (e.g. the wide part of a wide & deep model).
+
+    Example:
+        >>> task = {"feature_names": ["x", "c"], "numeric_features": ["x"],
+        ...         "numeric_stats": {"x": {"mean": 1.0, "std": 2.0}},
+        ...         "categorical_features": ["c"], "categorical_vocabularies": {"c": ["a", "b"]}}
+        >>> [type(c).__name__ for c in feature_columns(task, "indicator")]
+        ['NumericColumn', 'IndicatorColumn']
+    """
+    from estimator_engine import feature_column as fc
+
+    if categorical not in CATEGORICAL_ENCODINGS:
+        raise ValueError(f"categorical must be one of {CATEGORICAL_ENCODINGS}, given: {categorical!r}.")
+    if categorical == "embedding" and (isinstance(embedding_dim, bool) or int(embedding_dim) < 1):
+        raise ValueError(f"embedding_dim must be a positive int, given: {embedding_dim!r}.")
+    numeric_names = set(task.get("numeric_features", []))
+    categorical_names = set(task.get("categorical_features", []))
+    stats = task.get("numeric_stats", {})
+    vocabs = task.get("categorical_vocabularies", {})
+    order = task.get("feature_names") or [*task.get("numeric_features", []), *task.get("categorical_features", [])]
+    columns: list[Any] = []
+    for name in order:
+        if name in numeric_names and numeric:
+            columns.append(fc.numeric_column(
+                name, normalizer_fn=_standardise(float(stats[name]["mean"]), float(stats[name]["std"]))))
+        elif name in categorical_names:
+            column = fc.categorical_column_with_vocabulary_list(name, sorted(vocabs[name]), num_oov_buckets=1)
+            if categorical == "embedding":
+                column = fc.embedding_column(column, dimension=int(embedding_dim))
+            elif categorical == "indicator":
+                column = fc.indicator_column(column)
+            columns.append(column)
+    if not columns:
+        raise ValueError("The dataset has no feature column for this model; set at least one column's "
+                         "role to 'feature' on the Data page.")
+    return columns
+
+
+def optimizer_arg(name: str, learning_rate: float) -> Any:
+    """A canned estimator's ``optimizer`` argument from a name and a learning rate; ``0`` keeps the
+    name alone, so the estimator applies TF's default learning rate for it.
+
+    Example:
+        >>> optimizer_arg("Adagrad", 0.0)
+        'Adagrad'
+        >>> optimizer_arg("SGD", 0.1)([torch.nn.Parameter(torch.zeros(1))]).param_groups[0]["lr"]
+        0.1
+    """
+    from estimator_engine.canned.optimizers import get_optimizer_factory
+
+    if not learning_rate:
+        return name
+    return get_optimizer_factory(name, float(learning_rate))

@@ -12,6 +12,10 @@ Prediction columns, per key:
 * any other key: ``[n]`` or ``[n, 1]`` -> one column named after the key; ``[n, K]`` ->
   ``<key>_0 .. <key>_<K-1>`` (higher ranks are flattened).
 
+The canned heads' ``all_class_ids`` / ``all_classes`` (the same class list on every row) and,
+beside ``class_ids``, ``classes`` (the ids as text) are left out: they repeat what the columns
+above already say.
+
 Text cells (and header names) that start with ``=``, ``+``, ``-``, ``@``, tab or carriage return
 get a leading ``'`` so that a spreadsheet does not run them as formulas (CSV injection).
 """
@@ -29,6 +33,7 @@ import pandas as pd
 __all__ = ["DEFAULT_CHUNK_ROWS", "escape_formulas", "prediction_columns", "write_predictions_csv"]
 
 DEFAULT_CHUNK_ROWS = 10_000
+_REDUNDANT_KEYS = ("all_class_ids", "all_classes")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -64,6 +69,8 @@ def prediction_columns(predictions: Mapping[str, Any], label_vocabulary: Sequenc
     columns: dict[str, np.ndarray] = {}
     vocab = [str(v) for v in label_vocabulary] if label_vocabulary is not None else None
     for key, value in predictions.items():
+        if key in _REDUNDANT_KEYS or (key == "classes" and "class_ids" in predictions):
+            continue
         arr = np.asarray(value.detach().cpu() if hasattr(value, "detach") else value)
         if arr.ndim == 0:
             arr = arr.reshape(1)

@@ -17,7 +17,11 @@ process never runs user code. Only ``load_model_fn`` executes code, and it is ca
 pre-flight processes only.
 
 Bundled templates live in ``workbench/templates/*.py`` (data files, not imported as modules);
-user templates in ``<workspace>/templates/<name>.py``.
+user templates in ``<workspace>/templates/<name>.py``. The canned estimators (``DNNClassifier``,
+``LinearRegressor``, ...) are no-code templates in ``workbench/templates/canned/``: each
+``model_fn`` builds the engine's canned estimator from the params and the dataset's feature
+columns and delegates to its ``model_fn``, so a canned run goes through the same snapshot,
+pre-flight check, runner and bundle as any other template (``CANNED`` lists them).
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ from typing import Any
 __all__ = [
     "BUNDLED_DIR",
     "CANNED",
+    "CANNED_DIR",
     "PARAM_TYPES",
     "TemplateInfo",
     "check_params_schema",
@@ -56,11 +61,7 @@ PARAM_TYPES = ("int", "float", "str", "bool", "choice")
 _NAME_RE = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 _SPEC_KEYS = {"type", "default", "min", "max", "choices", "help", "label"}
 
-#: Canned estimators offered as no-code templates (name -> TemplateInfo with ``kind='canned'``).
-#: Hook point for issue 3: when ``estimator_engine.canned`` exists, register each canned
-#: estimator here (its PARAMS schema, DESCRIPTION and a builder), and ``workbench.build`` will
-#: construct it instead of ``Estimator(model_fn=...)``. Empty until then.
-CANNED: dict[str, TemplateInfo] = {}
+CANNED_DIR = BUNDLED_DIR / "canned"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,7 +73,8 @@ class TemplateInfo:
         description: DESCRIPTION, or the module docstring.
         code: the source text.
         params: the PARAMS schema (``{}`` when the code could not be read; see ``error``).
-        kind: ``'bundled'``, ``'user'`` (saved in the workspace) or ``'canned'``.
+        kind: ``'bundled'``, ``'user'`` (saved in the workspace) or ``'canned'`` (a canned
+            estimator, ``workbench/templates/canned/``).
         path: the file, or None.
         error: why PARAMS/DESCRIPTION could not be read, or None.
 
@@ -287,6 +289,10 @@ def _info_from_file(path: Path, kind: str) -> TemplateInfo:
     except ValueError as e:
         description, schema, error = "", {}, str(e)
     return TemplateInfo(path.stem, description, code, schema, kind, path, error)
+
+
+#: The canned estimators offered as no-code templates: name -> TemplateInfo with ``kind='canned'``.
+CANNED: dict[str, TemplateInfo] = {p.stem: _info_from_file(p, "canned") for p in sorted(CANNED_DIR.glob("*.py"))}
 
 
 def _user_dir(workspace: str | os.PathLike | None) -> Path | None:

@@ -134,3 +134,14 @@ def test_end_to_end_with_a_trained_estimator(tmp_path):
     probs = result.filter(like="probability_").to_numpy()
     assert np.allclose(probs.sum(axis=1), 1.0, atol=1e-5)
     assert torch.is_tensor(torch.as_tensor(probs))
+
+
+def test_canned_head_keys_that_repeat_other_columns_are_left_out():
+    batch = {"class_ids": np.array([[1], [0]]), "classes": np.array([[b"1"], [b"0"]]),
+             "all_class_ids": np.array([[0, 1], [0, 1]]), "all_classes": np.array([[b"0", b"1"]] * 2),
+             "logits": np.array([[0.5], [-0.5]]), "probabilities": np.array([[0.4, 0.6], [0.6, 0.4]])}
+    columns = predictions.prediction_columns(batch, ["no", "yes"])
+    assert list(columns) == ["class_ids", "class", "logits", "probability_no", "probability_yes"]
+    assert columns["class"].tolist() == ["yes", "no"]
+    # without class_ids, 'classes' is the only class column and stays
+    assert list(predictions.prediction_columns({"classes": np.array([b"a"])})) == ["classes"]
