@@ -22,7 +22,7 @@ else:
         with st.spinner(f"Checking and saving {upload.name}…"):
             path = datasets.save_upload(ui.workspace(), upload.name, upload.getvalue())
     except ValueError as exc:
-        st.error(str(exc))
+        ui.show_error(exc)
         st.stop()
     ref = {"kind": "file", "path": str(path)}
 
@@ -53,7 +53,7 @@ problems = datasets.validate(df, schema)
 if sum(c.role == "label" for c in schema.columns) > 1:
     problems.append("More than one column has the role 'label'; keep exactly one.")
 if problems:
-    st.error("This dataset cannot be used yet:\n\n" + "\n".join(f"- {p}" for p in problems))
+    ui.show_error("This dataset cannot be used yet:", "\n".join(f"- {p}" for p in problems))
     st.stop()
 spec = datasets.DatasetSpec(ref, schema, eval_fraction, int(seed), stratify, numeric_missing)
 chosen = spec.to_dict() | {"fingerprint": spec.fingerprint()}

@@ -12,9 +12,9 @@ base = current["name"] if current["name"] in infos else ui.DEFAULT_TEMPLATE
 name = st.selectbox("Template", names, index=names.index(base), key="model-name",
                     format_func=lambda n: f"{n} ({infos[n].kind})")
 info = infos[name]
-st.caption(info.description or "(no description)")
+st.caption(ui.md(info.description) if info.description else "(no description)")
 if info.error:
-    st.error(info.error)
+    ui.show_error(info.error)
 
 code = ui.edit_code("model_fn code", info.code, key=f"editor-{name}")
 try:
@@ -23,7 +23,7 @@ try:
 except ValueError as exc:
     schema, problem = {}, str(exc)
 if problem:
-    st.error(problem)
+    ui.show_error(problem)
 else:
     st.session_state["template"] = {"name": name, "code": code, "params": schema}
     with st.expander(f"Params schema ({len(schema)} params)"):
@@ -36,9 +36,9 @@ with c1.form("save-template"):
         try:
             saved = templates.save_template(ui.workspace(), new_name, code)
             st.session_state["template"] = {"name": saved.name, "code": saved.code, "params": saved.params}
-            st.success(f"Saved as {saved.name!r} in the workspace.")
+            st.success(f"Saved as {ui.md(repr(saved.name))} in the workspace.")
         except (ValueError, TypeError) as exc:
-            st.error(str(exc))
+            ui.show_error(exc)
 with c2:
     st.write("Pre-flight check: runs `model_fn` in TRAIN, EVAL and PREDICT on a tiny batch of "
              "the chosen dataset, in a separate process.")
@@ -47,14 +47,16 @@ with c2:
 
         with st.spinner("Running the model_fn on a tiny batch…"):
             report = run_preflight(code, ui.current_dataset(), {}, timeout=90, template_name=name)
-        st.session_state["preflight"] = report.to_dict() | {"summary": report.summary()}
+        st.session_state["preflight"] = report.to_dict() | {"summary": report.summary(),
+                                                            "first_error": report.first_error()}
 
 report = st.session_state.get("preflight")
 if report:
-    (st.success if report["ok"] else st.error)(report["summary"].splitlines()[0])
-    err = report.get("error")
-    if err and err.get("traceback"):
-        st.code(err["traceback"], language="python")
+    err = report.get("first_error") or {}
+    if report["ok"]:
+        st.success(ui.md(report["summary"].splitlines()[0]))
+    else:  # the check's message and traceback quote user code: shown as text
+        ui.show_error(report["summary"], err.get("traceback"))
     tabs = st.tabs(["TRAIN", "EVAL", "PREDICT"])
     for tab, mode in zip(tabs, ("train", "eval", "predict")):
         tab.json(report["modes"].get(mode, {"skipped": "not reached"}))

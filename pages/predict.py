@@ -38,7 +38,7 @@ if one or go:
     try:
         dataset = ui.prediction_dataset(base, upload_name, upload_bytes)
     except ValueError as exc:
-        st.error(str(exc))
+        ui.show_error(exc)
         st.stop()
     child = ui.launch_from(record, "predict", str(registry.run_dir(record.run_id) / paths.MODEL_DIR / ckpt),
                            dataset=dataset, name=f"predict {upload_name or 'dataset'} with {record.name}")

@@ -43,9 +43,7 @@ with log:
 with again:
     ui.reproduce_panel(record)
 if record.error:
-    st.error(record.error)
-    if record.traceback:
-        st.code(record.traceback)
+    ui.show_error(record.error, record.traceback)
 st.download_button("Download reproducible bundle (.zip)", data=ui.bundle_bytes(record.run_id),
                    file_name=f"{record.run_id}.zip", mime="application/zip", on_click="ignore",
                    icon=":material/download:")

@@ -35,5 +35,5 @@ with st.form("rename-tag"):
             registry.set_tags(record.run_id, [t for t in tags.split(",")])
             st.rerun()
         except (ValueError, TypeError) as exc:
-            st.error(str(exc))
+            ui.show_error(exc)
 ui.page_link("run", "Open the run's page →", icon=":material/monitoring:", run_id=record.run_id)

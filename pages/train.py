@@ -27,7 +27,7 @@ if launched:
     try:
         params = templates.validate_params(template["params"], raw)
     except ValueError as exc:
-        st.error(str(exc))
+        ui.show_error(exc)
         st.stop()
     action = rc["action"]
     if action in ("evaluate", "predict") and not parent_id:

@@ -62,6 +62,7 @@ __all__ = [
     "selected_run_id",
     "series_csv",
     "set_selected_run",
+    "show_error",
     "status_badge",
     "switch_to",
     "warn_if_exposed",
@@ -102,6 +103,28 @@ def md(text: object) -> str:
         \\[x\\]\\(y\\) \\<b\\>
     """
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+def show_error(text: object, details: object | None = None, *, level: str = "error",
+               prefix: str = "") -> None:
+    """Shows error text that may hold user text (a run's error, a pre-flight message, a traceback,
+    an exception naming a file, column or param value) as text, never as markdown or HTML.
+
+    The first line of ``text`` goes into an ``st.error`` (or ``st.warning`` with
+    ``level='warning'``) box, escaped with ``md`` after ``prefix`` (trusted markdown of ours);
+    the rest of ``text`` and ``details`` (e.g. a traceback) go into one plain ``st.code`` block,
+    which shows every character as is.
+
+    Example:
+        >>> show_error("ValueError: **x** <b>", "Traceback (most recent call last): ...")  # doctest: +SKIP
+    """
+    first, _, rest = str(text).strip("\n").partition("\n")
+    box = st.warning if level == "warning" else st.error
+    box(prefix + md(first), icon=":material/warning:" if level == "warning" else ":material/error:")
+    more = "\n\n".join(part for part in (rest.strip("\n"), "" if details is None else str(details).strip("\n"))
+                       if part)
+    if more:
+        st.code(more, language=None, wrap_lines=True)
 
 
 def require_password() -> bool:
@@ -641,7 +664,7 @@ def run_actions(record: RunRecord, key: str = "act") -> None:
             st.toast(f"Run {record.run_id} deleted.")
             st.rerun()
     except (ValueError, RunNotFoundError) as exc:
-        st.error(str(exc))
+        show_error(exc)
 
 
 # -- live metrics -----------------------------------------------------------------------------------
@@ -723,7 +746,7 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
             else:
                 st.caption(f"step {step}")
         if record.error and record.status in ("failed", "lost", "cancelled"):
-            st.error(record.error)
+            show_error(record.error)
         frame = metrics_store.downsample(state.frame, MAX_POINTS) if len(state.frame) else state.frame
         fig = figures.curves_figure(frame, **controls)
         st.plotly_chart(fig, key=f"curves-{run_id}", config={"displaylogo": False})
@@ -841,7 +864,7 @@ def evaluation_plots(record: RunRecord) -> None:
         spec = datasets.DatasetSpec.from_dict(record.dataset)
         df = load_dataset_frame(spec.path)
     except (ValueError, OSError) as exc:
-        st.warning(f"The run's dataset cannot be read: {exc}")
+        show_error(exc, level="warning", prefix="The run's dataset cannot be read: ")
         return
     if preds is None or len(preds) != len(df):
         st.warning("The predictions do not line up with the dataset rows.")
@@ -917,7 +940,7 @@ def prediction_result(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
         if every is not None:
             st.rerun()
         if record.status != "succeeded":
-            st.error(f"Run {run_id} {record.status}: {record.error or 'see its worker log'}")
+            show_error(record.error or "see its worker log", prefix=f"Run {run_id} {record.status}: ")
             page_link("run", "Open the run", run_id=run_id)
             return
         preds = predictions_frame(run_id)
