@@ -294,6 +294,11 @@ class NanTensorHook(SessionRunHook):
 
     Attributes:
         last_finite_loss: the last loss that was not NaN (``None`` before the first one).
+        diverged_at: the global step whose loss was NaN (``None`` while every loss is finite).
+
+    Unlike TF, a stop on NaN (``fail_on_nan_loss=False``) does not checkpoint the diverged step:
+    its update has already made the weights NaN, so the newest checkpoint stays the last finite
+    one, and a resume or an evaluate starts from weights that still work.
 
     Example:
         >>> hook = NanTensorHook('loss', fail_on_nan_loss=True)
@@ -305,6 +310,7 @@ class NanTensorHook(SessionRunHook):
         self._fail_on_nan_loss = fail_on_nan_loss
         self._args = SessionRunArgs(loss_tensor)  # built once: this hook runs every step
         self.last_finite_loss: float | None = None
+        self.diverged_at: int | None = None
 
     def __repr__(self) -> str:
         return _format_repr(self, loss_tensor=self._loss_tensor,
@@ -324,12 +330,15 @@ class NanTensorHook(SessionRunHook):
             return
         session = run_context.session
         step = None if session is None else session.global_step
+        self.diverged_at = step
         if self._fail_on_nan_loss:
             error = NanLossDuringTrainingError(step=step, last_finite_loss=self.last_finite_loss)
             _LOG.error("Model diverged with loss = NaN. %s", error)
             raise error
         _LOG.error("Model diverged with loss = NaN at global step %s; stopping training "
                    "(fail_on_nan_loss=False).", step)
+        if session is not None and hasattr(session, "failed"):
+            session.failed = True  # the saver skips this step and the end-of-training checkpoint
         run_context.request_stop()
 
 

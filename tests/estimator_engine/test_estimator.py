@@ -627,8 +627,13 @@ class TestNanPolicy:
         est = ee.Estimator(model_fn, model_dir=str(tmp_path))
         nan_hook = ee.NanTensorHook("loss", fail_on_nan_loss=False)
         est.train(_linear_input_fn(), steps=50, hooks=[nan_hook])  # no NanLossDuringTrainingError
-        assert 0 < est.get_variable_value("global_step") < 50
-        assert nan_hook.last_finite_loss is not None
+        assert nan_hook.last_finite_loss is not None and 0 < nan_hook.diverged_at < 50
+        # The diverged step's NaN weights are not checkpointed: the newest checkpoint is the one
+        # before it (here the initial one), every value finite, and evaluate starts from it.
+        saved = est.get_variable_value("global_step")
+        assert saved < nan_hook.diverged_at
+        assert all(np.isfinite(est.get_variable_value(n)).all() for n in est.get_variable_names())
+        assert np.isfinite(est.evaluate(_linear_input_fn(), steps=1)["loss"])
 
 
 def test_checkpoint_write_failure_stops_training_soon(tmp_path, monkeypatch):

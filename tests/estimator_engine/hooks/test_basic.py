@@ -380,7 +380,7 @@ class TestNanTensorHook:
         ran = drive([hook], session, steps=10,
                     values=lambda step: {"my_loss": np.array(np.nan if step == 2 else 1.0)})
         assert ran == 2
-        assert hook.last_finite_loss == 1.0
+        assert hook.last_finite_loss == 1.0 and hook.diverged_at == 2
         assert "global step 2" in messages(engine_log, logging.ERROR)[0]
 
     def test_array_and_int_losses(self):
