@@ -36,7 +36,8 @@ from typing import Any
 from workbench import paths
 from workbench.registry import InvalidTransitionError, RunRecord, RunRegistry
 
-__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT_S", "SPARE_LOG", "LocalLauncher", "detect_gpus", "pid_alive"]
+__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT_S", "SPARE_LOG", "LocalLauncher", "descendants", "detect_gpus",
+           "pid_alive"]
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
 SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
@@ -365,6 +366,11 @@ class LocalLauncher:
     def cancel(self, run_id: str, grace: float = 10.0) -> RunRecord:
         """SIGTERM to the run's process group, SIGKILL after ``grace`` seconds; status ``cancelled``.
 
+        The SIGKILL also reaches every descendant of the runner found before the first signal
+        (``descendants``): torchrun starts each rank in a session of its own, so killing
+        torchrun's group alone would orphan ranks that ignore SIGTERM or hang in a collective.
+        Descendants left behind by a runner that exited on SIGTERM are killed as well.
+
         A queued run is just marked ``cancelled``. Blocks until the process is gone (at most
         about ``grace`` seconds plus a moment).
         """
@@ -380,10 +386,17 @@ class LocalLauncher:
             proc = self._procs.get(run_id)
             pid = proc.pid if proc is not None else record.pid
             if pid:
+                # Before any signal: once torchrun dies its ranks (each in a session of its own)
+                # are reparented and no longer findable from its pid.
+                tree = descendants(pid)
                 _kill_group(pid, signal.SIGTERM)
                 if not self._wait_gone(pid, proc, grace):
+                    tree.update(descendants(pid))  # ranks started during the grace period
                     _kill_group(pid, signal.SIGKILL)
+                    _kill_tree(tree, pid)
                     self._wait_gone(pid, proc, 5.0)
+                elif not _wait_tree_gone(tree, min(grace, 5.0)):
+                    _kill_tree(tree, pid)  # the runner exited but left descendants behind
             if proc is not None:
                 with contextlib.suppress(Exception):
                     proc.wait(timeout=1)
@@ -452,6 +465,81 @@ class LocalLauncher:
     def process(self, run_id: str) -> Any:
         """The ``Popen`` of a run this launcher started (or None)."""
         return self._procs.get(run_id)
+
+
+def _stat(pid: int) -> tuple[str, int, int, int] | None:
+    """``(state, ppid, pgid, start time)`` of a process from ``/proc/<pid>/stat`` (None if gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()  # the name in (...) may hold spaces
+        return fields[0], int(fields[1]), int(fields[2]), int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def descendants(pid: int) -> dict[int, int]:
+    """Every live descendant of ``pid`` (children, grandchildren, ...) -> its start time.
+
+    Walks the parent pids in ``/proc/*/stat`` (Linux; ``{}`` elsewhere), so it also finds
+    descendants in other process groups and sessions, such as torchrun's ranks. The start time
+    lets ``_kill_tree`` tell a snapshotted process from a later one that reuses its pid.
+
+    Example:
+        >>> child = subprocess.Popen(["sleep", "5"])                         # doctest: +SKIP
+        >>> child.pid in descendants(os.getpid())                            # doctest: +SKIP
+        True
+    """
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return {}
+    children: dict[int, list[tuple[int, int]]] = {}
+    for name in names:
+        if not name.isdigit():
+            continue
+        stat = _stat(int(name))
+        if stat is not None and stat[0] != "Z":
+            children.setdefault(stat[1], []).append((int(name), stat[3]))
+    found: dict[int, int] = {}
+    todo = [pid]
+    while todo:
+        for child, started in children.get(todo.pop(), ()):
+            if child not in found and child != pid:
+                found[child] = started
+                todo.append(child)
+    return found
+
+
+def _still_there(pid: int, started: int) -> tuple[str, int, int, int] | None:
+    stat = _stat(pid)
+    return stat if stat is not None and stat[3] == started and stat[0] != "Z" else None
+
+
+def _kill_tree(tree: dict[int, int], root: int) -> None:
+    """SIGKILLs every process of a ``descendants`` snapshot that is still the same process, and
+    the process groups they lead (a rank's own DataLoader workers), never this process's group."""
+    own_group = os.getpgrp()
+    leaders = set(tree) | {root}
+    for pid, started in tree.items():
+        stat = _still_there(pid, started)
+        if stat is None:
+            continue
+        pgid = stat[2]
+        if pgid in leaders and pgid != own_group:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _wait_tree_gone(tree: dict[int, int], timeout: float) -> bool:
+    """Waits until no process of the snapshot is alive; False when some still are at ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while any(_still_there(pid, started) for pid, started in tree.items()):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _kill_group(pid: int, sig: int) -> None:

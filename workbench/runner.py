@@ -15,7 +15,7 @@ hook request a stop between steps; the engine then writes its end-of-training ch
 run ends ``stopped``. SIGTERM (``LocalLauncher.cancel``) does the same but ends ``cancelled``.
 
 Under ``torch.distributed.run`` every rank runs this module; only rank 0 writes to the registry
-and to ``metrics.jsonl``.
+and to ``metrics.jsonl``. Each rank dies with its torchrun agent (``die_with_torchrun_agent``).
 
 Run schedule (``run.json['schedule']``, falling back to the same keys in ``run_config``):
 ``max_steps`` (absolute; ``steps`` is read as the same target, so a resumed run finishes the
@@ -55,6 +55,7 @@ __all__ = [
     "SPARE_FLAG",
     "PreflightFailed",
     "RunContext",
+    "die_with_torchrun_agent",
     "execute_with_engine",
     "format_user_traceback",
     "main",
@@ -519,6 +520,7 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
         execute: the action executor (default: ``execute_with_engine``); tests pass a stub.
         install_signal_handlers: turn SIGTERM into a graceful stop (main thread only).
     """
+    die_with_torchrun_agent()
     run_dir = Path(run_dir).resolve()
     spec_file = run_dir / paths.RUN_JSON
     try:
@@ -587,6 +589,38 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
+
+
+def die_with_torchrun_agent() -> bool:
+    """Under ``torch.distributed.run``, asks Linux to SIGKILL this rank when its agent dies.
+
+    torchrun starts each rank in a session of its own, so a rank that ignores SIGTERM or hangs
+    in a collective would outlive an agent killed with SIGKILL (cancel's escalation) as an
+    orphan. ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` ties the rank to its parent, the agent. Applies
+    only when torchrun's ``LOCAL_RANK`` and ``WORLD_SIZE`` are set, on Linux; returns whether
+    the death signal is armed.
+
+    Example:
+        >>> die_with_torchrun_agent()  # not under torchrun: does nothing
+        False
+    """
+    if not sys.platform.startswith("linux") or not {"LOCAL_RANK", "WORLD_SIZE"} <= set(os.environ):
+        return False
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
+            return False
+    except (OSError, AttributeError):
+        return False
+    if os.getppid() != parent:  # the agent died before prctl: no death signal will come
+        os.kill(os.getpid(), signal.SIGKILL)
+    return True
 
 
 def _safe(fn: Callable[[], Any]) -> None:

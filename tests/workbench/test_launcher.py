@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from workbench.launcher import LocalLauncher, pid_alive
+from workbench.launcher import LocalLauncher, descendants, pid_alive
 from workbench.metrics_store import read_all
 from workbench.registry import RunRegistry
 
@@ -143,6 +144,71 @@ def test_cancel_escalates_to_sigkill(workspace, make_launcher):
     assert record.status == "cancelled" and record.error == "cancelled by the user"
     assert 0.5 <= time.monotonic() - start < 5
     assert not pid_alive(pid)
+
+
+# A runner that starts a helper in a session of its own (as torchrun starts its ranks), which
+# ignores SIGTERM and has no death signal: only the launcher's descendant snapshot can reach it.
+TREE_STUB = """
+import signal, subprocess, sys, time
+from workbench import runner
+
+HELPER = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
+
+def execute(ctx):
+    helper = subprocess.Popen([sys.executable, "-c", HELPER], start_new_session=True)
+    (ctx.run_dir / "helper.pid").write_text(str(helper.pid))
+    if ctx.schedule.get("ignore_sigterm"):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    while not ctx.stop_requested():
+        time.sleep(0.02)
+
+if __name__ == "__main__":
+    sys.exit(runner.run(sys.argv[1], execute=execute))
+"""
+
+
+@pytest.mark.parametrize("ignore_sigterm", [True, False], ids=["sigkill", "sigterm"])
+def test_cancel_kills_descendants_in_other_sessions(workspace, tmp_path, ignore_sigterm):
+    stub_dir = tmp_path / "stub"
+    stub_dir.mkdir()
+    (stub_dir / "tree_stub.py").write_text(TREE_STUB)
+    launcher = LocalLauncher(workspace, gpus=[], runner_module="tree_stub",
+                             env={"PYTHONPATH": str(stub_dir)})
+    helper = None
+    try:
+        run_id = new_run(workspace, ignore_sigterm=ignore_sigterm)
+        launcher.submit(run_id)
+        pid_file = Path(workspace) / "runs" / run_id / "helper.pid"
+        helper = wait_for(lambda: pid_file.exists() and pid_file.read_text() and
+                          int(pid_file.read_text()))
+        assert pid_alive(helper)
+        assert launcher.cancel(run_id, grace=0.5).status == "cancelled"
+        wait_for(lambda: not pid_alive(helper), timeout=10)
+    finally:
+        launcher.shutdown(grace=1.0)
+        if helper and pid_alive(helper):
+            os.kill(helper, signal.SIGKILL)
+
+
+def test_descendants_crosses_sessions(tmp_path):
+    """Known answer: a child and the grandchild it started in a session of its own."""
+    pid_file = tmp_path / "grandchild.pid"
+    code = ("import subprocess, sys, time; g = subprocess.Popen(['sleep', '60'], "
+            "start_new_session=True); open(sys.argv[1], 'w').write(str(g.pid)); time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code, str(pid_file)])
+    grandchild = None
+    try:
+        grandchild = wait_for(lambda: pid_file.exists() and pid_file.read_text() and
+                              int(pid_file.read_text()))
+        found = descendants(os.getpid())
+        assert child.pid in found and grandchild in found
+        assert set(descendants(child.pid)) == {grandchild}
+        assert descendants(grandchild) == {}
+    finally:
+        child.kill()
+        child.wait(timeout=10)
+        if grandchild and pid_alive(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
 
 
 def test_queued_run_cancel_and_stop(workspace, make_launcher):

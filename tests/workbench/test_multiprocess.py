@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
-from workbench import cli
+from workbench import cli, runner
 from workbench.launcher import LocalLauncher, pid_alive
 from workbench.registry import RunRegistry
 
@@ -94,15 +96,62 @@ def test_cancel_terminates_every_rank(workspace, rank_launcher):
     wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10)
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "torchrun starts each rank in its own session, so LocalLauncher's SIGKILL of torchrun's "
-    "process group orphans ranks that ignore SIGTERM or hang in a collective; fix: signal the "
-    "ranks' process groups too (see the report of issue 6)"))
 def test_cancel_sigkill_escalation_reaches_every_rank(workspace, rank_launcher):
+    """torchrun starts each rank in a session of its own: the escalation must reach them too."""
     launcher, pids = rank_launcher
     run_id, _ = _start_two_ranks(workspace, launcher, pids, ignore_sigterm=True)
     assert launcher.cancel(run_id, grace=1.0).status == "cancelled"
     wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10)
+
+
+# A fake torchrun agent: starts one "rank" in a session of its own with torchrun's variables set;
+# the rank ignores SIGTERM and arms the death signal as the runner does.
+FAKE_RANK = """
+import signal, sys, time
+from workbench.runner import die_with_torchrun_agent
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+armed = die_with_torchrun_agent()
+open(sys.argv[1], "w").write(str(armed))
+time.sleep(60)
+"""
+FAKE_AGENT = """
+import os, subprocess, sys, time
+env = dict(os.environ, LOCAL_RANK="0", WORLD_SIZE="1")
+child = subprocess.Popen([sys.executable, "-c", sys.argv[3], sys.argv[1]], env=env,
+                         start_new_session=True)
+open(sys.argv[2], "w").write(str(child.pid))
+time.sleep(60)
+"""
+
+
+def test_rank_dies_with_its_torchrun_agent(tmp_path):
+    """A rank (own session, SIGTERM ignored) whose agent is SIGKILLed is killed by the kernel
+    (PR_SET_PDEATHSIG), whoever killed the agent."""
+    armed_file, pid_file = tmp_path / "armed", tmp_path / "rank.pid"
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    agent = subprocess.Popen(
+        [sys.executable, "-c", FAKE_AGENT, str(armed_file), str(pid_file), FAKE_RANK],
+        env=env, start_new_session=True)
+    rank = None
+    try:
+        wait_for(lambda: armed_file.exists() and armed_file.read_text(), timeout=60)
+        rank = int(pid_file.read_text())
+        assert armed_file.read_text() == "True" and pid_alive(rank)
+        agent.kill()
+        agent.wait(timeout=10)
+        wait_for(lambda: not pid_alive(rank), timeout=10)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait(timeout=10)
+        if rank is not None and pid_alive(rank):
+            os.kill(rank, signal.SIGKILL)
+
+
+def test_death_signal_only_under_torchrun(monkeypatch):
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert runner.die_with_torchrun_agent() is False
 
 
 def test_two_process_run_from_the_cli(workspace, monkeypatch, capsys):
