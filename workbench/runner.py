@@ -90,6 +90,7 @@ class RunContext:
     is_chief: bool = True
     terminate: threading.Event = field(default_factory=threading.Event)
     summary_rows: list[dict[str, Any]] = field(default_factory=list)
+    nan_hook: Any = None  # the NanTensorHook of a run with nan_policy 'stop'
 
     @property
     def run_id(self) -> str:
@@ -119,6 +120,20 @@ class RunContext:
         return MetricsWriterHook(
             self.metrics_path if self.is_chief else os.devnull, every_n_steps=every,
             stop_file=self.stop_path, should_stop=self.terminate.is_set)
+
+    def diverged(self) -> str | None:
+        """Why training stopped on a NaN loss (``nan_policy: 'stop'``), or None."""
+        hook = self.nan_hook
+        if hook is None or hook.diverged_at is None:
+            return None
+        from estimator_engine import checkpoints
+
+        last = hook.last_finite_loss
+        saved = checkpoints.read_global_step(self.model_dir) if self.model_dir.is_dir() else 0
+        return (f"NaN loss at global step {hook.diverged_at} (last finite loss "
+                f"{'none' if last is None else f'{last:.6g}'}); stopped as the run asked (nan_policy "
+                f"'stop'). The newest checkpoint, step {saved}, is from before the divergence: lower "
+                "the learning rate and resume, or warm-start a new run from it.")
 
     def write_eval(self, step: int, metrics: Mapping[str, Any], split: str = "eval") -> None:
         """Appends evaluation results to ``metrics.jsonl`` (chief only) and keeps them for the summary."""
@@ -165,14 +180,6 @@ def _input_fn(input_fns: Any, key: str) -> Any:
 
 
 TASK_INFO_FILE = "task_info.json"
-
-
-def _load_build_estimator() -> Callable[..., Any]:
-    try:
-        from workbench.build import build_estimator
-    except ImportError:  # older layout: the contract named workbench.templates
-        from workbench.templates import build_estimator  # type: ignore[attr-defined,no-redef]
-    return build_estimator
 
 
 def _parent_dir(ctx: RunContext) -> Path | None:
@@ -251,7 +258,8 @@ def execute_with_engine(ctx: RunContext) -> None:
     _preflight(ctx)
     if ctx.stop_requested():
         return
-    build_estimator = _load_build_estimator()
+    from workbench.build import build_estimator
+
     ctx.model_dir.mkdir(parents=True, exist_ok=True)
     spec = _engine_spec(ctx.spec, ctx.model_dir)
     _prepare_lineage(ctx, spec)
@@ -306,6 +314,8 @@ def _train_and_evaluate(ctx: RunContext, estimator: Any, input_fns: Any, max_ste
     while step < max_steps and not ctx.stop_requested():
         target = min(max_steps, (step // every + 1) * every)
         estimator.train(train_fn, hooks=_train_hooks(ctx), max_steps=target)
+        if ctx.diverged():
+            break
         new_step = _current_step(estimator)
         results = estimator.evaluate(eval_fn, steps=eval_steps)  # reuses the trained model in memory
         ctx.write_eval(int(results.get("global_step", new_step)), results)
@@ -321,10 +331,14 @@ def _train_hooks(ctx: RunContext) -> list[Any]:
     """The metrics hook, plus ``NanTensorHook(fail_on_nan_loss=False)`` when the run asks to stop
     (rather than fail) on a NaN loss; it then replaces the engine's default NaN check."""
     hooks = [ctx.make_hook()]
-    if ctx.schedule.get("nan_policy", "fail") == "stop":
+    policy = ctx.schedule.get("nan_policy", "fail")
+    if policy not in ("fail", "stop"):
+        raise ValueError(f"schedule['nan_policy'] must be 'fail' or 'stop', given: {policy!r}.")
+    if policy == "stop":
         import estimator_engine as ee
 
-        hooks.append(ee.NanTensorHook("loss", fail_on_nan_loss=False))
+        ctx.nan_hook = ctx.nan_hook or ee.NanTensorHook("loss", fail_on_nan_loss=False)
+        hooks.append(ctx.nan_hook)
     return hooks
 
 
@@ -385,47 +399,14 @@ def _predict(ctx: RunContext, estimator: Any, input_fns: Any, checkpoint_path: s
     (``workbench.predictions.write_predictions_csv``)."""
     out = ctx.run_dir / paths.PREDICTIONS_FILE
     predict_fn = _input_fn(input_fns, "predict")
-    try:
-        from workbench.predictions import write_predictions_csv
-    except ImportError:  # pragma: no cover - the datasets helper's module is missing
-        _write_predictions_fallback(estimator, predict_fn, out, checkpoint_path)
-        return
     from workbench import datasets
+    from workbench.predictions import write_predictions_csv
 
     source = datasets.DatasetSpec.from_dict(ctx.spec["dataset"]).load()
     info = getattr(input_fns, "info", None) or {}
     write_predictions_csv(estimator, predict_fn, source, out,
                           label_vocabulary=info.get("label_vocabulary"),
                           checkpoint_path=checkpoint_path)
-
-
-def _write_predictions_fallback(estimator: Any, input_fn: Any, out: Path,
-                                checkpoint_path: str | None) -> None:
-    """Streams batches of predictions to CSV: one column per scalar key, ``key_<i>`` per vector."""
-    import numpy as np
-    import pandas as pd
-
-    tmp = out.with_suffix(".csv.tmp")
-    header = True
-    with open(tmp, "w", encoding="utf-8", newline="") as f:
-        for batch in estimator.predict(input_fn, checkpoint_path=checkpoint_path,
-                                       yield_single_examples=False):
-            columns: dict[str, Any] = {}
-            items = batch.items() if isinstance(batch, Mapping) else [("prediction", batch)]
-            for key, value in items:
-                array = np.asarray(value)
-                if array.ndim <= 1:
-                    columns[key] = array.reshape(-1)
-                else:
-                    flat = array.reshape(array.shape[0], -1)
-                    for i in range(flat.shape[1]):
-                        columns[f"{key}_{i}"] = flat[:, i]
-            pd.DataFrame(columns).to_csv(f, header=header, index=False)
-            header = False
-    os.replace(tmp, out)
-
-
-# -- lifecycle ----------------------------------------------------------------------------------
 
 
 def _is_user_frame(filename: str) -> bool:
@@ -576,13 +557,14 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
         if not is_chief:
             return 0
         _safe(lambda: _update_summary(registry, ctx))
+        diverged = ctx.diverged()
         if ctx.terminate.is_set():
             status = "cancelled"
-        elif ctx.stop_path.exists():
+        elif ctx.stop_path.exists() or diverged:
             status = "stopped"
         else:
             status = "succeeded"
-        _finish(registry, run_id, status)
+        _finish(registry, run_id, status, error=diverged)
         print(f"workbench.runner: run {run_id} {status} in {time.monotonic() - started:.1f}s",
               flush=True)
         return 0

@@ -76,6 +76,27 @@ def test_nan_loss_fails_the_run_with_step_and_last_finite_loss(workspace):
     assert all(bool(v.isfinite().all()) for v in latest["variables"].values())
 
 
+def test_nan_policy_stop_ends_stopped_and_keeps_the_last_finite_checkpoint(workspace):
+    rec = make_run(workspace, code=template_code(NAN_CODE),
+                   run_config={"tf_random_seed": 0, "save_checkpoints_steps": 5},
+                   schedule={"max_steps": 20, "metrics_every_n_steps": 1, "nan_policy": "stop"})
+    code, done = execute(workspace, rec.run_id)
+    assert code == 0 and done.status == "stopped"
+    assert re.fullmatch(r"NaN loss at global step 8 \(last finite loss [0-9.]+\); stopped as the run asked "
+                        r"\(nan_policy 'stop'\)\. The newest checkpoint, step 5, is from before the divergence: "
+                        r"lower the learning rate and resume, or warm-start a new run from it\.", done.error), done.error
+    latest = checkpoints.load_checkpoint(model_dir(workspace, rec.run_id))
+    assert latest["global_step"] == 5  # the diverged step 8 was not checkpointed
+    assert all(bool(v.isfinite().all()) for v in latest["variables"].values())
+
+
+def test_unknown_nan_policy_fails_with_the_choices(workspace):
+    rec = make_run(workspace, schedule={"max_steps": 5, "nan_policy": "ignore"})
+    code, done = execute(workspace, rec.run_id)
+    assert code == 1 and done.status == "failed"
+    assert "schedule['nan_policy'] must be 'fail' or 'stop', given: 'ignore'." in done.error
+
+
 def test_disk_full_while_writing_metrics_fails_clearly_and_keeps_the_checkpoint(workspace,
                                                                               monkeypatch):
     from workbench import metrics_hook

@@ -330,6 +330,36 @@ class TestInProcessPreflight:
 
 
 class TestEarlyStoppingAndNanPolicy:
+    @pytest.mark.slow
+    def test_train_and_evaluate_stops_early_on_a_plateau(self, workspace, capfd):
+        from estimator_engine import checkpoints
+
+        # min_delta 100: no evaluation after the first counts as better, so patience 2 stops
+        # training after the third evaluation, far before max_steps.
+        rec = iris_run(workspace, action="train_and_evaluate", schedule={
+            "max_steps": 5000, "eval_every_steps": 20, "metrics_every_n_steps": 10,
+            "early_stopping": {"metric": "loss", "mode": "min", "patience": 2, "min_delta": 100.0}})
+        folder = RunRegistry(workspace).run_dir(rec.run_id)
+        code = runner.run(folder, install_signal_handlers=False)
+        record = RunRegistry(workspace).get(rec.run_id)
+        assert code == 0 and record.status == "succeeded", record.error
+        assert checkpoints.read_global_step(folder / "model") == 60
+        frame = rows(workspace, rec.run_id)
+        eval_loss = frame[(frame["split"] == "eval") & (frame["name"] == "loss")]
+        assert eval_loss["step"].tolist() == [20, 40, 60]
+        first = float(eval_loss["value"].iloc[0])
+        assert (f"early stopping at step 60: eval loss has not improved on {first:.6g} (step 20) "
+                "for 2 evaluations") in capfd.readouterr().out
+
+    def test_early_stopping_on_an_unknown_metric_fails_the_run(self, workspace):
+        rec = iris_run(workspace, action="train_and_evaluate", schedule={
+            "max_steps": 40, "eval_every_steps": 20, "early_stopping": {"metric": "auc", "patience": 1}})
+        code = runner.run(RunRegistry(workspace).run_dir(rec.run_id), install_signal_handlers=False)
+        record = RunRegistry(workspace).get(rec.run_id)
+        assert code == 1 and record.status == "failed"
+        assert record.error.startswith("ValueError: Early stopping watches eval metric 'auc', but the "
+                                       "evaluation reported ['accuracy', 'global_step', 'loss']"), record.error
+
     def test_early_stopping_settings(self):
         from workbench.runner import EarlyStopping
 
