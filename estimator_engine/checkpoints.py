@@ -22,7 +22,8 @@ The "prefix" TF returns from ``latest_checkpoint`` is the checkpoint file's path
 What this module does better than TF's Saver (reference §7, §10.6):
 
 * every write is atomic (temp file in the same directory, flush + fsync, ``os.replace``), so a crash
-  leaves the previous checkpoint and state file intact;
+  leaves the previous checkpoint and state file intact; the temp file's name carries the writer's
+  pid, and the next save removes the ones whose writer died (a process killed mid-write);
 * pruning (``keep_checkpoint_max``) runs over the state file, so checkpoints written by an earlier
   process are pruned too, and all surplus checkpoints go at once;
 * files are read with ``torch.load(weights_only=True)``: a file crafted to run code is refused, and a
@@ -68,6 +69,7 @@ __all__ = [
     "module_variables",
     "read_global_step",
     "rebuild_checkpoint_state",
+    "remove_stale_temp_files",
     "resolve_checkpoint",
     "save_checkpoint",
     "trainable_variable_names",
@@ -130,6 +132,46 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+_TEMP_SUFFIX = ".tmp"
+_TEMP_NAME = re.compile(r"^\..+\.(\d+)\.[^.]+\.tmp$")  # .<file>.<pid>.<random>.tmp
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's live process
+    return True
+
+
+def remove_stale_temp_files(directory: str | os.PathLike[str]) -> list[str]:
+    """Deletes the temp files of atomic writes in ``directory`` whose writer process is gone
+    (killed mid-write); returns their paths. Temp files of live writers are left alone.
+
+    Example:
+        >>> remove_stale_temp_files("/nonexistent")
+        []
+    """
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    for name in names:
+        match = _TEMP_NAME.match(name) if name.endswith(_TEMP_SUFFIX) else None
+        if match is None or _pid_alive(int(match.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        with contextlib.suppress(OSError):
+            os.remove(path)
+            removed.append(path)
+    if removed:
+        logger.info("Removed %d temp file(s) left by a writer that died mid-write: %s", len(removed), removed)
+    return removed
+
+
 def _atomic_write(path: str, write: Callable[[IO[bytes]], None]) -> None:
     """Writes ``path`` through a temp file in the same directory: flush, fsync, ``os.replace``.
 
@@ -137,7 +179,8 @@ def _atomic_write(path: str, write: Callable[[IO[bytes]], None]) -> None:
     file is removed when the write fails inside this process.
     """
     directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=_TEMP_SUFFIX,
+                               dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
             write(handle)
@@ -392,6 +435,7 @@ def save_checkpoint(
 
     entries, last_preserved = _existing_entries(directory)  # a bad state file fails before writing
     os.makedirs(directory, exist_ok=True)
+    remove_stale_temp_files(directory)
     path = os.path.abspath(os.path.join(directory, f"{basename}-{int(global_step)}"))
     _atomic_write(path, lambda handle: torch.save(payload, handle))
 

@@ -246,6 +246,23 @@ class TestAtomicWrites:
         assert [os.path.basename(p) for p in list_checkpoint_files(tmp_path)] == ["model.ckpt-1"]
         assert latest_checkpoint(tmp_path) == str(tmp_path / "model.ckpt-1")
 
+    def test_next_save_removes_temp_files_of_dead_writers_only(self, tmp_path):
+        import subprocess
+        import sys
+
+        dead = subprocess.Popen([sys.executable, "-c", "pass"])
+        dead.wait()  # a writer killed mid-write: its pid is gone
+        _save(tmp_path, 1)
+        (tmp_path / f".model.ckpt-2.{dead.pid}.abc123.tmp").write_bytes(b"torn")
+        (tmp_path / f".checkpoint.{dead.pid}.xyz.tmp").write_bytes(b"torn")
+        live = tmp_path / f".model.ckpt-3.{os.getppid()}.def456.tmp"  # a live writer's file
+        live.write_bytes(b"in flight")
+        (tmp_path / "notes.tmp").write_bytes(b"not ours")
+        _save(tmp_path, 4)
+        assert _files(tmp_path) == [".model.ckpt-3." + str(os.getppid()) + ".def456.tmp", "checkpoint",
+                                    "model.ckpt-1", "model.ckpt-4", "notes.tmp"]
+        assert ckpt.remove_stale_temp_files(tmp_path / "missing") == []
+
 
 class TestStateFile:
     def test_moved_model_dir_still_works(self, tmp_path):
