@@ -22,7 +22,9 @@ with batch:
     info_cols = [c.name for c in base.schema.columns if c.role == "feature"]
     with st.form("single-row"):
         sample = ui.load_dataset_frame(base.path)
-        row = {c: st.text_input(c, value=str(sample[c].iloc[0])) for c in info_cols}
+        # Column names are user text, and labels render markdown: escaped.
+        row = {c: st.text_input(ui.md(c), value=str(sample[c].iloc[0]), key=f"row-{record.run_id}-{i}")
+               for i, c in enumerate(info_cols)}
         one = st.form_submit_button("Predict this row")
     upload_bytes = pd.DataFrame([row]).to_csv(index=False).encode() if one else None
     upload_name = "single_row.csv"

@@ -63,6 +63,7 @@ __all__ = [
     "series_csv",
     "set_selected_run",
     "show_error",
+    "single_prediction",
     "status_badge",
     "switch_to",
     "warn_if_exposed",
@@ -540,7 +541,7 @@ def run_config_form(gpus: Sequence[str], key: str = "rc") -> dict[str, Any]:
                                     key=f"{key}-log")
     # A form cannot show fields only once a box is ticked (it reruns on submit), so the early
     # stopping fields are always there and are used only when the box is ticked.
-    c1, c2, c3, c4, c5 = st.columns([1.2, 1.2, 0.8, 1, 1])
+    c1, c2, c3, c4, c5 = st.columns([1.2, 1.2, 0.8, 1, 1], vertical_alignment="bottom")
     early = c1.checkbox("Early stopping", value=False, key=f"{key}-es",
                         help="train_and_evaluate only (it watches the evaluations, one every 'Evaluate "
                              "every N steps'): stops training when the eval metric has not improved "
@@ -919,6 +920,29 @@ def prediction_dataset(base: Any, upload_name: str | None, upload_bytes: bytes |
     return spec.to_dict() | {"fingerprint": spec.fingerprint()}
 
 
+def single_prediction(preds: pd.DataFrame) -> None:
+    """The first row of a predictions table, readable at a glance: the predicted class and one
+    probability per class (classifiers) or the predicted value (regressors).
+
+    ``st.metric`` and ``st.table`` render markdown, so class names (user data) are escaped."""
+    row = preds.iloc[0]
+    prob_cols = _probability_columns(preds)
+    value_col = next((c for c in ("class", "class_ids", "predictions", "prediction", "predictions_0")
+                      if c in preds.columns), None)
+    if value_col is None:
+        return
+    with st.container(key="single-prediction"):
+        c1, c2 = st.columns([1, 2])
+        value = row[value_col]
+        shown = f"{value:.6g}" if isinstance(value, float) else str(value)
+        c1.metric("Predicted class" if value_col.startswith("class") else "Prediction", md(shown))
+        if prob_cols:
+            names = [str(c).split("_", 1)[1] for c in prob_cols]
+            c2.table(pd.DataFrame({"class": [md(n) for n in names],
+                                   "probability": [f"{float(row[c]):.4f}" for c in prob_cols]}),
+                     hide_index=True)
+
+
 def prediction_result(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
     """Status of a predict run while it works (polling fragment), then a preview of its
     ``predictions.csv`` and a download button (the file is read only when clicked)."""
@@ -948,6 +972,8 @@ def prediction_result(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
             st.error(f"Run {run_id} wrote no predictions file.")
             return
         st.success(f"{len(preds):,} predictions · {preds.shape[1]} columns (run {run_id})")
+        if len(preds) == 1:
+            single_prediction(preds)
         st.dataframe(preds.head(100), hide_index=True)
         path = paths.run_dir(workspace(), run_id) / paths.PREDICTIONS_FILE
         st.download_button("Download predictions CSV", data=lambda: path.read_bytes(),

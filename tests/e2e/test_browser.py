@@ -4,8 +4,9 @@
 ``.streamlit/config.toml`` applies), readiness on ``/_stcore/health``, Playwright driving the
 Debian ``chromium`` (``playwright install`` cannot download browsers here). The journey: upload a
 CSV, keep the MLP template, launch a short CPU training run, watch the chart grow without
-interaction, stop it, resume it, train a second run, compare the two, predict and download the
-predictions CSV. Screenshots of every page go to ``docs/screenshots/``.
+interaction, stop it, resume it, train a second run (train_and_evaluate with early stopping),
+open its evaluation plots, compare the two, predict and download the predictions CSV, and
+predict one row from the form. Screenshots of every page go to ``docs/screenshots/``.
 
 Teardown kills the server's process group and every runner process group the registry knows.
 """
@@ -175,10 +176,25 @@ def run_id_from_url(page) -> str:
     return match.group(1)
 
 
-def registry_status(home: Path, run_id: str) -> str:
+def registry(home: Path):
     from workbench.registry import RunRegistry
 
-    return RunRegistry(home).get(run_id).status
+    return RunRegistry(home)
+
+
+def registry_status(home: Path, run_id: str) -> str:
+    return registry(home).get(run_id).status
+
+
+def wait_for_child(home: Path, parent: str, timeout: float = 30) -> str:
+    """The id of the first predict run launched from ``parent``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        children = [r.run_id for r in registry(home).list_runs(action="predict") if r.parent_run_id == parent]
+        if children:
+            return children[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no predict run was launched from {parent}")
 
 
 def wait_status(home: Path, run_id: str, wanted: set[str], timeout: float = 60) -> str:
@@ -197,12 +213,16 @@ def set_number(page, label: str, value: int) -> None:
     box.press("Tab")
 
 
-def launch_training(page, steps: int, *, lr: float | None = None, action: str = "train") -> tuple[str, float]:
+def launch_training(page, steps: int, *, lr: float | None = None, action: str = "train",
+                    early_stopping_patience: int | None = None) -> tuple[str, float]:
     goto_page(page, "Train")
     form = page.get_by_test_id("stForm")
     if lr is not None:
         set_number(page, "learning_rate", lr)
     set_number(page, "Train until step (max_steps)", steps)
+    if early_stopping_patience is not None:
+        form.get_by_text("Early stopping", exact=True).click()
+        set_number(page, "Patience (evaluations)", early_stopping_patience)
     if action != "train_and_evaluate":
         form.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Action", exact=True)).click()
         page.get_by_role("option", name=action, exact=True).click()
@@ -241,8 +261,13 @@ def test_analyst_journey(server, page):
         "import estimator_engine as ee", timeout=30_000)
     shot(page, "2-model")
 
-    # Train: a long-enough CPU run to watch and stop.
+    # Train: the form has the early stopping and NaN fields; a long-enough CPU run to watch and stop.
     goto_page(page, "Train")
+    form = page.get_by_test_id("stForm")
+    for label in ("Early stopping", "Watch eval metric", "Mode", "Patience (evaluations)", "Min delta",
+                  "On NaN loss", "Fail the run", "Stop training (keep the last checkpoint)"):
+        playwright_sync.expect(form.get_by_text(label, exact=True)).to_be_visible()
+    playwright_sync.expect(page.get_by_label("Watch eval metric", exact=True)).to_have_value("loss")
     shot(page, "3-train")
     run_a, clicked = launch_training(page, 6000, action="train")
     page.wait_for_function("() => { const el = document.querySelector('.js-plotly-plot');"
@@ -266,9 +291,36 @@ def test_analyst_journey(server, page):
     wait_idle(page)
     shot(page, "5-run-detail")
 
-    # A second, short run with another learning rate (for the comparison).
-    run_b, _ = launch_training(page, 300, lr=0.01, action="train_and_evaluate")
+    # A second, short run with another learning rate (for the comparison), with early stopping
+    # (patience 5 of 3 evaluations: it runs to the end) and the runner's pre-flight check.
+    run_b, _ = launch_training(page, 300, lr=0.01, action="train_and_evaluate", early_stopping_patience=5)
     assert wait_status(home, run_b, {"succeeded", "failed", "stopped", "lost"}, 90) == "succeeded"
+    record_b = registry(home).get(run_b)
+    assert record_b.schedule["early_stopping"] == {"metric": "loss", "mode": "min", "patience": 5,
+                                                   "min_delta": 0.0}
+    assert record_b.schedule["nan_policy"] == "fail" and record_b.schedule["preflight"] is True
+    assert json.loads((registry(home).run_dir(run_b) / "preflight.json").read_text())["ok"]
+
+    # Its evaluation plots: a predict run on demand, then the confusion matrix and ROC/PR curves.
+    page.locator(f".st-key-status-{run_b}", has_text="succeeded").wait_for(timeout=20_000)
+    wait_idle(page)
+    page.get_by_role("tab", name="Evaluation plots").click()
+    page.get_by_role("button", name="Compute evaluation plots").click()
+    plots_run = wait_for_child(home, run_b)
+    assert wait_status(home, plots_run, {"succeeded", "failed", "stopped", "lost"}, 90) == "succeeded"
+    page.reload()  # the tab does not poll: reload, as its message says
+    wait_idle(page, 60)
+    page.get_by_role("tab", name="Evaluation plots").click()
+    panel = page.get_by_role("tabpanel", name="Evaluation plots")
+    playwright_sync.expect(panel.locator(".js-plotly-plot")).to_have_count(2, timeout=30_000)
+    for chart in panel.locator(".js-plotly-plot").all():
+        playwright_sync.expect(chart).to_be_visible()
+    kinds = panel.locator(".js-plotly-plot").evaluate_all(
+        "els => els.map(el => [...new Set(el._fullData.map(t => t.type))].join(','))")
+    assert kinds == ["heatmap", "scatter"], kinds  # the confusion matrix, then the ROC and PR curves
+    playwright_sync.expect(panel.locator(".js-plotly-plot").nth(1)).to_contain_text("Precision-recall")
+    panel.scroll_into_view_if_needed()
+    panel.screenshot(path=str(SHOTS / "8-eval-plots.png"))  # the tab sits below the fold
 
     # Runs table.
     goto_page(page, "Runs")
@@ -299,6 +351,32 @@ def test_analyst_journey(server, page):
     assert any(c.startswith("probabilit") for c in preds.columns)
     assert preds["class_ids"].between(0, 2).all()
     shot(page, "7-predict")
+
+    # Predict one row from the form: the predicted class and its probabilities are shown.
+    page.get_by_role("tab", name="Single row").click()
+    row_form = page.get_by_test_id("stForm")
+    boxes = row_form.get_by_role("textbox")
+    playwright_sync.expect(boxes).to_have_count(4)
+    for box, value in zip(boxes.all(), ("6.9", "3.1", "5.4", "2.1")):
+        box.fill(value)
+        box.press("Tab")
+    row_form.get_by_role("button", name="Predict this row").click()
+    single = page.locator(".st-key-single-prediction")
+    single.wait_for(timeout=60_000)
+    classes = re.compile(r"^(setosa|versicolor|virginica)$")
+    playwright_sync.expect(single.get_by_test_id("stMetricLabel")).to_contain_text("Predicted class")
+    playwright_sync.expect(single.get_by_test_id("stMetricValue")).to_have_text(classes)
+    table = single.locator("table")
+    for name in ("setosa", "versicolor", "virginica"):
+        playwright_sync.expect(table).to_contain_text(name)
+    probabilities = [float(t) for t in re.findall(r"\d\.\d{4}", table.inner_text())]
+    assert len(probabilities) == 3 and abs(sum(probabilities) - 1) < 2e-3, probabilities
+    latest = registry(home).list_runs(action="predict")[0]
+    one = pd.read_csv(registry(home).run_dir(latest.run_id) / "predictions.csv")
+    assert len(one) == 1 and one.iloc[0, :4].tolist() == [6.9, 3.1, 5.4, 2.1]
+    assert single.get_by_test_id("stMetricValue").inner_text() == one["class"].iloc[0]
+    wait_idle(page)
+    shot(page, "9-predict-row")
 
     TIMINGS["journey_s"] = round(time.monotonic() - started, 1)
     (SHOTS / "timings.json").write_text(json.dumps(TIMINGS, indent=2) + "\n")
