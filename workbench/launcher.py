@@ -30,18 +30,44 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from workbench import paths
 from workbench.registry import InvalidTransitionError, RunRecord, RunRegistry
 
-__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT_S", "SPARE_LOG", "LocalLauncher", "descendants", "detect_gpus",
-           "pid_alive"]
+__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT_S", "SECRET_ENV_VARS", "SPARE_LOG", "LocalLauncher", "descendants",
+           "detect_gpus", "is_secret_env_var", "pid_alive", "without_secrets"]
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
 SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
 _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
+# The UI's secrets: runner processes execute user code, which must not read them. Today the only
+# one is the UI password (workbench.ui.PASSWORD_ENV); any other WORKBENCH_* variable whose name
+# says secret (PASSWORD, SECRET, TOKEN, CREDENTIAL, or ending in _KEY) is dropped as well.
+SECRET_ENV_VARS = ("WORKBENCH_PASSWORD",)
+_SECRET_WORDS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "CREDENTIAL")
+
+
+def is_secret_env_var(name: str) -> bool:
+    """Whether a variable of the UI's environment is kept from runner processes (see
+    ``SECRET_ENV_VARS``): ``WORKBENCH_PASSWORD`` yes, ``WORKBENCH_HOME`` no."""
+    upper = name.upper()
+    if upper in SECRET_ENV_VARS:
+        return True
+    return upper.startswith("WORKBENCH_") and (
+        any(word in upper for word in _SECRET_WORDS) or upper.endswith("_KEY"))
+
+
+def without_secrets(env: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``env`` without the UI's secrets (``is_secret_env_var``), for child processes.
+
+    Example:
+        >>> without_secrets({"WORKBENCH_PASSWORD": "s3cret", "WORKBENCH_HOME": "/ws"})
+        {'WORKBENCH_HOME': '/ws'}
+    """
+    return {k: v for k, v in env.items() if not is_secret_env_var(k)}
 
 
 def detect_gpus() -> list[str]:
@@ -93,7 +119,8 @@ class LocalLauncher:
         gpus: GPU ids to hand out (default: ``detect_gpus()``); ``[]`` forces CPU.
         heartbeat_timeout: seconds without a heartbeat after which a running run is ``lost``.
         runner_module: the module run as ``python -m <runner_module> RUN_DIR``.
-        env: extra environment variables for runner processes.
+        env: extra environment variables for runner processes (the UI's secrets, see
+            ``SECRET_ENV_VARS``, are dropped from these and from the inherited ones).
         warm_spares: keep up to this many pre-started runners while slots are free (0 or 1;
             used only without GPUs, for single-process runs of ``workbench.runner``).
 
@@ -293,8 +320,8 @@ class LocalLauncher:
         return free[:count] if len(free) >= count else self.gpus[:count]
 
     def _child_env(self, gpus: list[str]) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.extra_env)
+        # Secrets go even when passed in ``env=``: the runner executes user code.
+        env = without_secrets({**os.environ, **self.extra_env})
         # The child must import this checkout's workbench whatever its cwd.
         pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         if _REPO_ROOT not in pythonpath:

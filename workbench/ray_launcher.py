@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import paths
+from workbench.launcher import without_secrets
 from workbench.registry import InvalidTransitionError, RunRecord, RunRegistry
 
 __all__ = [
@@ -91,7 +92,8 @@ class RayJobLauncher:
         max_concurrent: runs submitted at once; ``None`` (default) submits every queued run and
             lets Ray queue them (``PENDING``) until the cluster has the resources.
         runner_module: the module run as ``python -m <runner_module> RUN_DIR``.
-        env: extra environment variables for the job (merged into ``runtime_env['env_vars']``).
+        env: extra environment variables for the job (merged into ``runtime_env['env_vars']``;
+            the UI's secrets, see ``workbench.launcher.SECRET_ENV_VARS``, are dropped).
         python: the interpreter on the cluster nodes (``python`` from the nodes' ``PATH``).
         num_cpus_per_process / num_gpus_per_process: entrypoint resources per process (times
             ``num_processes``); Ray places the job on a node that has them. ``0`` (default)
@@ -290,7 +292,7 @@ class RayJobLauncher:
         env_vars["PYTHONUNBUFFERED"] = "1"
         env_vars[paths.ENV_VAR] = str(self.root)
         env_vars.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(max(1, round(self.stop_wait_s))))
-        runtime_env["env_vars"] = env_vars
+        runtime_env["env_vars"] = without_secrets(env_vars)  # the job executes user code
         return runtime_env
 
     # -- status ------------------------------------------------------------------------------
