@@ -42,8 +42,9 @@ with log:
     st.code(log_path.read_text("utf-8", "replace")[-20000:] if log_path.exists() else "(no log yet)")
 with again:
     ui.reproduce_panel(record)
-if record.error:
-    ui.show_error(record.error, record.traceback)
+if record.traceback:  # the error itself is in the live panel above
+    with st.expander("Traceback", expanded=record.status == "failed"):
+        st.code(record.traceback, language=None)
 st.download_button("Download reproducible bundle (.zip)", data=ui.bundle_bytes(record.run_id),
                    file_name=f"{record.run_id}.zip", mime="application/zip", on_click="ignore",
                    icon=":material/download:")

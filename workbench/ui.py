@@ -559,8 +559,9 @@ def run_config_form(gpus: Sequence[str], key: str = "rc") -> dict[str, Any]:
     nan_policy = st.radio("On NaN loss", list(NAN_POLICIES), horizontal=True, key=f"{key}-nan",
                           format_func=NAN_POLICIES.get,
                           help="fail: the run fails with the step and the last finite loss (TF's "
-                               "NanTensorHook default). stop: training ends there, the run keeps its "
-                               "last checkpoint and ends normally.")
+                               "NanTensorHook default). stop: training stops there and the run ends "
+                               "'stopped' with the same message, keeping its checkpoints from before "
+                               "the NaN.")
     schedule = {"max_steps": int(max_steps), "batch_size": int(batch_size),
                 "metrics_every_n_steps": int(metrics_every), "eval_every_steps": int(eval_every),
                 "nan_policy": nan_policy}
@@ -746,8 +747,9 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
                 st.progress(min(1.0, step / total), text=f"step {step} / {total}")
             else:
                 st.caption(f"step {step}")
-        if record.error and record.status in ("failed", "lost", "cancelled"):
-            show_error(record.error)
+        if record.error and record.status in ("failed", "lost", "cancelled", "stopped"):
+            # 'stopped' with an error: nan_policy 'stop' ended it on a NaN loss (a warning)
+            show_error(record.error, level="warning" if record.status == "stopped" else "error")
         frame = metrics_store.downsample(state.frame, MAX_POINTS) if len(state.frame) else state.frame
         fig = figures.curves_figure(frame, **controls)
         st.plotly_chart(fig, key=f"curves-{run_id}", config={"displaylogo": False})

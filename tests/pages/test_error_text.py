@@ -109,3 +109,22 @@ def test_data_page_shows_an_upload_error_naming_a_column_as_text(home):
     assert not at.exception, at.exception
     assert any("only one column" in e.value for e in at.error)
     assert_shown_as_text(at)
+
+
+def test_a_run_stopped_on_a_nan_loss_shows_its_message_as_a_warning(home):
+    reg = RunRegistry(home)
+    rec = reg.create_run(name="diverged", action="train", run_config={}, params={},
+                         dataset={"ref": {"kind": "bundled", "name": "iris"}},
+                         template={"name": "t", "code": "def model_fn(features): ..."},
+                         schedule={"nan_policy": "stop"})
+    reg.set_status(rec.run_id, "running", pid=None)
+    message = f"NaN loss at global step 7 (last finite loss 0.5); stopped as the run asked {EVIL}"
+    reg.set_status(rec.run_id, "stopped", error=message)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params["run"] = rec.run_id
+    at.run()
+    at.switch_page("../pages/run.py").run()
+    assert not at.exception, at.exception
+    assert [w.value for w in at.warning] == [ui.md(message)]
+    assert not at.error
+    assert_shown_as_text(at, message)
