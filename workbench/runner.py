@@ -24,8 +24,12 @@ original budget instead of adding to it), ``eval_steps``, ``eval_every_steps``
 ``shuffle_seed`` (handed to ``build_estimator`` at the top level of its spec), and ``preflight``
 / ``preflight_timeout``: when ``preflight`` is true, the pre-flight check
 (``workbench.preflight.check_in_process``) runs in this process before the Estimator is built
-(not under ``torch.distributed.run``, where the caller checks before launching); its report goes
-to ``runs/<id>/preflight.json`` and a failed check fails the run with the check's error.
+(not under ``torch.distributed.run``, where the caller checks before launching, and not for
+``evaluate``/``predict``, which reuse a trained model on data that may have no label); its report
+goes to ``runs/<id>/preflight.json`` and a failed check fails the run with the check's error.
+``early_stopping`` (``{'metric', 'mode', 'patience', 'min_delta'}``, train_and_evaluate; see
+``EarlyStopping``) and ``nan_policy`` (``'fail'``, the default, or ``'stop'``: the run ends
+``stopped`` at the first NaN loss, its newest checkpoint the last finite one).
 Checking here rather than in a separate process before the launch saves a second interpreter
 start and torch import (seconds) between pressing Train and the first metric line.
 """
@@ -236,6 +240,10 @@ def _preflight(ctx: RunContext) -> None:
     """Runs the pre-flight check in this process when the schedule asks for it (see the module
     docstring); raises ``PreflightFailed`` when it fails."""
     if not ctx.schedule.get("preflight") or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return
+    if ctx.spec.get("action") in ("evaluate", "predict"):
+        # The check trains a step; these actions reuse a trained model (whose code already ran)
+        # on data that may have no label.
         return
     from workbench.preflight import check_in_process
 

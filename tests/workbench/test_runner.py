@@ -374,3 +374,27 @@ class TestEarlyStoppingAndNanPolicy:
             EarlyStopping.from_schedule({"patience": 1, "metric": "auc"}).update(1, {"loss": 1.0})
         with pytest.raises(ValueError, match="must be 'min' or 'max'"):
             EarlyStopping.from_schedule({"patience": 1, "mode": "up"})
+
+
+@pytest.mark.slow
+def test_predict_run_on_unlabelled_data_skips_the_preflight_check(workspace, tmp_path):
+    """The check trains a step, which needs labels: predict/evaluate runs reuse a trained model."""
+    import pandas as pd
+
+    from workbench import cli, datasets
+
+    trained = iris_run(workspace, schedule={"max_steps": 5})
+    assert runner.run(RunRegistry(workspace).run_dir(trained.run_id), install_signal_handlers=False) == 0
+    rows_path = tmp_path / "new_flowers.csv"
+    pd.read_csv(datasets.bundled_path("iris")).drop(columns=["species"]).head(7).to_csv(rows_path, index=False)
+    rec = iris_run(workspace, action="predict", schedule={"preflight": True},
+                   parent_run_id=trained.run_id, parent_relation="predict_from")
+    spec_file = RunRegistry(workspace).run_dir(rec.run_id) / "run.json"
+    spec = json.loads(spec_file.read_text())
+    spec["dataset"] = cli._dataset_dict(str(rows_path), None)
+    spec_file.write_text(json.dumps(spec))
+    code = runner.run(spec_file.parent, install_signal_handlers=False)
+    record = RunRegistry(workspace).get(rec.run_id)
+    assert code == 0 and record.status == "succeeded", record.error
+    assert not (spec_file.parent / runner.PREFLIGHT_FILE).exists()
+    assert len(pd.read_csv(spec_file.parent / "predictions.csv")) == 7
