@@ -18,6 +18,13 @@ def _deterministic_torch():
 
 
 @pytest.fixture(autouse=True)
+def _no_ui_warm_spare(monkeypatch):
+    """The UI's shared launcher keeps no pre-started runner in tests (it would outlive the test);
+    tests of the spare set WORKBENCH_WARM_SPARES=1 or build their own launcher."""
+    monkeypatch.setenv("WORKBENCH_WARM_SPARES", "0")
+
+
+@pytest.fixture(autouse=True)
 def _no_leftovers():
     """Fails a test that leaves child processes or non-daemon threads running (Fabric-style hygiene)."""
     threads_before = {t.ident for t in threading.enumerate()}

@@ -119,9 +119,11 @@ def _registry(root: Path) -> RunRegistry:
 
 
 def _launcher(root: Path) -> Any:
-    from workbench.launcher import LocalLauncher
+    """``LocalLauncher``, or ``RayJobLauncher`` when ``$WORKBENCH_RAY_ADDRESS`` is set (no warm
+    spare: a CLI command starts at most one run)."""
+    from workbench.launcher import make_launcher
 
-    return LocalLauncher(root)
+    return make_launcher(root)
 
 
 def _dataset_dict(dataset: Any, label: str | None) -> dict[str, Any]:

@@ -32,13 +32,17 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from workbench import paths
 from workbench.registry import InvalidTransitionError, RunRecord, RunRegistry
 
-__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT_S", "SECRET_ENV_VARS", "SPARE_LOG", "LocalLauncher", "descendants",
-           "detect_gpus", "is_secret_env_var", "pid_alive", "without_secrets"]
+if TYPE_CHECKING:
+    from workbench.ray_launcher import RayJobLauncher
+
+__all__ = ["DEFAULT_HEARTBEAT_TIMEOUT_S", "SECRET_ENV_VARS", "SPARE_LOG", "LocalLauncher",
+           "descendants", "detect_gpus", "is_secret_env_var", "make_launcher", "pid_alive",
+           "without_secrets"]
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
 SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
@@ -127,9 +131,9 @@ class LocalLauncher:
     Example:
         >>> launcher = LocalLauncher("workspace")                                # doctest: +SKIP
         >>> launcher.submit(run_id)          # starts now or waits in the queue  # doctest: +SKIP
-        >>> launcher.poll()                  # call periodically: reap, start, detect lost runs
-        >>> launcher.stop(run_id)            # graceful: checkpoint, then ``stopped``
-        >>> launcher.cancel(run_id)          # SIGTERM, SIGKILL after the grace period
+        >>> launcher.poll()      # call periodically: reap, start, detect lost  # doctest: +SKIP
+        >>> launcher.stop(run_id)    # graceful: checkpoint, then ``stopped``   # doctest: +SKIP
+        >>> launcher.cancel(run_id)  # SIGTERM, SIGKILL after the grace period  # doctest: +SKIP
     """
 
     def __init__(self, root: str | os.PathLike[str], max_concurrent: int | None = None, *,
@@ -492,6 +496,31 @@ class LocalLauncher:
     def process(self, run_id: str) -> Any:
         """The ``Popen`` of a run this launcher started (or None)."""
         return self._procs.get(run_id)
+
+
+def make_launcher(root: str | os.PathLike[str], *, runner_module: str = "workbench.runner",
+                  env: dict[str, str] | None = None,
+                  warm_spares: int = 0) -> LocalLauncher | RayJobLauncher:
+    """The launcher of a workspace: Ray Jobs when ``$WORKBENCH_RAY_ADDRESS`` is set, else local.
+
+    Args:
+        root: the workspace folder.
+        runner_module: the module run as ``python -m <runner_module> RUN_DIR``.
+        env: extra environment variables for runner processes.
+        warm_spares: pre-started runners of a ``LocalLauncher`` (0 or 1); a Ray cluster starts
+            its own processes, so ``RayJobLauncher`` gets none.
+
+    Example:
+        >>> launcher = make_launcher("workspace", warm_spares=1)             # doctest: +SKIP
+        >>> type(launcher).__name__  # RayJobLauncher with $WORKBENCH_RAY_ADDRESS  # doctest: +SKIP
+        'LocalLauncher'
+    """
+    from workbench import ray_launcher  # cheap: Ray itself is imported only by RayJobLauncher
+
+    address = os.environ.get(ray_launcher.ADDRESS_ENV_VAR, "").strip()
+    if address:
+        return ray_launcher.RayJobLauncher(root, address, runner_module=runner_module, env=env)
+    return LocalLauncher(root, runner_module=runner_module, env=env, warm_spares=warm_spares)
 
 
 def _stat(pid: int) -> tuple[str, int, int, int] | None:

@@ -180,19 +180,32 @@ def get_registry() -> RunRegistry:
 
 
 @st.cache_resource(show_spinner=False)
-def _launcher(root: str, runner_module: str, extra_pythonpath: str) -> Any:
-    from workbench.launcher import LocalLauncher
+def _launcher(root: str, runner_module: str, extra_pythonpath: str, ray_address: str = "",
+              warm_spare: bool = True) -> Any:
+    # ray_address is only part of the cache key: make_launcher reads $WORKBENCH_RAY_ADDRESS.
+    from workbench.launcher import make_launcher
 
     env = {}
     if extra_pythonpath:
         env["PYTHONPATH"] = extra_pythonpath
-    return LocalLauncher(root, runner_module=runner_module, env=env)
+    # A pre-started runner cuts launch -> first chart by its imports (see LocalLauncher); only
+    # the real runner has a spare mode. It exits with the server (end of its stdin pipe).
+    spares = 1 if warm_spare and runner_module == "workbench.runner" else 0
+    return make_launcher(root, runner_module=runner_module, env=env, warm_spares=spares)
 
 
 def get_launcher() -> Any:
-    """The launcher shared by every session of this server (one per workspace); ``poll()``ed."""
+    """The launcher shared by every session of this server (one per workspace); ``poll()``ed.
+
+    A ``RayJobLauncher`` when ``$WORKBENCH_RAY_ADDRESS`` is set, else a ``LocalLauncher`` that
+    keeps one warm spare runner (``workbench.launcher.make_launcher``); ``WORKBENCH_WARM_SPARES=0``
+    turns the spare off (a machine short of memory, tests that check for leftover processes).
+    """
+    warm_spare = os.environ.get("WORKBENCH_WARM_SPARES", "1").strip().lower() not in (
+        "0", "false", "no", "off")
     launcher = _launcher(str(workspace()), os.environ.get("WORKBENCH_RUNNER_MODULE", "workbench.runner"),
-                         os.environ.get("WORKBENCH_RUNNER_PYTHONPATH", ""))
+                         os.environ.get("WORKBENCH_RUNNER_PYTHONPATH", ""),
+                         os.environ.get("WORKBENCH_RAY_ADDRESS", "").strip(), warm_spare)
     try:
         launcher.poll()  # reap finished children, mark lost runs, start queued ones
     except Exception as exc:  # a busy registry must not break the page

@@ -184,3 +184,19 @@ def test_run_checks_in_the_runner_by_default(workspace, capsys, stub_launchers):
     for launcher in stub_launchers:
         launcher.wait(newest.run_id, timeout=30)
         launcher.wait(record.run_id, timeout=30)
+
+
+def test_launcher_follows_the_ray_address(workspace, monkeypatch):
+    """``$WORKBENCH_RAY_ADDRESS`` makes every command use Ray Jobs; unset, a local launcher
+    without a warm spare (a CLI command starts at most one run)."""
+    from workbench import ray_launcher
+
+    monkeypatch.delenv("WORKBENCH_RAY_ADDRESS", raising=False)
+    local = cli._launcher(workspace)
+    assert type(local) is LocalLauncher and local.warm_spares == 0
+    real = ray_launcher.RayJobLauncher
+    monkeypatch.setattr(ray_launcher, "RayJobLauncher",
+                        lambda *args, **kwargs: real(*args, client=object(), **kwargs))
+    monkeypatch.setenv("WORKBENCH_RAY_ADDRESS", "http://head:8265")
+    remote = cli._launcher(workspace)
+    assert type(remote) is real and remote.address == "http://head:8265"

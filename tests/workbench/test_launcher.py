@@ -7,6 +7,7 @@ resume are tested without training anything.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from workbench import launcher as launcher_module
 from workbench.launcher import LocalLauncher, descendants, pid_alive
 from workbench.metrics_store import read_all
 from workbench.registry import RunRegistry
@@ -340,3 +342,62 @@ def test_warm_spares_only_on_cpu_and_validated(workspace):
     launcher = LocalLauncher(workspace, gpus=["0"], warm_spares=1)
     launcher.poll()
     assert launcher._spare is None  # GPU pinning happens at spawn: no spare with GPUs
+
+
+# -- make_launcher -------------------------------------------------------------------------------
+
+
+def test_make_launcher_is_local_without_a_ray_address(workspace, monkeypatch):
+    for value in (None, "", "   "):
+        if value is None:
+            monkeypatch.delenv("WORKBENCH_RAY_ADDRESS", raising=False)
+        else:
+            monkeypatch.setenv("WORKBENCH_RAY_ADDRESS", value)
+        launcher = launcher_module.make_launcher(workspace, runner_module="stub_runner",
+                                                 env={"A": "1"}, warm_spares=1)
+        assert type(launcher) is LocalLauncher
+        assert (launcher.runner_module, launcher.extra_env, launcher.warm_spares) == (
+            "stub_runner", {"A": "1"}, 1)
+    assert launcher_module.make_launcher(workspace).warm_spares == 0
+
+
+def test_make_launcher_is_ray_with_an_address(workspace, monkeypatch):
+    from workbench import ray_launcher
+
+    real = ray_launcher.RayJobLauncher
+    # No cluster here: the real class with a stand-in client (a passed warm_spares would fail).
+    monkeypatch.setattr(ray_launcher, "RayJobLauncher",
+                        lambda *args, **kwargs: real(*args, client=object(), **kwargs))
+    monkeypatch.setenv("WORKBENCH_RAY_ADDRESS", " http://head:8265 ")
+    launcher = launcher_module.make_launcher(workspace, runner_module="stub_runner",
+                                             env={"A": "1"}, warm_spares=1)
+    assert type(launcher) is real
+    assert (launcher.address, launcher.runner_module, launcher.extra_env) == (
+        "http://head:8265", "stub_runner", {"A": "1"})
+
+
+def test_make_launcher_says_how_to_install_ray(workspace, monkeypatch):
+    if importlib.util.find_spec("ray") is not None:
+        pytest.skip("Ray is installed: the address would be contacted")
+    monkeypatch.setenv("WORKBENCH_RAY_ADDRESS", "http://head:8265")
+    with pytest.raises(ImportError, match=r"RayJobLauncher needs Ray: install the optional extra"):
+        launcher_module.make_launcher(workspace)
+
+
+def test_ui_launcher_has_a_warm_spare_for_the_real_runner_only(workspace, monkeypatch):
+    pytest.importorskip("streamlit")
+    from workbench import ui
+
+    monkeypatch.delenv("WORKBENCH_RAY_ADDRESS", raising=False)
+    ui._launcher.clear()
+    try:
+        root = str(workspace)
+        assert ui._launcher(root, "workbench.runner", "").warm_spares == 1
+        assert ui._launcher(root, "stub_runner", str(HERE)).warm_spares == 0
+        assert ui._launcher(root, "workbench.runner", "", "", False).warm_spares == 0
+        monkeypatch.setenv("WORKBENCH_WARM_SPARES", "0")
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+        launcher = ui.get_launcher()
+        assert launcher.warm_spares == 0 and launcher._spare is None
+    finally:
+        ui._launcher.clear()
