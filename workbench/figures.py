@@ -8,6 +8,10 @@ overlaid.
 Smoothing is TensorBoard's debiased exponential moving average (the same formula W&B documents):
 ``last = last * w + (1 - w) * v; smoothed = last / (1 - w ** n)`` over the finite values, ``n``
 counting them; non-finite values pass through unchanged and do not update the average.
+
+Text from the user's data and runs (class names, run names, metric and param names) goes
+through ``plain``: plotly renders a subset of HTML in labels (``<b>``, ``<a href>``, ...), so ``&``,
+``<`` and ``>`` are written as entities and show as typed.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ __all__ = [
     "ema_smooth",
     "empty_figure",
     "param_scatter_figure",
+    "plain",
     "pr_curve",
     "residuals_figure",
     "roc_curve",
@@ -39,6 +44,16 @@ X_AXES = ("step", "relative", "wall")
 _SPLIT_DASH = {"train": "solid", "eval": "dash"}
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#7f7f7f", "#bcbd22", "#17becf")
+
+
+def plain(text: object) -> str:
+    """``text`` for a plotly label, shown as typed rather than as plotly's HTML subset.
+
+    Example:
+        >>> plain("<b>a & b</b>")
+        '&lt;b&gt;a &amp; b&lt;/b&gt;'
+    """
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def ema_smooth(values: Sequence[float] | np.ndarray, weight: float) -> np.ndarray:
@@ -137,7 +152,7 @@ def curves_figure(df: pd.DataFrame, *, smoothing: float = 0.0, x_axis: str = "st
         return empty_figure("None of the chosen metrics has values yet.")
     cols = max(1, min(columns, len(names)))
     rows = math.ceil(len(names) / cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=names, horizontal_spacing=0.08,
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[plain(n) for n in names], horizontal_spacing=0.08,
                         vertical_spacing=min(0.12, 0.3 / rows))
     multi_run = "run" in df.columns and df["run"].nunique() > 1
     runs = list(dict.fromkeys(df["run"].tolist())) if "run" in df.columns else [None]
@@ -157,7 +172,7 @@ def curves_figure(df: pd.DataFrame, *, smoothing: float = 0.0, x_axis: str = "st
         x = x_values(part, x_axis, origin=origins.get(run))
         y = part["value"].to_numpy(dtype=np.float64)
         label_run = (run_labels or {}).get(run, run) if run is not None else None
-        legend = f"{label_run} · {split}" if multi_run else str(split)
+        legend = plain(f"{label_run} · {split}" if multi_run else split)
         colour = colours[run] if multi_run else (_PALETTE[0] if split == "train" else _PALETTE[1])
         dash = _SPLIT_DASH.get(str(split), "dot") if multi_run else "solid"
         mode = "lines+markers" if split != "train" or len(part) < 3 else "lines"
@@ -202,7 +217,7 @@ def confusion_matrix_figure(matrix: np.ndarray, class_names: Sequence[str] | Non
                             normalize: bool = False) -> go.Figure:
     """A heatmap of a confusion matrix (rows: true class, columns: predicted class)."""
     m = np.asarray(matrix, dtype=np.float64)
-    names = [str(c) for c in (class_names if class_names is not None else range(m.shape[0]))]
+    names = [plain(c) for c in (class_names if class_names is not None else range(m.shape[0]))]
     z = m / np.maximum(m.sum(axis=1, keepdims=True), 1) if normalize else m
     text = [[f"{v:.2f}" if normalize else f"{int(v)}" for v in row] for row in z]
     fig = go.Figure(go.Heatmap(z=z, x=names, y=names, text=text, texttemplate="%{text}",
@@ -271,7 +286,7 @@ def roc_pr_figure(y_true: Sequence[int] | np.ndarray, probabilities: np.ndarray,
         p = np.stack([1 - p, p], axis=1)
     y = np.asarray(y_true, dtype=np.int64)
     k = p.shape[1]
-    names = [str(c) for c in (class_names if class_names is not None else range(k))]
+    names = [plain(c) for c in (class_names if class_names is not None else range(k))]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("ROC", "Precision-recall"))
     classes = [1] if k == 2 else list(range(k))
     for c in classes:
@@ -327,12 +342,12 @@ def param_scatter_figure(table: pd.DataFrame, param: str, metric: str,
         subset=[metric])
     x = data[param]
     if not pd.api.types.is_numeric_dtype(x):
-        x = x.astype(str)
+        x = x.astype(str).map(plain)
     fig = go.Figure(go.Scatter(
         x=x, y=data[metric], mode="markers+text", marker={"size": 11},
-        text=data[label_column] if label_column in data.columns else None, textposition="top center",
-        hovertemplate=f"{param}=%{{x}}<br>{metric}=%{{y}}<br>%{{text}}<extra></extra>"))
-    fig.update_layout(xaxis_title=param, yaxis_title=metric, height=360,
+        text=data[label_column].map(plain) if label_column in data.columns else None, textposition="top center",
+        hovertemplate=f"{plain(param)}=%{{x}}<br>{plain(metric)}=%{{y}}<br>%{{text}}<extra></extra>"))
+    fig.update_layout(xaxis_title=plain(param), yaxis_title=plain(metric), height=360,
                       margin={"l": 50, "r": 10, "t": 20, "b": 40})
     return fig
 

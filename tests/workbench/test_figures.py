@@ -137,3 +137,21 @@ def test_residuals_and_param_scatter():
     assert list(scatter.data[0].y) == [0.9, 0.95]
     with pytest.raises(ValueError, match="not in the table"):
         figures.param_scatter_figure(table, "param: nope", "best eval")
+
+
+def test_user_text_in_labels_is_shown_as_typed_not_as_plotly_html():
+    hostile = "<a href='javascript:alert(1)'>x</a> & <b>y</b>"
+    escaped = "&lt;a href='javascript:alert(1)'&gt;x&lt;/a&gt; &amp; &lt;b&gt;y&lt;/b&gt;"
+    matrix = figures.confusion_matrix_figure(np.eye(2, dtype=int), [hostile, "ok"])
+    assert list(matrix.data[0].x) == [escaped, "ok"] and list(matrix.data[0].y) == [escaped, "ok"]
+    roc = figures.roc_pr_figure(np.array([0, 1, 1, 0]), np.array([[0.9, 0.1], [0.2, 0.8], [0.3, 0.7], [0.6, 0.4]]),
+                                ["no", hostile])
+    assert roc.data[0].name.startswith(escaped + " (AUC ")
+    df = pd.DataFrame({"step": [1, 2], "wall_time": [0.0, 1.0], "split": ["train"] * 2,
+                       "name": [hostile] * 2, "value": [1.0, 0.5], "run": ["<i>r</i>"] * 2})
+    curves = figures.curves_figure(df)
+    assert curves.layout.annotations[0].text == escaped
+    scatter = figures.param_scatter_figure(pd.DataFrame({"<p>": ["<b>", "c"], "m": [1.0, 2.0],
+                                                         "run": ["<s>a</s>", "b"]}), "<p>", "m")
+    assert list(scatter.data[0].x) == ["&lt;b&gt;", "c"] and scatter.data[0].text[0] == "&lt;s&gt;a&lt;/s&gt;"
+    assert scatter.layout.xaxis.title.text == "&lt;p&gt;"
