@@ -492,6 +492,8 @@ class LocalLauncher:
             with contextlib.suppress(Exception):
                 proc.wait(timeout=5)
             self._procs.pop(run_id, None)
+        with self._lock:
+            self._discard_spare()  # one a concurrent poll() started while the runs were cancelled
 
     def process(self, run_id: str) -> Any:
         """The ``Popen`` of a run this launcher started (or None)."""

@@ -344,6 +344,81 @@ def test_warm_spares_only_on_cpu_and_validated(workspace):
     assert launcher._spare is None  # GPU pinning happens at spawn: no spare with GPUs
 
 
+def test_shutdown_ends_the_spare_while_it_imports_and_while_it_waits(workspace):
+    for wait_until_ready in (False, True):
+        launcher = LocalLauncher(workspace, gpus=[], warm_spares=1)
+        launcher.poll()
+        spare = launcher._spare
+        assert spare is not None
+        if wait_until_ready:
+            wait_for(lambda: b" ready" in (Path(workspace) / "spare.log").read_bytes(), timeout=60)
+        launcher.shutdown(grace=1.0)
+        assert launcher._spare is None and spare.poll() is not None
+        with pytest.raises(ProcessLookupError):  # nothing left in its process group either
+            os.killpg(spare.pid, 0)
+        (Path(workspace) / "spare.log").unlink()
+
+
+def test_shutdown_ends_a_spare_started_by_a_concurrent_poll(workspace, monkeypatch):
+    """The UI shares one launcher between sessions: a page's poll() may start a new spare while
+    shutdown is cancelling runs."""
+    launcher = LocalLauncher(workspace, gpus=[], warm_spares=1)
+    busy = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            start_new_session=True)
+    launcher._procs["busy"] = busy  # a run of ours, so that shutdown has something to cancel
+    spares = []
+
+    def cancel_while_another_session_polls(run_id, grace=10.0):
+        launcher.poll()
+        spares.append(launcher._spare)
+        raise ValueError("not in the registry")  # shutdown then SIGKILLs the run's group
+
+    monkeypatch.setattr(launcher, "cancel", cancel_while_another_session_polls)
+    launcher.shutdown(grace=1.0)
+    assert spares and spares[0] is not None
+    assert spares[0].poll() is not None and launcher._spare is None and busy.poll() is not None
+
+
+# A stand-in for the Streamlit server: builds the UI's shared launcher (warm spare on), then
+# exits without shutdown() or is SIGKILLed, as a server stopped or crashing would.
+UI_SERVER = """
+import sys, time
+from workbench import ui
+spare = ui.get_launcher()._spare
+open(sys.argv[1], "w").write(str(spare.pid if spare is not None else 0))
+if sys.argv[2] == "exit":
+    sys.exit(0)
+time.sleep(120)
+"""
+
+
+@pytest.mark.parametrize("how", ["exit", "sigkill"])
+def test_ui_spare_does_not_outlive_the_server(workspace, tmp_path, how):
+    pytest.importorskip("streamlit")
+    pid_file = tmp_path / "spare.pid"
+    env = dict(os.environ, WORKBENCH_HOME=str(workspace), WORKBENCH_WARM_SPARES="1",
+               CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(HERE.parents[1]))
+    env.pop("WORKBENCH_RUNNER_MODULE", None)
+    server = subprocess.Popen([sys.executable, "-c", UI_SERVER, str(pid_file), how], env=env,
+                              start_new_session=True)
+    spare = 0
+    try:
+        spare = wait_for(lambda: pid_file.exists() and pid_file.read_text() and
+                         int(pid_file.read_text()), timeout=120)
+        assert spare > 0 and pid_alive(spare)
+        if how == "sigkill":
+            server.kill()
+        assert server.wait(timeout=60) in (0, -signal.SIGKILL)
+        # End of its stdin pipe: the spare exits by itself once its imports are done.
+        wait_for(lambda: not pid_alive(spare), timeout=120)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(timeout=10)
+        if spare and pid_alive(spare):
+            os.kill(spare, signal.SIGKILL)
+
+
 # -- make_launcher -------------------------------------------------------------------------------
 
 
