@@ -172,8 +172,10 @@ class LocalLauncher:
         return self.registry.get(run_id)
 
     def running_count(self) -> int:
-        """Runs of this workspace in the ``running`` state whose process is alive."""
-        return sum(1 for r in self.registry.list_runs("running") if self._alive(r))
+        """Runs of this workspace in the ``running`` state whose process is alive on this machine
+        (runs on a Ray cluster take no local slot)."""
+        return sum(1 for r in self.registry.list_runs("running")
+                   if not self._on_ray(r) and self._alive(r))
 
     def poll(self) -> list[str]:
         """Reaps finished children, marks lost runs, and starts queued runs while slots are free.
@@ -358,14 +360,27 @@ class LocalLauncher:
             return proc.poll() is None
         return pid_alive(record.pid)
 
+    def _on_ray(self, record: RunRecord) -> bool:
+        """A run submitted to Ray (``ray_job.json``) and not started by this launcher: its pid,
+        if any, is on another machine; ``RayJobLauncher`` follows it."""
+        from workbench.ray_launcher import is_ray_run  # lazy: ray_launcher imports this module
+
+        return record.run_id not in self._procs and is_ray_run(self.registry.run_dir(record.run_id))
+
     def reap_lost(self) -> list[str]:
-        """Marks ``lost`` the running runs whose process is gone or whose heartbeat is too old."""
+        """Marks ``lost`` the running runs whose process is gone or whose heartbeat is too old.
+
+        Runs on Ray are left alone: their pid is not on this machine (e.g. the CLI on a login
+        node), and ``RayJobLauncher.reap_lost`` judges them by their job.
+        """
         lost = []
         now = time.time()
         for record in self.registry.list_runs("running"):
             if record.run_id in self._procs:
                 # Our own child: _reap_children records how it ended (with its exit code), and
                 # while it lives its heartbeat may lag during a long first step.
+                continue
+            if self._on_ray(record):
                 continue
             gone = not pid_alive(record.pid)
             stale = (record.heartbeat_at is not None
@@ -414,6 +429,12 @@ class LocalLauncher:
             if record.status != "running":
                 raise ValueError(f"Run {run_id!r} is {record.status!r}; only a running or queued "
                                  "run can be cancelled.")
+            if self._on_ray(record):  # its pid means nothing here: never signal it
+                raise ValueError(
+                    f"Run {run_id!r} runs on a Ray cluster ({self.registry.run_dir(run_id)}"
+                    "/ray_job.json); a local launcher cannot cancel it. Set WORKBENCH_RAY_ADDRESS "
+                    "to the cluster's dashboard address to cancel it through Ray, or use stop "
+                    "(stop.request on the shared storage).")
             proc = self._procs.get(run_id)
             pid = proc.pid if proc is not None else record.pid
             if pid:

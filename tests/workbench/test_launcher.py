@@ -259,6 +259,29 @@ def test_reaper_from_a_fresh_launcher(workspace, make_launcher):
     assert first.registry.get(run_id).error == "lost: runner process is gone"
 
 
+def test_reaper_leaves_ray_runs_alone(workspace, make_launcher):
+    """A local launcher (the CLI on a login node) cannot judge a cluster run by its pid."""
+    from workbench.ray_launcher import RAY_JOB_FILE
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid that is not alive on this machine
+    launcher = make_launcher(heartbeat_timeout=0.0)
+    reg = launcher.registry
+    on_ray, local = new_run(workspace), new_run(workspace)
+    for run_id in (on_ray, local):
+        reg.set_status(run_id, "running", pid=gone.pid)
+    job_file = reg.run_dir(on_ray) / RAY_JOB_FILE
+    job_file.write_text(json.dumps({"submission_id": f"workbench-{on_ray}-1"}))
+    time.sleep(0.01)  # both heartbeats are stale too
+    assert launcher.reap_lost() == [local]
+    assert reg.get(on_ray).status == "running" and launcher.running_count() == 0
+    with pytest.raises(ValueError, match=r"runs on a Ray cluster .*ray_job.json\); a local "
+                                         r"launcher cannot cancel it. Set WORKBENCH_RAY_ADDRESS"):
+        launcher.cancel(on_ray)
+    job_file.unlink()  # the same run without its job file is judged like any local run
+    assert launcher.reap_lost() == [on_ray]
+
+
 def test_reaper_stale_heartbeat(workspace, make_launcher):
     launcher = make_launcher(heartbeat_timeout=0.2)
     reg = launcher.registry
