@@ -43,9 +43,13 @@ if launched:
                                      run_config=rc["run_config"], parent=registry.get(parent_id))
         if report.error or report.shape_mismatch:
             st.stop()  # the warm start would fail on these variables: nothing is launched
-    record = ui.launch_run(name=name, action=action, dataset=dataset, template=template, params=params,
-                           run_config=rc["run_config"], schedule=rc["schedule"],
-                           parent_run_id=parent_id or None, parent_relation=relation,
-                           num_processes=rc["num_processes"])
+    try:
+        record = ui.launch_run(name=name, action=action, dataset=dataset, template=template, params=params,
+                               run_config=rc["run_config"], schedule=rc["schedule"],
+                               parent_run_id=parent_id or None, parent_relation=relation,
+                               num_processes=rc["num_processes"])
+    except ValueError as exc:  # the pre-flight check of a multi-process run failed: nothing launched
+        ui.show_error(exc)
+        st.stop()
     ui.set_selected_run(record.run_id)
     ui.switch_to("run", record.run_id)

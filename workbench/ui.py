@@ -598,10 +598,20 @@ def launch_run(*, name: str, action: str, dataset: Mapping[str, Any], template: 
 
     ``schedule['preflight']`` defaults to True: the runner checks the model_fn on a tiny batch in
     its own process before building the Estimator and fails the run with the check's error
-    (``runner._preflight``; skipped there under torchrun). A caller that sets it keeps its value.
+    (``runner._preflight``). A caller that sets it keeps its value. Ranks under torchrun do not
+    check, so a multi-process training run is checked here first, in a child process (as the
+    CLI does); a failed check raises ``ValueError`` with its report and launches nothing.
     """
     schedule = dict(schedule)
     schedule.setdefault("preflight", True)
+    if schedule["preflight"] and num_processes > 1 and action in ("train", "train_and_evaluate"):
+        from workbench.preflight import run_preflight
+
+        with st.spinner("Pre-flight check of the model_fn on a tiny batch..."):
+            report = run_preflight(str(template.get("code") or ""), dict(dataset), dict(params),
+                                   template_name=str(template.get("name") or "template"), action=action)
+        if not report.ok:
+            raise ValueError(report.summary())
     registry = get_registry()
     record = registry.create_run(
         name=name, action=action, dataset=dict(dataset),

@@ -56,3 +56,17 @@ def test_evaluate_and_predict_from_a_run_skip_the_preflight_check(stub_ui):
     child = stub_ui.launch_from(parent, "predict")
     assert stub_ui.get_registry().get(child.run_id).schedule == {"batch_size": 7, "preflight": False}
     stub_ui.get_launcher().wait(child.run_id, timeout=60)
+
+
+@pytest.mark.slow
+def test_a_multi_process_run_is_checked_before_launch_and_a_failed_check_launches_nothing(stub_ui):
+    """torchrun's ranks do not check in-process, so the UI checks first, in a child process."""
+    from workbench import cli
+
+    broken = (REPO / "tests" / "data" / "bad" / "raises.py.txt").read_text()
+    before = stub_ui.get_registry().list_runs()
+    with pytest.raises(ValueError, match=r"^Pre-flight check failed in train: RuntimeError"):
+        stub_ui.launch_run(name="r", action="train", dataset=cli._dataset_dict("iris", None),
+                           template={"name": "mine", "code": broken}, params={}, run_config={},
+                           schedule={"max_steps": 2}, num_processes=2)
+    assert stub_ui.get_registry().list_runs() == before  # nothing registered, nothing launched
