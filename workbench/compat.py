@@ -70,10 +70,12 @@ def check_compatibility(run_spec: Mapping[str, Any], checkpoint: str | os.PathLi
         spec = {k: v for k, v in run_spec.items() if k != "warm_start_from"}
         with open(request, "w") as f:
             json.dump({"run_spec": spec, "checkpoint": os.fspath(checkpoint)}, f)
-        try:
+        from workbench.launcher import without_secrets
+
+        try:  # the child runs user code (the template): no UI password in its environment
             done = subprocess.run([sys.executable, "-m", "workbench.compat", request, result],
-                                  cwd=tmp, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                                  timeout=timeout, start_new_session=True)
+                                  cwd=tmp, env=without_secrets(os.environ), stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, timeout=timeout, start_new_session=True)
         except subprocess.TimeoutExpired:
             return CompatibilityReport([], [], [], {}, error=f"timed out after {timeout:g} s")
         if not os.path.exists(result):

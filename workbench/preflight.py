@@ -155,7 +155,9 @@ def run_preflight(code: str, dataset_spec: Any, params: Mapping[str, Any] | None
             "code": code, "template_name": template_name, "dataset": spec_dict,
             "params": dict(params or {}), "n_rows": int(n_rows), "action": action,
         }), encoding="utf-8")
-        env = dict(os.environ)
+        from workbench.launcher import without_secrets
+
+        env = without_secrets(os.environ)  # the check runs user code: no UI password for it
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH")) if p)
         env.setdefault("OMP_NUM_THREADS", "1")
         env["CUDA_VISIBLE_DEVICES"] = ""  # the check runs on CPU: fast start, no GPU contention

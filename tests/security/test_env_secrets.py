@@ -95,3 +95,26 @@ def test_warm_spare_does_not_see_the_password(workspace, secrets):
         launcher.shutdown(grace=1.0)
     assert "WORKBENCH_HOME" in names
     assert "WORKBENCH_PASSWORD" not in names and "WORKBENCH_API_TOKEN" not in names
+
+
+LEAK_CHECK = ('import os\n'
+              'if "WORKBENCH_PASSWORD" in os.environ or "WORKBENCH_API_TOKEN" in os.environ:\n'
+              '    raise RuntimeError("a UI secret reached the user code")\n')
+
+
+@pytest.mark.slow
+def test_the_preflight_and_compatibility_children_get_no_secrets(secrets, tmp_path):
+    """Both children run the template's code, as runners do."""
+    from workbench import cli, templates
+    from workbench.compat import check_compatibility
+    from workbench.preflight import run_preflight
+
+    code = LEAK_CHECK + templates.get_template("mlp_classifier").code
+    dataset = cli._dataset_dict("iris", None)
+    report = run_preflight(code, dataset, {}, timeout=120, template_name="leak")
+    assert report.ok, report.summary()
+    spec = {"template": {"name": "leak", "code": code}, "params": {}, "dataset": dataset, "run_config": {},
+            "action": "train"}
+    compat = check_compatibility(spec, tmp_path / "no_model")
+    assert "secret reached" not in str(compat.error), compat.error
+    assert compat.error and "checkpoint" in compat.error.lower(), compat.error  # got as far as the model
