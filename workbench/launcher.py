@@ -294,6 +294,13 @@ class LocalLauncher:
             return False
         return True
 
+    def release_spare(self) -> None:
+        """Ends the idle spare (if any) and keeps no more: for a short-lived caller, such as the
+        CLI, that pre-started one for a single run and is about to exit. Runs are not touched."""
+        with self._lock:
+            self.warm_spares = 0
+            self._discard_spare()
+
     def _discard_spare(self) -> None:
         spare, self._spare = self._spare, None
         if spare is not None:

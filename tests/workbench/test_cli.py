@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
+import psutil_free_children
 import pytest
 
 from workbench import cli
@@ -23,7 +27,7 @@ def stub_launchers(monkeypatch):
     """Makes the CLI launch the stub runner (no engine), and cleans up every launcher."""
     made = []
 
-    def make(root):
+    def make(root, warm_spare=False):  # the stub runner has no spare mode
         launcher = LocalLauncher(root, gpus=[], runner_module="stub_runner",
                                  env={"PYTHONPATH": str(HERE)})
         made.append(launcher)
@@ -200,3 +204,55 @@ def test_launcher_follows_the_ray_address(workspace, monkeypatch):
     monkeypatch.setenv("WORKBENCH_RAY_ADDRESS", "http://head:8265")
     remote = cli._launcher(workspace)
     assert type(remote) is real and remote.address == "http://head:8265"
+
+
+@pytest.mark.slow
+class TestPreStartedRunner:
+    """``run`` starts the runner before validating, so its imports overlap the CLI's work."""
+
+    @staticmethod
+    def spare_pids(workspace: Path) -> list[int]:
+        import re
+
+        log = workspace / "spare.log"
+        return [int(p) for p in re.findall(r"spare pid (\d+) ready", log.read_text())] if log.exists() else []
+
+    def test_the_pre_started_runner_takes_the_run(self, workspace, monkeypatch, capsys):
+        from workbench.registry import RunRegistry
+
+        monkeypatch.setattr(LocalLauncher, "__init__", _cpu_only(LocalLauncher.__init__))
+        code = run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "5",
+                       "--no-preflight", "--detach")
+        assert code == 0, capsys.readouterr().err
+        run_id = capsys.readouterr().out.strip().splitlines()[-1]
+        launcher = LocalLauncher(workspace, gpus=[])
+        try:
+            record = launcher.wait(run_id, timeout=120)
+        finally:
+            launcher.shutdown(grace=1.0)
+        assert record.status == "succeeded", record.error
+        assert self.spare_pids(workspace) == [record.pid]  # started before validation, then took the run
+        deadline = time.monotonic() + 30  # the CLI's launcher is gone: reap its runner here
+        while record.pid in psutil_free_children.child_pids(os.getpid()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(record.pid, 0)
+        assert (RunRegistry(workspace).run_dir(run_id) / "metrics.jsonl").exists()
+
+    def test_bad_input_ends_the_pre_started_runner(self, workspace, monkeypatch, capsys):
+        monkeypatch.setattr(LocalLauncher, "__init__", _cpu_only(LocalLauncher.__init__))
+        assert run_cli("run", "--dataset", "no_such_dataset", "--template", "mlp_classifier") == 2
+        assert "no_such_dataset" in capsys.readouterr().err
+        from workbench.launcher import pid_alive
+
+        for pid in self.spare_pids(workspace):  # (empty when it was ended before its imports)
+            assert not pid_alive(pid)
+        assert not psutil_free_children.child_pids(os.getpid())
+
+
+def _cpu_only(init):
+    """LocalLauncher with gpus=[] (spares are CPU-only) whatever the machine has."""
+    def wrapped(self, root, *args, **kwargs):
+        kwargs.setdefault("gpus", [])
+        init(self, root, *args, **kwargs)
+    return wrapped
