@@ -4,14 +4,16 @@
    steps, metrics every 10 steps, in a temporary workspace:
    * ``cli``: ``python -m workbench --workspace W run ... --no-preflight --detach`` started as a
      subprocess; clock from just before the CLI process starts until ``metrics.jsonl`` holds a
-     complete line (a fresh CLI interpreter + the runner's interpreter both included);
+     complete line (a fresh CLI interpreter + the runner's interpreter both included; since
+     2026-12-02 the CLI starts the runner before validating the run, so the two overlap);
    * ``cli_checked``: the same without ``--no-preflight`` (the default: the pre-flight check of
      the template on a tiny batch runs first -- in the runner's process since 2026-12-02, before
      that in a separate process the CLI waited for);
-   * ``launcher``: ``RunRegistry.create_run`` + ``LocalLauncher.submit`` in this process (what
-     the UI's Train button does), until the first line;
+   * ``launcher``: ``RunRegistry.create_run`` + ``LocalLauncher.submit`` in this process (a
+     launcher without a spare), until the first line;
    * ``launcher_warm``: the same with ``LocalLauncher(warm_spares=1)`` whose spare runner has
-     finished its imports (a UI that has been open a few seconds);
+     finished its imports (what the UI's Train button does once the UI has been open a few
+     seconds);
    * reference: a bare ``python -c "import torch, estimator_engine"`` -- the interpreter start
      and imports any worker process pays.
 2. ``MetricsTail.read()`` of 1,000 lines appended to a 1,000,000-line ``metrics.jsonl`` (after an
