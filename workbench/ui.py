@@ -34,6 +34,7 @@ from workbench.registry import RunNotFoundError, RunRecord, RunRegistry
 __all__ = [
     "DEFAULT_DATASET",
     "DEFAULT_TEMPLATE",
+    "FIRST_POINT_INTERVAL_S",
     "LIVE_INTERVAL_S",
     "MAX_POINTS",
     "NAN_POLICIES",
@@ -73,6 +74,7 @@ __all__ = [
 DEFAULT_DATASET = "iris"
 DEFAULT_TEMPLATE = "mlp_classifier"
 LIVE_INTERVAL_S = 1.0
+FIRST_POINT_INTERVAL_S = 0.25  # a run just launched: poll faster until its first metric line
 MAX_POINTS = 2000
 STATUS_ICONS = {"queued": ":material/schedule:", "running": ":material/directions_run:",
                 "succeeded": ":material/check_circle:", "failed": ":material/error:",
@@ -748,7 +750,11 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
     except RunNotFoundError:
         st.warning(f"Run {run_id!r} no longer exists.")
         return
-    every = interval if first.is_active else None
+    # Until the first points arrive (a run just launched) the panel polls every
+    # FIRST_POINT_INTERVAL_S, so the chart appears as soon as the runner writes; then a page
+    # rerun re-registers it at ``interval``.
+    waiting = first.is_active and not len(_live_state(run_id).frame)
+    every = (min(interval, FIRST_POINT_INTERVAL_S) if waiting else interval) if first.is_active else None
 
     @st.fragment(run_every=every)
     def _panel() -> None:
@@ -776,8 +782,8 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
         frame = metrics_store.downsample(state.frame, MAX_POINTS) if len(state.frame) else state.frame
         fig = figures.curves_figure(frame, **controls)
         st.plotly_chart(fig, key=f"curves-{run_id}", config={"displaylogo": False})
-        if every is not None and record.is_finished:
-            st.rerun()  # the whole page: re-registers this fragment without a timer
+        if every is not None and (record.is_finished or (waiting and len(state.frame))):
+            st.rerun()  # the whole page: re-registers this fragment at its next pace
 
     _panel()
 
@@ -976,7 +982,11 @@ def prediction_result(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
         first = registry.get(run_id)
     except RunNotFoundError:
         return
-    every = interval if first.is_active else None
+    # Until the first points arrive (a run just launched) the panel polls every
+    # FIRST_POINT_INTERVAL_S, so the chart appears as soon as the runner writes; then a page
+    # rerun re-registers it at ``interval``.
+    waiting = first.is_active and not len(_live_state(run_id).frame)
+    every = (min(interval, FIRST_POINT_INTERVAL_S) if waiting else interval) if first.is_active else None
 
     @st.fragment(run_every=every)
     def _panel() -> None:

@@ -82,7 +82,8 @@ def _kill_runners(home: Path) -> None:
 def server(tmp_path_factory):
     home = tmp_path_factory.mktemp("e2e") / "workspace"
     port = _free_port()
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1")
+    # The UI as the README starts it: with its warm spare runner (tests turn it off elsewhere).
+    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", WORKBENCH_WARM_SPARES="1")
     log = open(home.parent / "server.log", "wb")
     proc = subprocess.Popen([*_cli(), "--workspace", str(home), "ui", "--port", str(port)],
                             cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
