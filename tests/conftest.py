@@ -45,3 +45,24 @@ def workspace(tmp_path, monkeypatch):
     home = tmp_path / "workspace"
     monkeypatch.setenv("WORKBENCH_HOME", str(home))
     return home
+
+
+@pytest.fixture
+def source_runner_launcher(workspace, tmp_path):
+    """``make(name, source)``: a CPU ``LocalLauncher`` whose runner module ``name`` is written from
+    ``source`` (tests of what a runner process sees or leaves behind); shut down afterwards."""
+    from workbench.launcher import LocalLauncher
+
+    made = []
+    folder = tmp_path / "runner_modules"
+
+    def make(name: str, source: str) -> LocalLauncher:
+        folder.mkdir(exist_ok=True)
+        (folder / f"{name}.py").write_text(source)
+        launcher = LocalLauncher(workspace, gpus=[], runner_module=name, env={"PYTHONPATH": str(folder)})
+        made.append(launcher)
+        return launcher
+
+    yield make
+    for launcher in made:
+        launcher.shutdown(grace=1.0)

@@ -238,13 +238,15 @@ def _register_run(args: argparse.Namespace, root: Path) -> RunRecord:
             if value < 1:
                 raise UsageError(f"--{key.replace('_', '-')} must be >= 1, given: {value!r}.")
             schedule[key] = value
-    if action in ("train", "train_and_evaluate") and not schedule.get("max_steps") \
-            and not schedule.get("steps"):
+    trains = action in ("train", "train_and_evaluate")
+    if trains and not schedule.get("max_steps") and not schedule.get("steps"):
         schedule["max_steps"] = 1000
     dataset_dict = _dataset_dict(dataset, args.label or spec.get("label"))
     template_dict, schema = _template_dict(template, root)
     params = templates.validate_params(schema, params)
-    if not args.no_preflight and args.num_processes > 1:
+    # The pre-flight check trains a step; evaluate/predict reuse a trained model (and may have
+    # data without labels).
+    if not args.no_preflight and trains and args.num_processes > 1:
         # Under torch.distributed.run the ranks cannot check in-process: check here first.
         from workbench.preflight import run_preflight
 
@@ -253,7 +255,7 @@ def _register_run(args: argparse.Namespace, root: Path) -> RunRecord:
                                template_name=template_dict["name"], action=action)
         if not report.ok:
             raise UsageError(report.summary())
-    elif not args.no_preflight:
+    elif not args.no_preflight and trains:
         # The runner checks in its own process before training (report in runs/<id>/preflight.json;
         # a failed check fails the run): one interpreter start and torch import instead of two.
         schedule["preflight"] = True

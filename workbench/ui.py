@@ -982,11 +982,7 @@ def prediction_result(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
         first = registry.get(run_id)
     except RunNotFoundError:
         return
-    # Until the first points arrive (a run just launched) the panel polls every
-    # FIRST_POINT_INTERVAL_S, so the chart appears as soon as the runner writes; then a page
-    # rerun re-registers it at ``interval``.
-    waiting = first.is_active and not len(_live_state(run_id).frame)
-    every = (min(interval, FIRST_POINT_INTERVAL_S) if waiting else interval) if first.is_active else None
+    every = interval if first.is_active else None
 
     @st.fragment(run_every=every)
     def _panel() -> None:

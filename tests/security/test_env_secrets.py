@@ -54,19 +54,12 @@ def test_local_child_env_drops_the_password(workspace, secrets):
     assert env["EXTRA"] == "1" and env["WORKBENCH_HOME"] == str(workspace)
 
 
-def test_spawned_runner_does_not_see_the_password(workspace, tmp_path, secrets):
-    stub_dir = tmp_path / "stub"
-    stub_dir.mkdir()
-    (stub_dir / "env_stub.py").write_text(ENV_STUB)
-    launcher = LocalLauncher(workspace, gpus=[], runner_module="env_stub",
-                             env={"PYTHONPATH": str(stub_dir)})
-    try:
-        run_id = RunRegistry(workspace).create_run(
-            name="env", action="train", dataset={}, template={}, params={}, run_config={}).run_id
-        launcher.submit(run_id)
-        assert launcher.wait(run_id, timeout=60).status == "succeeded"
-    finally:
-        launcher.shutdown(grace=1.0)
+def test_spawned_runner_does_not_see_the_password(workspace, secrets, source_runner_launcher):
+    launcher = source_runner_launcher("env_stub", ENV_STUB)
+    run_id = RunRegistry(workspace).create_run(
+        name="env", action="train", dataset={}, template={}, params={}, run_config={}).run_id
+    launcher.submit(run_id)
+    assert launcher.wait(run_id, timeout=60).status == "succeeded"
     keys = json.loads((Path(workspace) / "runs" / run_id / "env_keys.json").read_text())
     assert "WORKBENCH_HOME" in keys
     assert "WORKBENCH_PASSWORD" not in keys and "WORKBENCH_API_TOKEN" not in keys

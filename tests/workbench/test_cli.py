@@ -185,9 +185,14 @@ def test_run_checks_in_the_runner_by_default(workspace, capsys, stub_launchers):
                    "--detach", "--no-preflight") == 0
     newest = RunRegistry(workspace).list_runs()[0]
     assert "preflight" not in newest.schedule
+    # evaluate/predict reuse a trained model (the check trains a step and needs labels)
+    assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--action", "evaluate",
+                   "--detach") == 0
+    evaluated = RunRegistry(workspace).list_runs()[0]
+    assert evaluated.action == "evaluate" and "preflight" not in evaluated.schedule
     for launcher in stub_launchers:
-        launcher.wait(newest.run_id, timeout=30)
-        launcher.wait(record.run_id, timeout=30)
+        for run in (newest, record, evaluated):
+            launcher.wait(run.run_id, timeout=30)
 
 
 def test_launcher_follows_the_ray_address(workspace, monkeypatch):

@@ -170,12 +170,8 @@ if __name__ == "__main__":
 
 
 @pytest.mark.parametrize("ignore_sigterm", [True, False], ids=["sigkill", "sigterm"])
-def test_cancel_kills_descendants_in_other_sessions(workspace, tmp_path, ignore_sigterm):
-    stub_dir = tmp_path / "stub"
-    stub_dir.mkdir()
-    (stub_dir / "tree_stub.py").write_text(TREE_STUB)
-    launcher = LocalLauncher(workspace, gpus=[], runner_module="tree_stub",
-                             env={"PYTHONPATH": str(stub_dir)})
+def test_cancel_kills_descendants_in_other_sessions(workspace, ignore_sigterm, source_runner_launcher):
+    launcher = source_runner_launcher("tree_stub", TREE_STUB)
     helper = None
     try:
         run_id = new_run(workspace, ignore_sigterm=ignore_sigterm)
@@ -187,7 +183,6 @@ def test_cancel_kills_descendants_in_other_sessions(workspace, tmp_path, ignore_
         assert launcher.cancel(run_id, grace=0.5).status == "cancelled"
         wait_for(lambda: not pid_alive(helper), timeout=10)
     finally:
-        launcher.shutdown(grace=1.0)
         if helper and pid_alive(helper):
             os.kill(helper, signal.SIGKILL)
 
