@@ -6,6 +6,7 @@ import streamlit as st
 from workbench import datasets, ui
 
 st.title("Data")
+ui.get_launcher()  # pre-starts the warm spare runner while the run is being set up
 bundled = {d.name: d for d in datasets.list_bundled()}
 source = st.radio("Source", ["Bundled sample", "Upload a file"], horizontal=True, key="data-source")
 if source == "Bundled sample":

@@ -5,6 +5,7 @@ import streamlit as st
 from workbench import templates, ui
 
 st.title("Model")
+ui.get_launcher()  # pre-starts the warm spare runner while the run is being set up
 infos = {t.name: t for t in templates.list_templates(ui.workspace())}
 current = ui.current_template()
 names = list(infos)

@@ -11,7 +11,7 @@ ref = dataset["ref"]
 st.caption(f"Dataset **{ui.md(ref.get('name') or ref.get('path'))}** · template **{ui.md(template['name'])}** "
            "(change them on the Data and Model pages)")
 registry = ui.get_registry()
-ui.get_launcher()  # polls, and pre-starts the warm spare runner while the form is filled in
+ui.get_launcher()  # polls; pre-starts the warm spare runner (if the Data/Model pages did not)
 parents = [r for r in registry.list_runs() if r.action in ("train", "train_and_evaluate")]
 
 with st.form("train-form"):

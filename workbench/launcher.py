@@ -23,6 +23,7 @@ again, so pre-starting never competes for CPU with a run that is starting up.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import signal
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,6 +48,16 @@ __all__ = ["DEFAULT_HEARTBEAT_TIMEOUT_S", "SECRET_ENV_VARS", "SPARE_LOG", "Local
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
 SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
+_WITH_SPARES: weakref.WeakSet[LocalLauncher] = weakref.WeakSet()
+
+
+@atexit.register
+def _end_idle_spares() -> None:
+    """At interpreter exit (a UI server stopping), idle spares end now rather than after their
+    imports, when they would notice the end of their input."""
+    for launcher in list(_WITH_SPARES):
+        with contextlib.suppress(Exception):
+            launcher._discard_spare()
 _REPO_ROOT = str(Path(__file__).resolve().parent.parent)
 # The UI's secrets: runner processes execute user code, which must not read them. Today the only
 # one is the UI password (workbench.ui.PASSWORD_ENV); any other WORKBENCH_* variable whose name
@@ -261,6 +273,7 @@ class LocalLauncher:
                 return
             self._discard_spare()
         self.root.mkdir(parents=True, exist_ok=True)
+        _WITH_SPARES.add(self)
         log = open(self.root / SPARE_LOG, "ab")
         try:
             self._spare = subprocess.Popen(

@@ -270,7 +270,8 @@ def test_analyst_journey(server, page):
         playwright_sync.expect(form.get_by_text(label, exact=True)).to_be_visible()
     playwright_sync.expect(page.get_by_label("Watch eval metric", exact=True)).to_have_value("loss")
     shot(page, "3-train")
-    run_a, clicked = launch_training(page, 6000, action="train")
+    # 20,000 steps: long enough (several seconds even with a warm runner) to watch and stop
+    run_a, clicked = launch_training(page, 20_000, action="train")
     page.wait_for_function("() => { const el = document.querySelector('.js-plotly-plot');"
                            " return el && el._fullData && el._fullData.some(t => t.x && t.x.length > 0); }",
                            timeout=60_000)
