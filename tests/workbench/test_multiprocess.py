@@ -157,8 +157,8 @@ def test_death_signal_only_under_torchrun(monkeypatch):
 def test_two_process_run_from_the_cli(workspace, monkeypatch, capsys):
     made = []
 
-    def make(root):
-        launcher = LocalLauncher(root, gpus=[])
+    def make(root, warm_spare=False):
+        launcher = LocalLauncher(root, gpus=[], warm_spares=int(warm_spare))
         made.append(launcher)
         return launcher
 
