@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from polling import wait_for
 
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
@@ -47,14 +48,6 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(predicate, timeout=60.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 @pytest.fixture

@@ -7,6 +7,7 @@ resume are tested without training anything.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -16,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+import polling
 import pytest
 
 from workbench import launcher as launcher_module
@@ -49,14 +51,7 @@ def new_run(workspace, **schedule):
         template={"name": "stub", "code": ""}, params={}, run_config={}, schedule=schedule).run_id
 
 
-def wait_for(predicate, timeout=30.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
+wait_for = functools.partial(polling.wait_for, timeout=30.0)
 
 
 def metric_steps(workspace, run_id):

@@ -8,6 +8,7 @@ stub runner written into ``tmp_path`` (each rank records its pid), so they train
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
 import subprocess
@@ -15,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+import polling
 import pytest
 
 from workbench import cli, runner
@@ -42,14 +44,7 @@ if __name__ == "__main__":
 '''
 
 
-def wait_for(predicate, timeout=120.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
+wait_for = functools.partial(polling.wait_for, timeout=120.0)
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from polling import wait_for
 
 from workbench.metrics_store import read_all
 from workbench.ray_launcher import RayJobLauncher, is_ray_run, main, read_ray_job
@@ -39,14 +40,6 @@ def metric_steps(workspace, run_id):
     return read_all(Path(workspace) / "runs" / run_id / "metrics.jsonl")["step"].tolist()
 
 
-def wait_for(predicate, timeout=60.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 # -- fake client: status mapping, no Ray needed -----------------------------------------------

@@ -3,12 +3,13 @@ through the launcher (train, SIGKILL mid-training then resume, train_and_evaluat
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
-import time
 from pathlib import Path
 
+import polling
 import pytest
 
 from workbench import runner
@@ -76,7 +77,7 @@ class TestLifecycle:
         except ValueError as exc:
             summary, text = runner.format_user_traceback(exc)
         assert summary.startswith("json.decoder.JSONDecodeError: Expecting property name")
-        assert summary.endswith("(test_runner.py, line 75, in test_library_frames_are_not_user_code)")
+        assert summary.endswith("(test_runner.py, line 76, in test_library_frames_are_not_user_code)")
         assert "json/decoder.py" not in text  # stdlib frames are cut
         assert not runner._is_user_frame(runner.__file__)
 
@@ -133,14 +134,7 @@ def launcher(workspace):
     made.shutdown(grace=2.0)
 
 
-def wait_for(predicate, timeout=120.0, interval=0.05):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError(f"condition not met within {timeout}s")
+wait_for = functools.partial(polling.wait_for, timeout=120.0)
 
 
 @pytest.mark.slow
