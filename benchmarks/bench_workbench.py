@@ -110,31 +110,11 @@ def launch_cli(root: Path, steps: int, preflight: bool = False) -> dict[str, Any
             "status": status}
 
 
-def launch_in_process(root: Path, steps: int) -> dict[str, Any]:
-    from workbench import cli
-    from workbench.launcher import LocalLauncher
-    from workbench.registry import RunRegistry
+def launch_in_process(root: Path, steps: int, warm: bool = False) -> dict[str, Any]:
+    """``create_run`` + ``LocalLauncher.submit`` in this process, until the first metric line.
 
-    dataset = cli._dataset_dict("iris", None)
-    template, schema = cli._template_dict("mlp_classifier", root)
-    from workbench import templates
-
-    params = templates.validate_params(schema, {})
-    registry = RunRegistry(root)
-    launcher = LocalLauncher(root)
-    start = time.perf_counter()
-    record = registry.create_run(name="bench", action="train", dataset=dataset, template=template,
-                                 params=params, run_config={}, schedule={"max_steps": steps})
-    launcher.submit(record.run_id)
-    first = _wait_first_line(registry.run_dir(record.run_id) / "metrics.jsonl", 60)
-    status = _finish(root, record.run_id)
-    launcher.poll()  # reap our child
-    return {"first_metric_s": None if first is None else first - start, "status": status}
-
-
-def launch_warm(root: Path, steps: int) -> dict[str, Any]:
-    """``launch_in_process`` with ``LocalLauncher(warm_spares=1)``: the spare is started and has
-    finished its imports (it logs 'ready') before the clock starts, as in a UI left open."""
+    ``warm``: ``LocalLauncher(warm_spares=1)``, whose spare is started and has finished its
+    imports (it logs 'ready') before the clock starts, as in a UI left open."""
     from workbench import cli, templates
     from workbench.launcher import SPARE_LOG, LocalLauncher
     from workbench.registry import RunRegistry
@@ -143,22 +123,23 @@ def launch_warm(root: Path, steps: int) -> dict[str, Any]:
     template, schema = cli._template_dict("mlp_classifier", root)
     params = templates.validate_params(schema, {})
     registry = RunRegistry(root)
-    launcher = LocalLauncher(root, warm_spares=1, gpus=[])
+    launcher = LocalLauncher(root, warm_spares=1, gpus=[]) if warm else LocalLauncher(root)
     try:
-        launcher.poll()  # starts the spare
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            log = root / SPARE_LOG
-            if log.exists() and b" ready" in log.read_bytes():
-                break
-            time.sleep(0.05)
+        if warm:
+            launcher.poll()  # starts the spare
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                log = root / SPARE_LOG
+                if log.exists() and b" ready" in log.read_bytes():
+                    break
+                time.sleep(0.05)
         start = time.perf_counter()
         record = registry.create_run(name="bench", action="train", dataset=dataset, template=template,
                                      params=params, run_config={}, schedule={"max_steps": steps})
         launcher.submit(record.run_id)
         first = _wait_first_line(registry.run_dir(record.run_id) / "metrics.jsonl", 60)
         status = _finish(root, record.run_id)
-        launcher.poll()
+        launcher.poll()  # reap our child
     finally:
         launcher.shutdown()
     return {"first_metric_s": None if first is None else first - start, "status": status}
@@ -186,8 +167,7 @@ def bench_launch(launches: int, steps: int) -> dict[str, Any]:
                         cli_ret.append(r["cli_returns_s"])
                     statuses.append(r["status"])
                 elif kind in ("launcher", "launcher_warm"):
-                    launch = launch_in_process if kind == "launcher" else launch_warm
-                    r = launch(work / f"ws_{kind}", steps)
+                    r = launch_in_process(work / f"ws_{kind}", steps, warm=kind == "launcher_warm")
                     raw[kind].append(r["first_metric_s"])
                     statuses.append(r["status"])
                 else:
