@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from workbench import paths
-from workbench.launcher import without_secrets
+from workbench.launcher import Launcher, without_secrets
 from workbench.registry import InvalidTransitionError, RunRecord, RunRegistry
 
 __all__ = [
@@ -83,7 +83,7 @@ def _status_name(status: Any) -> str:
     return str(getattr(status, "value", status)).upper()
 
 
-class RayJobLauncher:
+class RayJobLauncher(Launcher):
     """Submits, follows, stops, cancels and resumes runs of one workspace as Ray Jobs.
 
     Args:
@@ -112,6 +112,8 @@ class RayJobLauncher:
         >>> launcher.stop(run_id)          # graceful: stop.request, checkpoint, ``stopped``
         >>> launcher.cancel(run_id)        # stop_job: SIGTERM to every rank, then SIGKILL
     """
+
+    wait_interval_s = 0.2  # each job status is a request to the Ray dashboard
 
     def __init__(self, root: str | os.PathLike[str], address: str | None = None, *,
                  max_concurrent: int | None = None, runner_module: str = "workbench.runner",
@@ -198,16 +200,6 @@ class RayJobLauncher:
         os.replace(tmp, folder / RAY_JOB_FILE)
 
     # -- queue -------------------------------------------------------------------------------
-
-    def submit(self, run_id: str) -> RunRecord:
-        """Submits a ``queued`` run as a Ray job now (or when a slot frees, with
-        ``max_concurrent``); idempotent."""
-        record = self.registry.get(run_id)
-        if record.status not in ("queued", "running"):
-            raise ValueError(f"Run {run_id!r} is {record.status!r}; only queued runs can be "
-                             "submitted (use resume for a finished run).")
-        self.poll()
-        return self.registry.get(run_id)
 
     def _submitted(self, record: RunRecord) -> bool:
         """A queued run that has a job of its own (pending, running, or ended before it ran:
@@ -374,20 +366,8 @@ class RayJobLauncher:
 
     # -- control -----------------------------------------------------------------------------
 
-    def stop(self, run_id: str) -> None:
-        """Asks a run to stop gracefully (``stop.request``: checkpoint, then ``stopped``); a queued
-        run is cancelled (its pending job stopped)."""
-        record = self.registry.get(run_id)
-        if record.status == "queued":
-            self._stop_job(run_id)
-            with contextlib.suppress(InvalidTransitionError):
-                self.registry.set_status(run_id, "cancelled", expected="queued")
-            return
-        if record.status != "running":
-            raise ValueError(f"Run {run_id!r} is {record.status!r}; only a running or queued run "
-                             "can be stopped.")
-        stop_file = self.registry.run_dir(run_id) / paths.STOP_FILE
-        stop_file.write_text(f"{time.time()}\n", encoding="utf-8")
+    def _drop_queued(self, run_id: str) -> None:
+        self._stop_job(run_id)  # the pending job of a queued run that is stopped
 
     def _stop_job(self, run_id: str) -> bool:
         job = self.job_id(run_id)
@@ -460,17 +440,8 @@ class RayJobLauncher:
             self.poll()
             return self.registry.get(run_id)
 
-    def wait(self, run_id: str, timeout: float | None = None, interval: float = 0.2) -> RunRecord:
-        """Polls until the run has finished and its job has ended, or ``timeout`` seconds passed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        while True:
-            self.poll()
-            record = self.registry.get(run_id)
-            if record.is_finished and self.job_status(run_id) not in ("PENDING", "RUNNING"):
-                return record
-            if deadline is not None and time.monotonic() > deadline:
-                return record
-            time.sleep(interval)
+    def _run_ended(self, run_id: str) -> bool:
+        return self.job_status(run_id) not in ("PENDING", "RUNNING")
 
     def shutdown(self, grace: float = 5.0) -> None:
         """Cancels every queued or running Ray run of this workspace (tests, CLI teardown)."""
