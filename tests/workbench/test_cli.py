@@ -15,6 +15,7 @@ import psutil_free_children
 import pytest
 
 from workbench import cli
+from workbench import launcher as launcher_module
 from workbench.launcher import LocalLauncher
 from workbench.registry import RunRegistry
 
@@ -225,7 +226,7 @@ class TestPreStartedRunner:
     def test_the_pre_started_runner_takes_the_run(self, workspace, monkeypatch, capsys):
         from workbench.registry import RunRegistry
 
-        monkeypatch.setattr(LocalLauncher, "__init__", _cpu_only(LocalLauncher.__init__))
+        monkeypatch.setattr(launcher_module, "detect_gpus", list)  # spares are CPU-only
         code = run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "5",
                        "--no-preflight", "--detach")
         assert code == 0, capsys.readouterr().err
@@ -245,7 +246,7 @@ class TestPreStartedRunner:
         assert (RunRegistry(workspace).run_dir(run_id) / "metrics.jsonl").exists()
 
     def test_bad_input_ends_the_pre_started_runner(self, workspace, monkeypatch, capsys):
-        monkeypatch.setattr(LocalLauncher, "__init__", _cpu_only(LocalLauncher.__init__))
+        monkeypatch.setattr(launcher_module, "detect_gpus", list)  # spares are CPU-only
         assert run_cli("run", "--dataset", "no_such_dataset", "--template", "mlp_classifier") == 2
         assert "no_such_dataset" in capsys.readouterr().err
         from workbench.launcher import pid_alive
@@ -254,10 +255,3 @@ class TestPreStartedRunner:
             assert not pid_alive(pid)
         assert not psutil_free_children.child_pids(os.getpid())
 
-
-def _cpu_only(init):
-    """LocalLauncher with gpus=[] (spares are CPU-only) whatever the machine has."""
-    def wrapped(self, root, *args, **kwargs):
-        kwargs.setdefault("gpus", [])
-        init(self, root, *args, **kwargs)
-    return wrapped
