@@ -4,10 +4,11 @@ import pandas as pd
 import streamlit as st
 
 from workbench import figures, metrics_store, paths, ui
+from workbench.registry import TRAINING_ACTIONS
 
 st.title("Compare runs")
 registry = ui.get_registry()
-records = [r for r in registry.list_runs() if r.action in ("train", "train_and_evaluate")]
+records = [r for r in registry.list_runs() if r.action in TRAINING_ACTIONS]
 if len(records) < 1:
     st.info("No training runs yet. Launch some on the Train page.")
     st.stop()

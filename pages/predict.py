@@ -4,10 +4,11 @@ import pandas as pd
 import streamlit as st
 
 from workbench import datasets, paths, ui
+from workbench.registry import TRAINING_ACTIONS
 
 st.title("Predict")
 registry = ui.get_registry()
-trained = [r for r in registry.list_runs() if r.action in ("train", "train_and_evaluate")
+trained = [r for r in registry.list_runs() if r.action in TRAINING_ACTIONS
            and len(ui.list_checkpoints(registry.run_dir(r.run_id)))]
 if not trained:
     st.info("No trained run with a checkpoint yet. Train one first.")

@@ -4,6 +4,7 @@ import streamlit as st
 
 from workbench import templates, ui
 from workbench.launcher import detect_gpus
+from workbench.registry import TRAINING_ACTIONS
 
 st.title("Train")
 dataset, template = ui.current_dataset(), ui.current_template()
@@ -12,7 +13,7 @@ st.caption(f"Dataset **{ui.md(ref.get('name') or ref.get('path'))}** · template
            "(change them on the Data and Model pages)")
 registry = ui.get_registry()
 ui.get_launcher()  # polls; pre-starts the warm spare runner (if the Data/Model pages did not)
-parents = [r for r in registry.list_runs() if r.action in ("train", "train_and_evaluate")]
+parents = [r for r in registry.list_runs() if r.action in TRAINING_ACTIONS]
 
 with st.form("train-form"):
     st.subheader("Params")
@@ -31,7 +32,7 @@ if launched:
         ui.show_error(exc)
         st.stop()
     action = rc["action"]
-    if action in ("evaluate", "predict") and not parent_id:
+    if action not in TRAINING_ACTIONS and not parent_id:
         st.error(f"The action {action!r} needs a trained run under 'Start from'.")
         st.stop()
     if rc["schedule"].get("early_stopping") and action != "train_and_evaluate":

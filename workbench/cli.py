@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from workbench import paths
-from workbench.registry import ACTIONS, STATUSES, RunNotFoundError, RunRecord, RunRegistry
+from workbench.registry import (
+    ACTIONS,
+    STATUSES,
+    TRAINING_ACTIONS,
+    RunNotFoundError,
+    RunRecord,
+    RunRegistry,
+)
 
 __all__ = ["UsageError", "build_parser", "export_bundle", "exposure_warning", "main", "ui_command"]
 
@@ -238,7 +245,7 @@ def _register_run(args: argparse.Namespace, root: Path) -> RunRecord:
             if value < 1:
                 raise UsageError(f"--{key.replace('_', '-')} must be >= 1, given: {value!r}.")
             schedule[key] = value
-    trains = action in ("train", "train_and_evaluate")
+    trains = action in TRAINING_ACTIONS
     if trains and not schedule.get("max_steps") and not schedule.get("steps"):
         schedule["max_steps"] = 1000
     dataset_dict = _dataset_dict(dataset, args.label or spec.get("label"))

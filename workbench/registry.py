@@ -42,6 +42,7 @@ __all__ = [
     "RUN_JSON_SCHEMA_VERSION",
     "SCHEMA_VERSION",
     "STATUSES",
+    "TRAINING_ACTIONS",
     "InvalidTransitionError",
     "RunNotFoundError",
     "RunRecord",
@@ -52,6 +53,7 @@ __all__ = [
 ]
 
 ACTIONS = ("train", "evaluate", "predict", "train_and_evaluate")
+TRAINING_ACTIONS = ("train", "train_and_evaluate")  # the ones that write checkpoints
 STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "cancelled", "lost")
 FINISHED_STATUSES = ("succeeded", "failed", "stopped", "cancelled", "lost")
 PARENT_RELATIONS = ("resume", "warm_start", "evaluate_from", "predict_from")

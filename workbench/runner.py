@@ -50,7 +50,7 @@ from types import FrameType
 from typing import Any
 
 from workbench import paths
-from workbench.registry import InvalidTransitionError, RunRegistry
+from workbench.registry import TRAINING_ACTIONS, InvalidTransitionError, RunRegistry
 
 __all__ = [
     "DEFAULT_PREFLIGHT_TIMEOUT_S",
@@ -241,7 +241,7 @@ def _preflight(ctx: RunContext) -> None:
     docstring); raises ``PreflightFailed`` when it fails."""
     if not ctx.schedule.get("preflight") or int(os.environ.get("WORLD_SIZE", "1")) > 1:
         return
-    if ctx.spec.get("action") in ("evaluate", "predict"):
+    if ctx.spec.get("action") not in TRAINING_ACTIONS:
         # The check trains a step; these actions reuse a trained model (whose code already ran)
         # on data that may have no label.
         return

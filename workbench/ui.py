@@ -29,7 +29,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench import figures, metrics_store, paths
-from workbench.registry import RunNotFoundError, RunRecord, RunRegistry
+from workbench.registry import TRAINING_ACTIONS, RunNotFoundError, RunRecord, RunRegistry
 
 __all__ = [
     "DEFAULT_DATASET",
@@ -606,7 +606,7 @@ def launch_run(*, name: str, action: str, dataset: Mapping[str, Any], template: 
     """
     schedule = dict(schedule)
     schedule.setdefault("preflight", True)
-    if schedule["preflight"] and num_processes > 1 and action in ("train", "train_and_evaluate"):
+    if schedule["preflight"] and num_processes > 1 and action in TRAINING_ACTIONS:
         from workbench.preflight import run_preflight
 
         with st.spinner("Pre-flight check of the model_fn on a tiny batch..."):
@@ -680,7 +680,7 @@ def run_actions(record: RunRecord, key: str = "act") -> None:
             st.toast(f"Run {record.run_id} cancelled.")
             st.rerun()
         if c3.button("Resume", key=f"{key}-resume-{record.run_id}", icon=":material/play_arrow:",
-                     disabled=active or record.action not in ("train", "train_and_evaluate"),
+                     disabled=active or record.action not in TRAINING_ACTIONS,
                      help="Continue from the last checkpoint in the same run."):
             launcher.resume(record.run_id)
             st.toast(f"Run {record.run_id} resumed.")
@@ -877,7 +877,7 @@ def evaluation_plots(record: RunRecord) -> None:
     the model itself)."""
     from workbench import datasets
 
-    if record.action not in ("train", "train_and_evaluate"):
+    if record.action not in TRAINING_ACTIONS:
         st.caption("Evaluation plots are drawn for training runs.")
         return
     done = [c for c in _children(record, "predict_from")
