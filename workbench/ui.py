@@ -753,7 +753,9 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
     # Until the first points arrive (a run just launched) the panel polls every
     # FIRST_POINT_INTERVAL_S, so the chart appears as soon as the runner writes; then a page
     # rerun re-registers it at ``interval``.
-    waiting = first.is_active and not len(_live_state(run_id).frame)
+    state = _live_state(run_id)
+    state.update()  # (a run opened mid-way has points already: no fast poll, no extra rerun)
+    waiting = first.is_active and not len(state.frame)
     every = (min(interval, FIRST_POINT_INTERVAL_S) if waiting else interval) if first.is_active else None
 
     @st.fragment(run_every=every)
@@ -765,7 +767,6 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
         except RunNotFoundError:
             st.warning(f"Run {run_id!r} no longer exists.")
             return
-        state = _live_state(run_id)
         state.update()
         step, total = _progress(record, state.frame)
         c1, c2 = st.columns([1, 4])
