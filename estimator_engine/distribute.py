@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import datetime
 import os
+import time
 from typing import Any
 
 import torch
@@ -159,7 +160,47 @@ def _destroy_process_group() -> None:
     # makes gloo abort that peer.
     with contextlib.suppress(Exception):
         dist.barrier()
+    _wait_for_idle_gloo_workers()
     dist.destroy_process_group()
+
+
+_GLOO_WORKER_THREAD = "pt_gloo_runloop"  # the name torch gives ProcessGroupGloo's worker threads
+
+
+def _wait_for_idle_gloo_workers(timeout_s: float = 2.0, idle_samples: int = 3) -> None:
+    """Returns once every gloo worker thread sleeps (or after ``timeout_s``), the GIL released meanwhile.
+
+    A worker drops its reference to a finished collective only after ``wait()`` has returned to
+    Python. When that collective's tensor was created in Python (DDP's join signal, the metric
+    reduction), dropping it needs the GIL; a worker that a loaded machine deschedules until the
+    interpreter is finalising cannot get it, exits its thread mid-destructor and the process
+    aborts ("terminate called without an active exception", SIGABRT) after all its work is done.
+    Sleeping here lets such a worker take the GIL and finish while the interpreter is still whole.
+    """
+    task_dir = "/proc/self/task"
+    if not os.path.isdir(task_dir):  # not Linux: no thread states to read, give workers a moment
+        time.sleep(0.05)
+        return
+    deadline = time.monotonic() + timeout_s
+    idle_in_a_row = 0
+    while idle_in_a_row < idle_samples and time.monotonic() < deadline:
+        time.sleep(0.002)
+        idle_in_a_row = idle_in_a_row + 1 if _gloo_workers_sleeping(task_dir) else 0
+
+
+def _gloo_workers_sleeping(task_dir: str) -> bool:
+    for tid in os.listdir(task_dir):
+        try:
+            with open(f"{task_dir}/{tid}/comm") as comm:
+                if comm.read().strip() != _GLOO_WORKER_THREAD:
+                    continue
+            with open(f"{task_dir}/{tid}/stat") as stat:
+                state = stat.read().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):  # the thread ended between listing and reading
+            continue
+        if state != "S":
+            return False
+    return True
 
 
 def strategy_for(distribute: Any) -> DDPStrategy | None:

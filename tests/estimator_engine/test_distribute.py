@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import estimator_engine as ee
+from estimator_engine import distribute
 from estimator_engine.distribute import DDPStrategy, InputContext, strategy_for
 
 WORKER = os.path.join(os.path.dirname(__file__), "ddp_worker.py")
@@ -122,6 +123,37 @@ class TestStrategyAndContext:
         est = ee.Estimator(_single_model_fn_train, model_dir=str(tmp_path), config=config)
         est.train(input_fn, steps=1)
         assert captured[0].input_pipeline_id == 1
+
+
+class TestExitWithIdleGlooWorkers:
+    """The exit handler waits for gloo's worker threads to sleep before the interpreter finalises."""
+
+    @staticmethod
+    def _thread(task_dir, tid, name, state):
+        (task_dir / str(tid)).mkdir()
+        (task_dir / str(tid) / "comm").write_text(name + "\n")
+        # The name sits in parentheses and may itself hold ") ": the state follows the last one.
+        (task_dir / str(tid) / "stat").write_text(f"{tid} ({name}) {state} 1 1 1 0 -1\n")
+
+    def test_workers_are_read_by_name_and_state(self, tmp_path):
+        self._thread(tmp_path, 10, "python", "R")  # the main thread runs: not a gloo worker
+        self._thread(tmp_path, 11, "pt_gloo_runloop", "S")
+        self._thread(tmp_path, 12, "odd) R name", "S")
+        assert distribute._gloo_workers_sleeping(str(tmp_path))
+        self._thread(tmp_path, 13, "pt_gloo_runloop", "R")  # descheduled while finishing a collective
+        assert not distribute._gloo_workers_sleeping(str(tmp_path))
+
+    def test_a_worker_that_never_sleeps_delays_exit_by_the_timeout_only(self, monkeypatch):
+        checks = []
+        monkeypatch.setattr(distribute, "_gloo_workers_sleeping", lambda task_dir: checks.append(1) or False)
+        distribute._wait_for_idle_gloo_workers(timeout_s=0.05)
+        assert len(checks) >= 1
+
+    def test_waits_for_consecutive_idle_samples(self, monkeypatch):
+        states = iter([False, True, False, True, True, True, False])
+        monkeypatch.setattr(distribute, "_gloo_workers_sleeping", lambda task_dir: next(states))
+        distribute._wait_for_idle_gloo_workers(timeout_s=10, idle_samples=3)
+        assert next(states) is False  # stopped right after the third idle sample in a row
 
 
 def _single_model_fn_train(features, labels, mode):
