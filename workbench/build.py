@@ -70,6 +70,7 @@ def prepare(run_spec: Mapping[str, Any], *, df: Any = None, batch_size: int | No
     fns = datasets.make_input_fns(
         spec, df, batch_size=batch_size or int(run_spec.get("batch_size") or DEFAULT_BATCH_SIZE),
         num_epochs=None, shuffle_seed=shuffle_seed, info=run_spec.get("task_info"),
+        with_labels=action != "predict",
     )
     params["task"] = fns.info
     model_fn = templates.load_model_fn(code, templates.template_filename(name))

@@ -412,9 +412,11 @@ def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
     if not (reg.run_dir(parent.run_id) / paths.MODEL_DIR).is_dir():
         raise UsageError(f"Run {parent.run_id!r} has no model/ folder (no checkpoint to predict from).")
     base = datasets.DatasetSpec.from_dict(parent.dataset)
-    spec = datasets.DatasetSpec({"kind": "file", "path": str(data.resolve())}, base.schema,
-                                base.eval_fraction, base.seed, base.stratify,
-                                base.numeric_missing, base.categorical_missing)
+    ref = {"kind": "file", "path": str(data.resolve())}
+    try:
+        spec = datasets.prediction_spec(base, ref, datasets.DatasetSpec(ref, datasets.Schema(())).load())
+    except ValueError as exc:
+        raise UsageError(f"--data {args.data!r}: {exc}") from None
     dataset = spec.to_dict()
     dataset["fingerprint"] = spec.fingerprint()
     record = reg.create_run(

@@ -56,6 +56,7 @@ __all__ = [
     "load_table",
     "make_input_fns",
     "make_predict_input_fn",
+    "prediction_spec",
     "prepare_features",
     "save_upload",
     "split",
@@ -531,10 +532,17 @@ def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
         The list of problems (empty when the data can be used).
     """
     errors: list[str] = []
-    absent = [c for c in schema.names if c not in df.columns]
-    if absent:
-        errors.append(f"Schema columns {absent} are not in the data (columns: {list(map(str, df.columns))}). "
-                      "Infer the schema again for this dataset.")
+    if action == "predict":
+        # New data to predict on has no label (nor weight) as a rule; the model reads features only.
+        absent = [c for c in schema.features if c not in df.columns]
+        if absent:
+            errors.append(f"The data lacks the feature column(s) {absent} the model reads (columns: "
+                          f"{list(map(str, df.columns))}). Predict on a file that has them.")
+    else:
+        absent = [c for c in schema.names if c not in df.columns]
+        if absent:
+            errors.append(f"Schema columns {absent} are not in the data (columns: {list(map(str, df.columns))}). "
+                          "Infer the schema again for this dataset.")
     present = [c for c in schema.columns if c.name in df.columns]
     usable = [c.name for c in present if c.role == FEATURE and df[c.name].notna().any()]
     if not usable:
@@ -869,7 +877,7 @@ def encode_labels(labels: pd.Series, info: Mapping[str, Any]) -> np.ndarray:
         vocab = list(info["label_vocabulary"])
         codes = pd.Index(vocab).get_indexer(_as_str(labels)).astype(np.int64)
         if (codes < 0).any():
-            unknown = sorted(set(_as_str(labels)[codes < 0].astype(str).tolist()))[:5]
+            unknown = sorted({str(v) for v in _as_str(labels)[codes < 0]})[:5]  # NaN too
             raise ValueError(f"Label column {info['label']!r} has values {unknown} that are not in the "
                              f"label vocabulary {vocab}. Use data with the same classes.")
         return codes
@@ -905,7 +913,7 @@ def _pandas_input_fn(x: pd.DataFrame, y: Any, batch_size: int, num_epochs: int |
 
 def make_input_fns(spec: DatasetSpec, df: pd.DataFrame, batch_size: int = 128,
                    num_epochs: int | None = None, shuffle_seed: int | None = None,
-                   info: Mapping[str, Any] | None = None) -> InputFns:
+                   info: Mapping[str, Any] | None = None, with_labels: bool = True) -> InputFns:
     """Splits ``df`` per ``spec`` and builds the train / eval / predict ``input_fn``s.
 
     Used identically by the pre-flight check and the runner. Features are a dict of column ->
@@ -919,6 +927,8 @@ def make_input_fns(spec: DatasetSpec, df: pd.DataFrame, batch_size: int = 128,
         num_epochs: passes over the train part (None: repeat until the Estimator stops).
         shuffle_seed: seed of the train shuffling, when the engine's pandas_input_fn takes one.
         info: a ``task_info`` to reuse (e.g. the training run's, to predict on new data).
+        with_labels: False for a predict run: labels are neither read nor encoded, so a label
+            column with missing values or classes the model never saw does not stop it.
 
     Returns:
         ``InputFns(train, eval, predict, info)``; ``predict`` covers every row of ``df`` in order.
@@ -926,7 +936,7 @@ def make_input_fns(spec: DatasetSpec, df: pd.DataFrame, batch_size: int = 128,
     info = dict(info) if info is not None else task_info(df, spec)
     train_df, eval_df = split(df, spec)
     # predicting on new data with a training run's info: the label column may be absent
-    label = info["label"] if info["label"] in df.columns else None
+    label = info["label"] if with_labels and info["label"] in df.columns else None
 
     def xy(part: pd.DataFrame) -> tuple[pd.DataFrame, Any]:
         x = prepare_features(part, spec, info)
@@ -941,6 +951,25 @@ def make_input_fns(spec: DatasetSpec, df: pd.DataFrame, batch_size: int = 128,
         ev = _pandas_input_fn(x_eval, y_eval, batch_size, 1, False, None)
     predict = make_predict_input_fn(spec, df, info, batch_size)
     return InputFns(train, ev, predict, info)
+
+
+def prediction_spec(base: DatasetSpec, ref: Mapping[str, Any], df: pd.DataFrame) -> DatasetSpec:
+    """The spec of new data ``df`` (stored at ``ref``) to predict on with a model trained on ``base``.
+
+    The columns keep their training roles and types; those the data lacks and the model does not
+    read (the label, the weight, ignored ones) are dropped. Raises ValueError naming the feature
+    columns the data lacks.
+
+    Example:
+        >>> spec = prediction_spec(training_spec, {"kind": "file", "path": "new.csv"}, new_df)  # doctest: +SKIP
+    """
+    missing = [c for c in base.schema.features if c not in df.columns]
+    if missing:
+        raise ValueError(f"The data lacks the feature column(s) {missing} the model was trained on "
+                         f"(its columns: {list(map(str, df.columns))}). Predict on a file that has them.")
+    kept = tuple(c for c in base.schema.columns if c.name in df.columns)
+    return DatasetSpec(dict(ref), Schema(kept), base.eval_fraction, base.seed, base.stratify,
+                       base.numeric_missing, base.categorical_missing)
 
 
 def make_predict_input_fn(spec: DatasetSpec, df: pd.DataFrame, info: Mapping[str, Any],

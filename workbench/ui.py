@@ -941,14 +941,10 @@ def prediction_dataset(base: Any, upload_name: str | None, upload_bytes: bytes |
         with st.spinner("Checking the file…"):
             path = datasets.save_upload(workspace(), upload_name or "upload.csv", upload_bytes)
             df = load_dataset_frame(path)
-        kept = tuple(c for c in base.schema.columns if c.name in df.columns)
-        missing = [c for c in base.schema.features if c not in df.columns]
-        if missing:
-            raise ValueError(f"The file {upload_name!r} lacks the feature column(s) {missing} the model "
-                             f"was trained on. Its columns: {list(map(str, df.columns))}.")
-        spec = datasets.DatasetSpec({"kind": "file", "path": str(path)}, datasets.Schema(kept),
-                                    base.eval_fraction, base.seed, base.stratify,
-                                    base.numeric_missing, base.categorical_missing)
+        try:
+            spec = datasets.prediction_spec(base, {"kind": "file", "path": str(path)}, df)
+        except ValueError as exc:
+            raise ValueError(f"The file {upload_name!r}: {exc}") from None
     return spec.to_dict() | {"fingerprint": spec.fingerprint()}
 
 

@@ -255,3 +255,37 @@ class TestPreStartedRunner:
             assert not pid_alive(pid)
         assert not psutil_free_children.child_pids(os.getpid())
 
+
+
+@pytest.mark.slow
+def test_predict_command_on_new_data_with_no_or_odd_labels(workspace, tmp_path, capsys, monkeypatch):
+    """New data to predict on has no label, or a label with blanks or classes never seen: the
+    model reads features only. A file without a feature column is refused before any run."""
+    import pandas as pd
+
+    from workbench import datasets, runner, templates
+
+    monkeypatch.setattr(cli, "_launcher", lambda root, warm_spare=False: LocalLauncher(root, gpus=[]))
+    info = templates.get_template("mlp_classifier")
+    trained = RunRegistry(workspace).create_run(
+        name="iris", action="train", dataset=cli._dataset_dict("iris", None),
+        template={"name": info.name, "code": info.code}, params={}, run_config={"tf_random_seed": 0},
+        schedule={"max_steps": 5})
+    assert runner.run(RunRegistry(workspace).run_dir(trained.run_id), install_signal_handlers=False) == 0
+    flowers = pd.read_csv(datasets.bundled_path("iris")).head(6)
+    no_label, odd_labels, no_feature = (tmp_path / name for name in ("no_label.csv", "odd.csv", "bad.csv"))
+    flowers.drop(columns=["species"]).to_csv(no_label, index=False)
+    flowers.assign(species=[None, "Iris-unseen", *flowers["species"][2:]]).to_csv(odd_labels, index=False)
+    flowers.drop(columns=["sepal_length_cm"]).to_csv(no_feature, index=False)
+
+    for data in (no_label, odd_labels):
+        out = tmp_path / f"pred_{data.name}"
+        assert run_cli("predict", trained.run_id, "--data", str(data), "--out", str(out)) == 0, capsys.readouterr().err
+        predictions = pd.read_csv(out)
+        assert len(predictions) == 6 and predictions["class"].notna().all()
+    capsys.readouterr()
+    runs_before = len(RunRegistry(workspace).list_runs())
+    assert run_cli("predict", trained.run_id, "--data", str(no_feature), "--out", str(tmp_path / "x.csv")) == 2
+    assert (f"--data {str(no_feature)!r}: The data lacks the feature column(s) ['sepal_length_cm'] the model was "
+            "trained on") in capsys.readouterr().err
+    assert len(RunRegistry(workspace).list_runs()) == runs_before

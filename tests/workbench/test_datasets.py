@@ -330,3 +330,38 @@ def test_predict_on_new_data_without_label_reuses_training_info():
     assert sum(len(b["petal_width_cm"]) for b in fns.predict()) == 10
     with pytest.raises(ValueError, match=r"The data has no column\(s\) \['petal_width_cm'\] that the model was built with"):
         ds.make_predict_input_fn(spec, unlabeled.drop(columns=["petal_width_cm"]), info)
+
+
+def test_prediction_spec_keeps_training_roles_and_drops_what_the_model_does_not_read():
+    df, spec = bundled("iris")
+    new = df.drop(columns=["species"]).head(5)
+    ref = {"kind": "file", "path": "/data/new.csv"}
+    predict_spec = ds.prediction_spec(spec, ref, new)
+    assert predict_spec.ref == ref and predict_spec.schema.label is None
+    assert predict_spec.schema.features == spec.schema.features
+    assert ds.validate(new, predict_spec.schema, action="predict") == []
+    with pytest.raises(ValueError, match=r"The data lacks the feature column\(s\) \['sepal_length_cm'\] the model "
+                                         r"was trained on \(its columns: \['sepal_width_cm'"):
+        ds.prediction_spec(spec, ref, new.drop(columns=["sepal_length_cm"]))
+
+
+def test_validate_for_predict_needs_the_features_only():
+    df, spec = bundled("iris")
+    assert ds.validate(df.drop(columns=["species"]), spec.schema, action="predict") == []
+    assert ds.validate(df.drop(columns=["petal_width_cm"]), spec.schema, action="predict") == [
+        "The data lacks the feature column(s) ['petal_width_cm'] the model reads (columns: "
+        "['sepal_length_cm', 'sepal_width_cm', 'petal_length_cm', 'species']). Predict on a file that has them."]
+    assert "Infer the schema again" in ds.validate(df.drop(columns=["species"]), spec.schema, action="train")[0]
+
+
+def test_predict_input_fns_ignore_missing_and_unseen_labels():
+    """A predict run never reads labels: blanks or classes the model never saw do not stop it."""
+    df, spec = bundled("iris")
+    info = ds.task_info(df, spec)
+    new = df.head(6).copy()
+    new.loc[new.index[0], "species"] = None
+    new.loc[new.index[1], "species"] = "Iris-unseen"
+    with pytest.raises(ValueError, match="not in the label vocabulary"):
+        ds.make_input_fns(spec, new, batch_size=4, info=info)
+    fns = ds.make_input_fns(spec, new, batch_size=4, info=info, with_labels=False)
+    assert sum(len(b["petal_width_cm"]) for b in fns.predict()) == 6
