@@ -343,6 +343,8 @@ def _progress_line(status: str, step: int, total: int | None, latest: Mapping[st
 def _cmd_runs(args: argparse.Namespace, root: Path) -> int:
     if args.status and args.status not in STATUSES:
         raise UsageError(f"--status must be one of {list(STATUSES)}, given: {args.status!r}.")
+    # No process watches a workspace between commands: mark runs whose runner died first.
+    _launcher(root).reap_lost()
     records = _registry(root).list_runs(args.status, limit=args.limit)
     if args.json:
         print(json.dumps([r.to_dict() for r in records], indent=1, default=str))
@@ -373,14 +375,18 @@ def _existing(root: Path, run_id: str) -> RunRecord:
 
 def _cmd_stop(args: argparse.Namespace, root: Path) -> int:
     _existing(root, args.run)
-    _launcher(root).stop(args.run)
+    launcher = _launcher(root)
+    launcher.reap_lost()  # a runner that died cannot stop: say it is lost instead
+    launcher.stop(args.run)
     print(f"Stop requested for {args.run}; it checkpoints and ends 'stopped'.")
     return 0
 
 
 def _cmd_cancel(args: argparse.Namespace, root: Path) -> int:
     _existing(root, args.run)
-    record = _launcher(root).cancel(args.run, grace=args.grace)
+    launcher = _launcher(root)
+    launcher.reap_lost()
+    record = launcher.cancel(args.run, grace=args.grace)
     print(f"Run {args.run} {record.status}.")
     return 0
 
@@ -388,6 +394,7 @@ def _cmd_cancel(args: argparse.Namespace, root: Path) -> int:
 def _cmd_resume(args: argparse.Namespace, root: Path) -> int:
     _existing(root, args.run)
     launcher = _launcher(root)
+    launcher.reap_lost()  # a run whose runner died is resumable once it is marked lost
     record = launcher.resume(args.run)
     print(f"Run {args.run} resumed ({record.status}).", file=sys.stderr)
     if args.detach:

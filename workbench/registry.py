@@ -545,7 +545,27 @@ class RunRegistry:
                     (status, now, error, traceback, pid, run_id))
             return self._fetch(conn, run_id)
 
-        return self._write(change)
+        record = self._write(change)
+        if status in ("lost", "cancelled") and record.started_at is not None:
+            # The runner summarises its metrics when it ends; one that was killed or died did
+            # not, so its summary is taken from the lines it wrote.
+            self.refresh_summary(run_id)
+            record = self.get(run_id)
+        return record
+
+    def refresh_summary(self, run_id: str) -> RunRecord:
+        """Merges every line of the run's ``metrics.jsonl`` into its summary (see ``update_summary``)."""
+        import pandas as pd  # only when a summary is built
+
+        from workbench.metrics_store import read_all
+
+        frame = read_all(self.run_dir(run_id) / paths.METRICS_FILE)
+        if not len(frame):
+            return self.get(run_id)
+        frame = frame.sort_values(["step", "wall_time"], kind="stable")
+        return self.update_summary(run_id, [
+            {"step": None if pd.isna(step) else int(step), "split": split, "name": name, "value": value}
+            for step, split, name, value in zip(frame["step"], frame["split"], frame["name"], frame["value"])])
 
     def heartbeat(self, run_id: str, *, pid: int | None = None) -> None:
         """Records that the run's process is alive now (only while it is ``running``)."""

@@ -489,17 +489,6 @@ def _finish(registry: RunRegistry, run_id: str, status: str, **kwargs: Any) -> N
         pass  # the launcher already recorded an outcome (e.g. cancelled after SIGKILL)
 
 
-def _update_summary(registry: RunRegistry, ctx: RunContext) -> None:
-    from workbench.metrics_store import read_all
-
-    frame = read_all(ctx.metrics_path)
-    if len(frame):
-        rows = frame.sort_values(["step", "wall_time"], kind="stable").to_dict("records")
-        registry.update_summary(ctx.run_id, [
-            {"step": None if r["step"] is None or r["step"] != r["step"] else int(r["step"]),
-             "split": r["split"], "name": r["name"], "value": r["value"]} for r in rows])
-
-
 def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
         install_signal_handlers: bool = True) -> int:
     """Executes the run in ``run_dir``; returns the process exit code (0 unless it failed).
@@ -556,7 +545,7 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
                 return 1
             summary, text = (_preflight_error(exc.report) if isinstance(exc, PreflightFailed)
                              else format_user_traceback(exc))
-            _safe(lambda: _update_summary(registry, ctx))
+            _safe(lambda: registry.refresh_summary(ctx.run_id))
             if ctx.terminate.is_set() or isinstance(exc, KeyboardInterrupt):
                 _finish(registry, run_id, "cancelled", error=summary, traceback=text)
                 return 0
@@ -564,7 +553,7 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
             return 1
         if not is_chief:
             return 0
-        _safe(lambda: _update_summary(registry, ctx))
+        _safe(lambda: registry.refresh_summary(ctx.run_id))
         diverged = ctx.diverged()
         if ctx.terminate.is_set():
             status = "cancelled"

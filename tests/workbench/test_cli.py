@@ -289,3 +289,26 @@ def test_predict_command_on_new_data_with_no_or_odd_labels(workspace, tmp_path, 
     assert (f"--data {str(no_feature)!r}: The data lacks the feature column(s) ['sepal_length_cm'] the model was "
             "trained on") in capsys.readouterr().err
     assert len(RunRegistry(workspace).list_runs()) == runs_before
+
+
+def test_commands_mark_a_run_whose_runner_died_lost_with_its_metrics(workspace, capsys, stub_launchers):
+    """No process watches the workspace between commands: runs/stop/resume reap first, and the
+    summary of a lost run comes from the metrics its runner wrote before it died."""
+    reg = RunRegistry(workspace)
+    record = reg.create_run(name="killed", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
+                            template={"name": "t", "code": "x = 1\n"}, params={}, run_config={},
+                            schedule={"max_steps": 100})
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    reg.set_status(record.run_id, "running", pid=dead.pid)
+    (reg.run_dir(record.run_id) / "metrics.jsonl").write_text("".join(
+        json.dumps({"step": step, "wall_time": 1.0 + step, "split": "train", "name": "loss", "value": 1.0 / step}) + "\n"
+        for step in (10, 20, 30)))
+
+    assert run_cli("stop", record.run_id) == 2
+    assert f"Run {record.run_id!r} is 'lost'; only a running or queued run can be stopped." in capsys.readouterr().err
+    lost = reg.get(record.run_id)
+    assert lost.status == "lost" and lost.error == "lost: runner process is gone"
+    assert lost.summary["train/loss"] == {"last": 1 / 30, "last_step": 30, "best": 1 / 30, "best_step": 30}
+    assert run_cli("runs") == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[3:6] == ["lost", "30", f"{1 / 30:.4g}"]
