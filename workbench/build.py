@@ -25,9 +25,22 @@ from typing import Any, NamedTuple
 
 from workbench import datasets, templates
 
-__all__ = ["DEFAULT_BATCH_SIZE", "Prepared", "build_estimator", "prepare"]
+__all__ = ["DEFAULT_BATCH_SIZE", "RUN_CONFIG_KEYS", "Prepared", "build_estimator", "check_run_config", "prepare"]
 
 DEFAULT_BATCH_SIZE = 32
+# The RunConfig arguments a run may set (JSON values). model_dir is the run's own folder, and the
+# run's process count, not train_distribute, makes it distributed.
+RUN_CONFIG_KEYS = ("tf_random_seed", "save_summary_steps", "save_checkpoints_steps", "save_checkpoints_secs",
+                   "keep_checkpoint_max", "keep_checkpoint_every_n_hours", "log_step_count_steps",
+                   "device", "precision", "compile")
+
+
+def check_run_config(run_config: Mapping[str, Any], also_allowed: tuple[str, ...] = ()) -> None:
+    """Raises ValueError naming the keys of ``run_config`` that are not RunConfig arguments."""
+    unknown = [key for key in run_config if key not in RUN_CONFIG_KEYS and key not in also_allowed]
+    if unknown:
+        raise ValueError(f"run_config has unknown key(s) {unknown}; a run's RunConfig takes "
+                         f"{list(RUN_CONFIG_KEYS)}.")
 
 
 class Prepared(NamedTuple):
@@ -84,6 +97,7 @@ def build_estimator(run_spec: Mapping[str, Any], model_dir: str | os.PathLike) -
 
     prepared = prepare(run_spec)
     config_kwargs = dict(run_spec.get("run_config") or {})
+    check_run_config(config_kwargs)
     config_kwargs["model_dir"] = os.fspath(model_dir)
     config = ee.RunConfig(**config_kwargs)
     estimator = ee.Estimator(prepared.model_fn, model_dir=os.fspath(model_dir), config=config,

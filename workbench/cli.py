@@ -226,7 +226,8 @@ def _cmd_run(args: argparse.Namespace, root: Path) -> int:
 def _register_run(args: argparse.Namespace, root: Path) -> RunRecord:
     """Validates ``run``'s arguments (dataset, template, params, pre-flight) and registers the
     run ``queued``."""
-    from workbench import templates
+    from workbench import build, templates
+    from workbench.runner import SCHEDULE_KEYS
 
     spec = _load_run_file(args.file) if args.file else {}
     dataset = args.dataset if args.dataset is not None else spec.get("dataset")
@@ -238,12 +239,16 @@ def _register_run(args: argparse.Namespace, root: Path) -> RunRecord:
         raise UsageError(f"--action must be one of {list(ACTIONS)}, given: {action!r}.")
     params = {**(spec.get("params") or {}), **_json_arg(args.params, "--params")}
     run_config = {**(spec.get("run_config") or {}), **_json_arg(args.config, "--config")}
+    try:
+        build.check_run_config(run_config, also_allowed=SCHEDULE_KEYS)
+    except ValueError as exc:
+        raise UsageError(f"--config: {exc}") from None
     schedule = dict(spec.get("schedule") or {})
-    for key, value in (("max_steps", args.steps), ("eval_every_steps", args.eval_every),
-                       ("batch_size", args.batch_size)):
+    for flag, key, value in (("--steps", "max_steps", args.steps), ("--eval-every", "eval_every_steps", args.eval_every),
+                             ("--batch-size", "batch_size", args.batch_size)):
         if value is not None:
             if value < 1:
-                raise UsageError(f"--{key.replace('_', '-')} must be >= 1, given: {value!r}.")
+                raise UsageError(f"{flag} must be >= 1, given: {value!r}.")
             schedule[key] = value
     trains = action in TRAINING_ACTIONS
     if trains and not schedule.get("max_steps") and not schedule.get("steps"):

@@ -208,9 +208,11 @@ def _prepare_lineage(ctx: RunContext, spec: dict[str, Any]) -> None:
             break
     relation = ctx.spec.get("parent_relation")
     checkpoint = ctx.spec.get("checkpoint_path")
-    if parent_dir is not None and checkpoint and not os.path.isabs(checkpoint):
-        checkpoint = str(parent_dir / checkpoint)
     parent_model = None if parent_dir is None else parent_dir / paths.MODEL_DIR
+    if parent_dir is not None and checkpoint and not os.path.isabs(checkpoint):
+        # 'model.ckpt-100' as the checkpoint list shows it, or 'model/model.ckpt-100' from the run folder
+        in_model_dir = parent_model / checkpoint
+        checkpoint = str(in_model_dir if in_model_dir.exists() else parent_dir / checkpoint)
     if relation == "warm_start":
         spec.setdefault("warm_start_from", checkpoint or str(parent_model))
     elif relation == "resume" and parent_model is not None and parent_model.is_dir():

@@ -256,6 +256,17 @@ class TestLineage:
         assert spec["checkpoint_path"] == str(
             RunRegistry(workspace).run_dir(parent.run_id) / "model" / "model.ckpt-5")
 
+    def test_checkpoint_name_as_listed_resolves_in_the_parents_model_dir(self, workspace):
+        parent = new_run(workspace)
+        model_dir = RunRegistry(workspace).run_dir(parent.run_id) / "model"
+        model_dir.mkdir()
+        (model_dir / "model.ckpt-5").write_bytes(b"")
+        ctx = self.make_ctx(workspace, action="predict", parent_run_id=parent.run_id,
+                            parent_relation="predict_from", checkpoint_path="model.ckpt-5")
+        spec = {}
+        runner._prepare_lineage(ctx, spec)
+        assert spec["checkpoint_path"] == str(model_dir / "model.ckpt-5")
+
 
 @pytest.mark.slow
 def test_two_process_run_under_torchrun(workspace, launcher):
