@@ -22,6 +22,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import secrets
 import shutil
 import subprocess
 import sys
@@ -232,13 +233,34 @@ def _register_run(args: argparse.Namespace, root: Path) -> RunRecord:
     spec = _load_run_file(args.file) if args.file else {}
     dataset = args.dataset if args.dataset is not None else spec.get("dataset")
     template = args.template if args.template is not None else spec.get("template")
-    if dataset is None or template is None:
-        raise UsageError("run needs --dataset and --template (or --file run.json holding them).")
     action = args.action or spec.get("action") or "train"
     if action not in ACTIONS:
         raise UsageError(f"--action must be one of {list(ACTIONS)}, given: {action!r}.")
+    source = args.from_run or spec.get("from_run")
+    parent = _existing(root, str(source)) if source else None
+    checkpoint = args.checkpoint or spec.get("checkpoint")
     params = {**(spec.get("params") or {}), **_json_arg(args.params, "--params")}
     run_config = {**(spec.get("run_config") or {}), **_json_arg(args.config, "--config")}
+    uses_a_trained_model = action in ("evaluate", "predict")
+    if uses_a_trained_model and parent is None:
+        raise UsageError(f"--action {action} needs --from RUN: the trained run whose model to use (its "
+                         f"newest checkpoint, or --checkpoint model.ckpt-N). To predict on a new file, "
+                         f"`{_PROG} predict RUN --data FILE --out FILE` writes the predictions CSV.")
+    if checkpoint and parent is None:
+        raise UsageError("--checkpoint names a checkpoint of the run given with --from RUN.")
+    if uses_a_trained_model and parent is not None:
+        template = template if template is not None else dict(parent.template)
+        params = {**parent.params, **params}
+        run_config = {**parent.run_config, **run_config}
+        dataset_dict = _dataset_of(parent, dataset, action)
+    elif dataset is None or template is None:
+        raise UsageError("run needs --dataset and --template (or --file run.json holding them).")
+    else:
+        dataset_dict = _dataset_dict(dataset, args.label or spec.get("label"))
+    if args.seed is not None:
+        run_config["tf_random_seed"] = args.seed
+    # A seed is always recorded, so that the run's exported bundle reproduces it.
+    run_config.setdefault("tf_random_seed", secrets.randbelow(2**31))
     try:
         build.check_run_config(run_config, also_allowed=SCHEDULE_KEYS)
     except ValueError as exc:
@@ -253,7 +275,6 @@ def _register_run(args: argparse.Namespace, root: Path) -> RunRecord:
     trains = action in TRAINING_ACTIONS
     if trains and not schedule.get("max_steps") and not schedule.get("steps"):
         schedule["max_steps"] = 1000
-    dataset_dict = _dataset_dict(dataset, args.label or spec.get("label"))
     template_dict, schema = _template_dict(template, root)
     params = templates.validate_params(schema, params)
     # The pre-flight check trains a step; evaluate/predict reuse a trained model (and may have
@@ -276,7 +297,30 @@ def _register_run(args: argparse.Namespace, root: Path) -> RunRecord:
     return reg.create_run(
         name=args.name or spec.get("name") or f"{template_dict['name']} on {_dataset_name(dataset_dict)}",
         action=action, dataset=dataset_dict, template=template_dict, params=params,
-        run_config=run_config, schedule=schedule, num_processes=args.num_processes)
+        run_config=run_config, schedule=schedule, num_processes=args.num_processes,
+        parent_run_id=parent.run_id if parent else None,
+        parent_relation=None if parent is None else {"evaluate": "evaluate_from",
+                                                     "predict": "predict_from"}.get(action, "warm_start"),
+        checkpoint_path=checkpoint)
+
+
+def _dataset_of(parent: RunRecord, dataset: Any, action: str) -> dict[str, Any]:
+    """The dataset of an evaluate/predict run from ``parent``: the parent's own, or a file read
+    with the roles and types the model was trained with."""
+    from workbench import datasets
+
+    if dataset is None:
+        return dict(parent.dataset)
+    base = datasets.DatasetSpec.from_dict(parent.dataset)
+    ref = {**_dataset_dict(dataset, None)["ref"]}
+    df = datasets.DatasetSpec(ref, datasets.Schema(())).load()
+    if action == "predict":
+        spec = datasets.prediction_spec(base, ref, df)
+    else:
+        spec = datasets.DatasetSpec(ref, base.schema, base.eval_fraction, base.seed, base.stratify,
+                                    base.numeric_missing, base.categorical_missing)
+        datasets.validate(df, spec.schema, action=action, raise_errors=True)
+    return spec.to_dict() | {"fingerprint": spec.fingerprint()}
 
 
 def _dataset_name(dataset: Mapping[str, Any]) -> str:
@@ -595,9 +639,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--label", help="the label column (default: inferred)")
     run.add_argument("--template", help="template name (see the UI or workbench/templates/)")
     run.add_argument("--action", choices=ACTIONS)
+    run.add_argument("--from", dest="from_run", metavar="RUN",
+                     help="evaluate/predict: the trained run whose model to use; train: warm start from it")
+    run.add_argument("--checkpoint", help="with --from: a checkpoint of that run (default: its newest)")
     run.add_argument("--params", help="model_fn params as a JSON object")
     run.add_argument("--config", help="RunConfig fields as a JSON object")
     run.add_argument("--steps", type=int, help="train until this global step (max_steps)")
+    run.add_argument("--seed", type=int, help="tf_random_seed (default: drawn at random and recorded)")
     run.add_argument("--eval-every", type=int, help="steps between evaluations (train_and_evaluate)")
     run.add_argument("--batch-size", type=int)
     run.add_argument("--name")

@@ -92,6 +92,11 @@ class TestErrors:
          "--dataset file '/no/such.csv' does not exist"),
         (["run", "--file", "/no/run.json"], "--file '/no/run.json' does not exist"),
         (["runs", "--status", "done"], "--status must be one of"),
+        (["run", "--dataset", "iris", "--template", "mlp_classifier", "--action", "predict"],
+         "--action predict needs --from RUN: the trained run whose model to use"),
+        (["run", "--dataset", "iris", "--template", "mlp_classifier", "--checkpoint", "model.ckpt-5"],
+         "--checkpoint names a checkpoint of the run given with --from RUN"),
+        (["run", "--action", "evaluate", "--from", "r-nope"], "No run 'r-nope'"),
         (["predict", "r-nope", "--data", "x.csv", "--out", "y.csv"], "No run 'r-nope'"),
     ])
     def test_bad_input_exit_2(self, workspace, capsys, argv, message):
@@ -189,10 +194,10 @@ def test_run_checks_in_the_runner_by_default(workspace, capsys, stub_launchers):
     newest = RunRegistry(workspace).list_runs()[0]
     assert "preflight" not in newest.schedule
     # evaluate/predict reuse a trained model (the check trains a step and needs labels)
-    assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--action", "evaluate",
-                   "--detach") == 0
+    assert run_cli("run", "--action", "evaluate", "--from", record.run_id, "--detach") == 0
     evaluated = RunRegistry(workspace).list_runs()[0]
     assert evaluated.action == "evaluate" and "preflight" not in evaluated.schedule
+    assert (evaluated.parent_run_id, evaluated.parent_relation) == (record.run_id, "evaluate_from")
     for launcher in stub_launchers:
         for run in (newest, record, evaluated):
             launcher.wait(run.run_id, timeout=30)
@@ -314,3 +319,39 @@ def test_commands_mark_a_run_whose_runner_died_lost_with_its_metrics(workspace, 
     assert lost.summary["train/loss"] == {"last": 1 / 30, "last_step": 30, "best": 1 / 30, "best_step": 30}
     assert run_cli("runs") == 0
     assert capsys.readouterr().out.splitlines()[1].split()[3:6] == ["lost", "30", f"{1 / 30:.4g}"]
+
+
+def test_run_records_a_seed_and_its_source_run(workspace, tmp_path, capsys, stub_launchers):
+    """Every run records tf_random_seed (its bundle reproduces it); --from makes an evaluate or
+    predict run use a trained run's model, template, params and (by default) data."""
+    import pandas as pd
+
+    from workbench import datasets
+
+    assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "3",
+                   "--no-preflight", "--detach", "--params", '{"hidden_units": "8"}') == 0
+    assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "3",
+                   "--no-preflight", "--detach", "--seed", "11") == 0
+    seeded, drawn = RunRegistry(workspace).list_runs()
+    assert seeded.run_config["tf_random_seed"] == 11
+    assert isinstance(drawn.run_config["tf_random_seed"], int)
+
+    new_rows = tmp_path / "new.csv"
+    pd.read_csv(datasets.bundled_path("iris")).drop(columns=["species"]).head(4).to_csv(new_rows, index=False)
+    assert run_cli("run", "--action", "predict", "--from", drawn.run_id, "--checkpoint", "model.ckpt-3",
+                   "--dataset", str(new_rows), "--detach") == 0
+    predict = RunRegistry(workspace).list_runs()[0]
+    assert (predict.parent_run_id, predict.parent_relation, predict.checkpoint_path) == (
+        drawn.run_id, "predict_from", "model.ckpt-3")
+    assert predict.template == drawn.template and predict.params["hidden_units"] == "8"
+    assert predict.run_config["tf_random_seed"] == drawn.run_config["tf_random_seed"]
+    assert predict.dataset["ref"] == {"kind": "file", "path": str(new_rows.resolve())}
+    assert "species" not in [c["name"] for c in predict.dataset["schema"]["columns"]]
+
+    assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--from", drawn.run_id,
+                   "--steps", "3", "--no-preflight", "--detach") == 0
+    warm = RunRegistry(workspace).list_runs()[0]
+    assert (warm.action, warm.parent_run_id, warm.parent_relation) == ("train", drawn.run_id, "warm_start")
+    for launcher in stub_launchers:
+        for run in RunRegistry(workspace).list_runs():
+            launcher.wait(run.run_id, timeout=30)
