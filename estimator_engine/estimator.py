@@ -576,11 +576,18 @@ class Estimator:
         return hooks
 
     def _restore_run_state(self, checkpoint: Mapping[str, Any], batches: Any) -> None:
-        """Continues the RNG streams and the input position saved in the checkpoint."""
+        """Continues the RNG streams, and the input position saved in the checkpoint when the
+        input repeats forever.
+
+        A finite input (``num_epochs=N``) starts from its beginning on every ``train`` call, as
+        TF runs ``input_fn`` afresh: a loop of ``train(input_fn)`` calls trains N epochs each time.
+        An endless one continues where the checkpoint left it, so ``train(steps=N)`` twice sees
+        the same batches as ``train(steps=2N)`` instead of the first ones again.
+        """
         if checkpoint.get("rng"):
             _set_rng_state(checkpoint["rng"])
         saved_input = checkpoint.get("input")
-        if saved_input and hasattr(batches, "load_state_dict"):
+        if saved_input and hasattr(batches, "load_state_dict") and getattr(batches, "num_epochs", 0) is None:
             try:
                 batches.load_state_dict(saved_input)
             except ValueError as exc:

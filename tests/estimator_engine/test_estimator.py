@@ -293,6 +293,18 @@ class TestResume:
             np.testing.assert_array_equal(whole.get_variable_value(name), second.get_variable_value(name))
 
 
+    def test_a_finite_input_starts_over_on_every_train_call(self, tmp_path):
+        """TF runs input_fn afresh on each call: an epoch loop trains one epoch per call (4, 8, 12),
+        and train(steps=3) on a 4-batch epoch gives 3, 6, 9, not 3, 4, 4."""
+        est = _estimator(tmp_path / "epochs")
+        one_epoch = _linear_input_fn(n=64, batch_size=16, num_epochs=1)
+        steps = [est.train(one_epoch).get_variable_value("global_step") for _ in range(3)]
+        assert steps == [4, 8, 12]
+        est = _estimator(tmp_path / "steps")
+        steps = [est.train(one_epoch, steps=3).get_variable_value("global_step") for _ in range(3)]
+        assert steps == [3, 6, 9]
+
+
 class TestEvaluate:
     def test_metrics_over_all_examples_and_mean_batch_loss(self, tmp_path):
         checkpoints.create_checkpoint(str(tmp_path), {"linear/weight": [[1.0]], "linear/bias": [0.0]}, 3)
