@@ -459,10 +459,47 @@ def _trace(program: _ServingProgram, inputs: dict[str, torch.Tensor], static_bat
         reason = f"torch.export failed: {type(exc).__name__}: {str(exc).strip()[:2000]}"
         _log.warning("%s; falling back to torch.jit.trace.", reason.splitlines()[0])
     with warnings.catch_warnings():  # TorchScript is deprecated, but it is the fallback we have
-        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore")  # deprecation, and "treated as a constant": checked below
         traced = torch.jit.trace(program, (inputs,), strict=False, check_trace=False)
+    _check_trace_generalises(program, traced, inputs, static_batch, reason)
     traced.save(os.path.join(directory, TORCHSCRIPT_PROGRAM_FILENAME))
     return TORCHSCRIPT_PROGRAM_FILENAME, reason, None
+
+
+def _check_trace_generalises(program: _ServingProgram, traced: Any, inputs: dict[str, torch.Tensor],
+                             static_batch: bool, reason: str) -> None:
+    """Raises ValueError when the traced program disagrees with the model on other inputs.
+
+    A trace records one run: values the model_fn took out of tensors (``.numpy()``, ``.tolist()``,
+    ``if tensor...``), e.g. the ids of a categorical feature column, become constants, and the
+    program then serves the example batch's answer for every input. Comparing with the eager
+    model on other values (rows reversed, floats shifted) and, with a dynamic batch, another
+    batch size catches that before a wrong model is written.
+    """
+    variants = [{name: (t.flip(0) if t.dim() > 0 else t) + (0.5 if t.is_floating_point() else 0)
+                 for name, t in inputs.items()}]
+    if not static_batch:
+        rows = next((t.shape[0] for t in inputs.values() if t.dim() > 0), 1)
+        variants.append({name: _resize_batch(t, rows + 1) if t.dim() > 0 else t for name, t in inputs.items()})
+    for variant in variants:
+        expected = program(variant)
+        try:
+            got = traced(variant)
+            same = len(got) == len(expected) and all(
+                g.shape == e.shape and (torch.allclose(g, e, rtol=1e-4, atol=1e-5, equal_nan=True)
+                                        if e.is_floating_point() else torch.equal(g, e))
+                for g, e in zip(got, expected))
+            detail = "its outputs differ from the model's"
+        except Exception as exc:  # e.g. a shape baked into the trace
+            same, detail = False, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300]}"
+        if not same:
+            raise ValueError(
+                f"Cannot export this model: {reason.splitlines()[0]}, and the TorchScript fallback "
+                f"does not reproduce the model on inputs other than the example batch ({detail}). "
+                "The trace recorded values the model_fn took out of tensors (.numpy(), .tolist(), "
+                "Python branches on tensor values; feature columns with categorical ids do this) as "
+                "constants. Export a model_fn whose PREDICT path uses torch operations only, e.g. "
+                "with ids already numeric and an embedding/one-hot computed with torch.")
 
 
 # -- load -------------------------------------------------------------------------------------

@@ -229,6 +229,24 @@ def test_torchscript_fallback_records_why(tmp_path, monkeypatch):
     np.testing.assert_allclose(export_lib.load(path)({"x": FEATURES["x"]})["y"].numpy(), expected, atol=1e-6)
 
 
+@pytest.mark.parametrize("batch", [1, 4])
+def test_a_trace_that_baked_in_the_example_is_refused(tmp_path, batch):
+    """Categorical ids read through numpy make torch.export fail; the trace then records the
+    example's ids as constants and would serve its answer for every input: refused, nothing written."""
+    fc = ee.feature_column
+    rng = np.random.RandomState(0)
+    cat, x = rng.randint(0, 3, 200), rng.randn(200).astype("float32")
+    est = ee.DNNClassifier([4], [fc.numeric_column("x"), fc.indicator_column(fc.categorical_column_with_identity("cat", 3))],
+                           model_dir=str(tmp_path / "m"), config=ee.RunConfig(tf_random_seed=0))
+    est.train(ee.inputs.numpy_input_fn({"x": x, "cat": cat}, (cat == 1).astype(int), batch_size=32,
+                                       num_epochs=None, shuffle=True), steps=5)
+    receiver = build_raw_serving_input_receiver_fn({"x": torch.zeros(batch), "cat": torch.arange(batch) % 3})
+    with pytest.raises(ValueError, match=r"Cannot export this model: torch.export failed: .*, and the TorchScript "
+                                         r"fallback does not reproduce the model on inputs other than the example batch"):
+        export_saved_model(est, str(tmp_path / "e"), receiver)
+    assert os.listdir(tmp_path / "e") == []
+
+
 def test_fresh_process_without_model_fn_module(tmp_path):
     """The export runs where neither the model_fn's module nor a checkpoint exists."""
     module_dir = tmp_path / "user_code"
