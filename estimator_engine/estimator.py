@@ -33,6 +33,7 @@ import torch
 from estimator_engine import checkpoints, distribute
 from estimator_engine import spec as spec_lib
 from estimator_engine._fn_args import call_with_declared, fn_args
+from estimator_engine._validation import step_count
 from estimator_engine.hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -116,11 +117,6 @@ def _set_rng_state(state: Mapping[str, Any]) -> None:
 def _file_marker(path: str) -> tuple[str, int, int]:
     stat = os.stat(path)
     return (os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
-
-
-def _check_positive(name: str, value: int | None) -> None:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-        raise ValueError(f"Must specify {name} > 0, given: {value!r}")
 
 
 def default_training_hooks(config: RunConfig, model_dir: str, *, steps: int | None = None,
@@ -438,8 +434,7 @@ class Estimator:
                              f"to given configuration. Current configuration: {self._config}.")
         if steps is not None and max_steps is not None:
             raise ValueError("Can not provide both steps and max_steps.")
-        _check_positive("steps", steps)
-        _check_positive("max_steps", max_steps)
+        steps, max_steps = step_count("steps", steps), step_count("max_steps", max_steps)
         if max_steps is not None:
             start_step = checkpoints.read_global_step(self._model_dir)
             if max_steps <= start_step:
@@ -610,7 +605,7 @@ class Estimator:
         Metrics are computed over all evaluated examples; ``loss`` is the mean of the batch losses.
         Results are written to ``eval_dir(name)`` so that early stopping and exporters can read them.
         """
-        _check_positive("steps", steps)
+        steps = step_count("steps", steps)
         hooks = list(hooks or ())
         for hook in hooks:
             if not isinstance(hook, SessionRunHook):

@@ -29,6 +29,7 @@ from typing import Any
 
 import torch
 
+from estimator_engine._validation import step_count
 from estimator_engine.exporter import Exporter
 from estimator_engine.hooks.base import (
     CheckpointSaverListener,
@@ -43,10 +44,6 @@ from estimator_engine.mode_keys import ModeKeys
 __all__ = ["EvalSpec", "TrainSpec", "train_and_evaluate"]
 
 _log = logging.getLogger("estimator_engine")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _validate_hooks(hooks: Iterable[Any] | None) -> tuple[SessionRunHook, ...]:
@@ -110,8 +107,7 @@ class TrainSpec(collections.namedtuple("TrainSpec", ["input_fn", "max_steps", "h
                 saving_listeners: Iterable[CheckpointSaverListener] | None = None) -> TrainSpec:
         if not callable(input_fn):
             raise TypeError(f"`input_fn` must be callable, given: {input_fn!r}")
-        if max_steps is not None and (not _is_int(max_steps) or max_steps <= 0):
-            raise ValueError(f"Must specify max_steps > 0, given: {max_steps!r}")
+        max_steps = step_count("max_steps", max_steps)
         return super().__new__(cls, input_fn, max_steps, _validate_hooks(hooks),
                                _validate_saving_listeners(saving_listeners))
 
@@ -143,8 +139,7 @@ class EvalSpec(collections.namedtuple("EvalSpec", ["input_fn", "steps", "name", 
                 every_n_steps: int | None = None) -> EvalSpec:
         if not callable(input_fn):
             raise TypeError(f"`input_fn` must be callable, given: {input_fn!r}")
-        if steps is not None and (not _is_int(steps) or steps <= 0):
-            raise ValueError(f"Must specify steps > 0, given: {steps!r}")
+        steps = step_count("steps", steps)
         if name is not None and not isinstance(name, str):
             raise TypeError(f"`name` must be string, given: {name!r}")
         hooks = _validate_hooks(hooks)
@@ -153,8 +148,7 @@ class EvalSpec(collections.namedtuple("EvalSpec", ["input_fn", "steps", "name", 
             raise ValueError(f"Must specify start_delay_secs >= 0, given: {start_delay_secs!r}")
         if throttle_secs < 0:
             raise ValueError(f"Must specify throttle_secs >= 0, given: {throttle_secs!r}")
-        if every_n_steps is not None and (not _is_int(every_n_steps) or every_n_steps <= 0):
-            raise ValueError(f"Must specify every_n_steps > 0 or None, given: {every_n_steps!r}")
+        every_n_steps = step_count("every_n_steps", every_n_steps, none_text=" or None")
         return super().__new__(cls, input_fn, steps, name, hooks, exporters, start_delay_secs,
                                throttle_secs, every_n_steps)
 

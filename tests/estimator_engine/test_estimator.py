@@ -104,10 +104,21 @@ class TestTrain:
     @pytest.mark.parametrize("kwargs, message", [
         ({"steps": 0}, r"Must specify steps > 0, given: 0"),
         ({"max_steps": -1}, r"Must specify max_steps > 0, given: -1"),
+        ({"steps": 2.5}, r"Must specify steps as a whole number > 0, given: 2.5"),
+        ({"max_steps": "3"}, r"Must specify max_steps as a whole number > 0, given: '3'"),
     ])
     def test_positive_steps(self, tmp_path, kwargs, message):
         with pytest.raises(ValueError, match=message):
             _estimator(tmp_path).train(_linear_input_fn(), **kwargs)
+
+    def test_numpy_and_whole_float_step_counts_work_as_in_tf(self, tmp_path):
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), steps=np.int64(3)).train(_linear_input_fn(), steps=2.0)
+        est.train(_linear_input_fn(), max_steps=np.int32(7))
+        assert est.get_variable_value("global_step") == 7
+        assert est.evaluate(_linear_input_fn(), steps=np.int64(2))["global_step"] == 7
+        assert ee.TrainSpec(_linear_input_fn(), max_steps=np.int64(5)).max_steps == 5
+        assert type(ee.EvalSpec(_linear_input_fn(), steps=np.int64(5)).steps) is int
 
     def test_steps_are_incremental(self, tmp_path):
         est = _estimator(tmp_path)
