@@ -927,11 +927,13 @@ def _verify_model_fn_args(model_fn: Callable[..., Any], params: Mapping[str, Any
     return args
 
 
-def _filter_predictions(predictions: Any, predict_keys: Sequence[str] | None) -> Any:
-    if predict_keys is None:
+def _filter_predictions(predictions: Any, predict_keys: Sequence[str] | str | None) -> Any:
+    if not predict_keys:  # None or empty: every prediction, as TF's _extract_keys
         return predictions
     if not isinstance(predictions, Mapping):
         raise ValueError("predict_keys argument is not valid in case of non-dict predictions.")
+    if isinstance(predict_keys, str):  # one key (TF tests `key in predict_keys`, a substring test)
+        predict_keys = [predict_keys]
     filtered = {k: predictions[k] for k in predict_keys if k in predictions}
     if not filtered:
         raise ValueError(f"Expected to run at least one output from {sorted(predictions)}, provided {list(predict_keys)}.")

@@ -257,6 +257,20 @@ def _weighted_mean_op(values: torch.Tensor, weights: torch.Tensor | None,
     return MetricOp({"total": total, "count": count}, result_fn)
 
 
+def _tf_v1_keywords(metric: Callable[..., MetricOp]) -> Callable[..., MetricOp]:
+    """Accepts TF v1's ``metrics_collections``, ``updates_collections`` and ``name`` keywords, so
+    ``metrics.accuracy(labels=l, predictions=p, name='acc_op')`` ports unchanged. They change
+    nothing: there are no graph collections, and the ``eval_metric_ops`` key names the metric."""
+
+    @functools.wraps(metric)
+    def with_tf_keywords(*args: Any, metrics_collections: Any = None, updates_collections: Any = None,
+                         name: str | None = None, **kwargs: Any) -> MetricOp:
+        return metric(*args, **kwargs)
+
+    return with_tf_keywords
+
+
+@_tf_v1_keywords
 def mean(values: Any, weights: Any = None) -> MetricOp:
     """The (weighted) mean of ``values``: ``sum(values * weights) / sum(weights)``.
 
@@ -281,6 +295,7 @@ def mean(values: Any, weights: Any = None) -> MetricOp:
     return _weighted_mean_op(values_t, weights_t)
 
 
+@_tf_v1_keywords
 def accuracy(labels: Any, predictions: Any, weights: Any = None) -> MetricOp:
     """How often ``predictions`` equal ``labels`` (weighted).
 
@@ -321,6 +336,7 @@ def _confusion_op(metric: str, labels: Any, predictions: Any, weights: Any,
     return MetricOp(state, result_fn)
 
 
+@_tf_v1_keywords
 def precision(labels: Any, predictions: Any, weights: Any = None) -> MetricOp:
     """Binary precision ``tp / (tp + fp)``; labels and predictions are cast to bool (non-zero = True).
 
@@ -343,6 +359,7 @@ def precision(labels: Any, predictions: Any, weights: Any = None) -> MetricOp:
                          ("true_positives", "false_positives"), _precision_result)
 
 
+@_tf_v1_keywords
 def recall(labels: Any, predictions: Any, weights: Any = None) -> MetricOp:
     """Binary recall ``tp / (tp + fn)``; labels and predictions are cast to bool (non-zero = True).
 
@@ -371,6 +388,7 @@ def _regression_pair(metric: str, labels: Any, predictions: Any, weights: Any
     return predictions_t.to(dtype) - labels_t.to(dtype), weights_t
 
 
+@_tf_v1_keywords
 def mean_squared_error(labels: Any, predictions: Any, weights: Any = None) -> MetricOp:
     """The (weighted) mean of ``(predictions - labels) ** 2``.
 
@@ -382,6 +400,7 @@ def mean_squared_error(labels: Any, predictions: Any, weights: Any = None) -> Me
     return _weighted_mean_op(diff.square(), weights_t)
 
 
+@_tf_v1_keywords
 def root_mean_squared_error(labels: Any, predictions: Any, weights: Any = None) -> MetricOp:
     """The square root of :func:`mean_squared_error` over all merged batches.
 
@@ -393,6 +412,7 @@ def root_mean_squared_error(labels: Any, predictions: Any, weights: Any = None) 
     return _weighted_mean_op(diff.square(), weights_t, _rmse_result)
 
 
+@_tf_v1_keywords
 def mean_absolute_error(labels: Any, predictions: Any, weights: Any = None) -> MetricOp:
     """The (weighted) mean of ``|predictions - labels|``.
 
@@ -434,6 +454,7 @@ def _auc_thresholds(num_thresholds: int, thresholds: Sequence[float] | None) -> 
     return (0.0 - _THRESHOLD_EPSILON, *inner, 1.0 + _THRESHOLD_EPSILON)
 
 
+@_tf_v1_keywords
 def auc(labels: Any, predictions: Any, weights: Any = None, num_thresholds: int = 200,
         curve: str = "ROC", summation_method: str = "interpolation",
         thresholds: Sequence[float] | None = None) -> MetricOp:

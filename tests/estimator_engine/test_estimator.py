@@ -401,6 +401,9 @@ class TestPredict:
         assert [b["y"].shape for b in batches] == [(2, 1), (2, 1), (1, 1)]
         with pytest.raises(ValueError, match="Expected to run at least one output from"):
             next(est.predict(ee.inputs.numpy_input_fn(x, shuffle=False), predict_keys=["nope"]))
+        # As TF: no keys means every prediction; one key may be given as a string.
+        assert set(next(est.predict(ee.inputs.numpy_input_fn(x, shuffle=False), predict_keys=[]))) == {"y"}
+        assert set(next(est.predict(ee.inputs.numpy_input_fn(x, shuffle=False), predict_keys="y"))) == {"y"}
 
     def test_non_dict_predictions(self, tmp_path):
         def model_fn(features, mode):

@@ -355,6 +355,18 @@ class TestMerging:
         assert float(restored.result()) == float(op.result())
 
 
+def test_tf_v1_keywords_are_accepted_and_change_nothing():
+    """``metrics.accuracy(labels=l, predictions=p, name='acc_op')`` from TF's tutorial ports unchanged."""
+    labels, predictions = [1, 0, 1, 1], [1, 1, 1, 0]
+    for metric in (metrics.accuracy, metrics.precision, metrics.recall, metrics.mean_squared_error,
+                   metrics.root_mean_squared_error, metrics.mean_absolute_error, metrics.auc):
+        plain = metric(labels=labels, predictions=predictions)
+        tf_style = metric(labels=labels, predictions=predictions, name="op", metrics_collections=None,
+                          updates_collections=None)
+        assert float(tf_style.result()) == float(plain.result()), metric.__name__
+    assert float(metrics.mean([1.0, 3.0], name="mean_op").result()) == 2.0
+
+
 @pytest.mark.requires_gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_states_stay_on_cuda():
