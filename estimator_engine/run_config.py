@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from typing import Any
 
@@ -20,14 +21,22 @@ class TaskType:
     PS = "ps"
 
 
+_log = logging.getLogger("estimator_engine")
+
 _DEFAULT = object()  # "not passed", as distinct from an explicit None
 _DEFAULT_SAVE_CHECKPOINTS_SECS = 600
 
+# TF's arguments that configure its sessions and graphs: accepted so that TF code constructs its
+# RunConfig unchanged, kept as given, and without effect here (a warning says so when one is set).
+TF_SESSION_ARGUMENTS = {
+    "session_config": None, "session_creation_timeout_secs": 7200, "device_fn": None,
+    "protocol": None, "experimental_max_worker_delay_secs": None, "checkpoint_save_graph_def": True,
+}
 _REPLACEABLE = (
     "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps",
     "save_checkpoints_secs", "keep_checkpoint_max", "keep_checkpoint_every_n_hours",
     "log_step_count_steps", "train_distribute", "eval_distribute", "device", "precision",
-    "compile",
+    "compile", *TF_SESSION_ARGUMENTS,
 )
 _PRECISIONS = ("32", "16-mixed", "bf16-mixed")
 
@@ -53,6 +62,10 @@ class RunConfig:
         device: ``'auto'`` (CUDA when available), ``'cpu'``, ``'cuda'`` or ``'cuda:N'``.
         precision: ``'32'``, ``'bf16-mixed'`` or ``'16-mixed'`` (autocast in the model_fn).
         compile: ``torch.compile`` registered modules.
+        session_config, session_creation_timeout_secs, device_fn, protocol,
+            experimental_max_worker_delay_secs, checkpoint_save_graph_def: TF's session and graph
+            settings, accepted so TF code runs unchanged; they have no effect on PyTorch (a
+            warning is logged when one differs from TF's default).
 
     Example:
         >>> config = RunConfig(save_checkpoints_steps=100)
@@ -75,6 +88,12 @@ class RunConfig:
     device: str | None = "auto"
     precision: str | None = "32"
     compile: bool | None = False
+    session_config: Any = None
+    session_creation_timeout_secs: Any = 7200
+    device_fn: Any = None
+    protocol: Any = None
+    experimental_max_worker_delay_secs: Any = None
+    checkpoint_save_graph_def: Any = True
 
     def __post_init__(self) -> None:
         steps, secs = self.save_checkpoints_steps, self.save_checkpoints_secs
@@ -89,6 +108,10 @@ class RunConfig:
         if self.model_dir is not None:
             object.__setattr__(self, "model_dir", os.fspath(self.model_dir))
         self._validate()
+        ignored = [name for name, default in TF_SESSION_ARGUMENTS.items() if getattr(self, name) != default]
+        if ignored:
+            _log.warning("RunConfig: %s configure TF sessions and graphs and have no effect on PyTorch.",
+                         ", ".join(ignored))
 
     def _validate(self) -> None:
         problems = []
@@ -175,6 +198,10 @@ class RunConfig:
 
     @property
     def master(self) -> str:
+        return ""
+
+    @property
+    def evaluation_master(self) -> str:
         return ""
 
     def resolved_device(self) -> torch.device:

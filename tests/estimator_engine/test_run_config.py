@@ -14,7 +14,8 @@ REPLACEABLE = (
     "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps",
     "save_checkpoints_secs", "keep_checkpoint_max", "keep_checkpoint_every_n_hours",
     "log_step_count_steps", "train_distribute", "eval_distribute", "device", "precision",
-    "compile",
+    "compile", "session_config", "session_creation_timeout_secs", "device_fn", "protocol",
+    "experimental_max_worker_delay_secs", "checkpoint_save_graph_def",
 )
 
 
@@ -300,11 +301,13 @@ def test_every_allowed_property_can_be_replaced(name):
               "save_checkpoints_steps": 3, "save_checkpoints_secs": 3, "keep_checkpoint_max": 3,
               "keep_checkpoint_every_n_hours": 3, "log_step_count_steps": 3,
               "train_distribute": "strategy", "eval_distribute": "strategy", "device": "cpu",
-              "precision": "16-mixed", "compile": True}
+              "precision": "16-mixed", "compile": True, "session_config": "cfg",
+              "session_creation_timeout_secs": 3, "device_fn": "fn", "protocol": "grpc",
+              "experimental_max_worker_delay_secs": 3, "checkpoint_save_graph_def": False}
     assert getattr(RunConfig().replace(**{name: values[name]}), name) == values[name]
 
 
-@pytest.mark.parametrize("name", ["master", "task_type", "is_chief", "session_config",
+@pytest.mark.parametrize("name", ["master", "task_type", "is_chief", "evaluation_master",
                                   "num_ps_replicas", "unknown_name", "world_size"])
 def test_replace_not_supported(name):
     with pytest.raises(ValueError, match=f"Replacing {name} is not supported") as info:
@@ -440,3 +443,16 @@ def test_pickle_and_deepcopy_round_trip():
 def test_non_path_model_dir_is_rejected():
     with pytest.raises(TypeError):
         RunConfig(model_dir=5)
+
+
+def test_tf_session_arguments_are_accepted_and_said_to_do_nothing(caplog):
+    """TF code that builds RunConfig(session_config=..., protocol=...) runs unchanged."""
+    with caplog.at_level("WARNING", logger="estimator_engine"):
+        assert RunConfig(session_creation_timeout_secs=7200, checkpoint_save_graph_def=True).protocol is None
+    assert caplog.records == []
+    with caplog.at_level("WARNING", logger="estimator_engine"):
+        config = RunConfig(session_config={"allow_soft_placement": True}, protocol="grpc")
+    assert config.session_config == {"allow_soft_placement": True} and config.evaluation_master == ""
+    assert [r.getMessage() for r in caplog.records] == [
+        "RunConfig: session_config, protocol configure TF sessions and graphs and have no effect on PyTorch."]
+    assert config.replace(device_fn=None).protocol == "grpc"

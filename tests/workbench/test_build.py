@@ -12,9 +12,13 @@ from workbench import build
 def test_run_config_keys_are_the_engines_json_arguments():
     import estimator_engine as ee
 
+    from estimator_engine.run_config import TF_SESSION_ARGUMENTS
+
     arguments = set(inspect.signature(ee.RunConfig.__init__).parameters) - {"self"}
-    # model_dir is the run's folder; the run's process count, not train_distribute, distributes it.
-    assert set(build.RUN_CONFIG_KEYS) == arguments - {"model_dir", "train_distribute", "eval_distribute"}
+    # model_dir is the run's folder; the run's process count, not train_distribute, distributes it;
+    # TF's session settings do nothing here.
+    assert set(build.RUN_CONFIG_KEYS) == arguments - {"model_dir", "train_distribute", "eval_distribute",
+                                                      *TF_SESSION_ARGUMENTS}
 
 
 def test_unknown_run_config_keys_are_named():
