@@ -392,7 +392,7 @@ class Estimator:
         value = checkpoints.load_variable(self._require_checkpoint(), name)
         return int(value) if name == "global_step" else value
 
-    def export_saved_model(self, export_dir_base: str | os.PathLike, serving_input_receiver_fn: Callable[[], Any],
+    def export_saved_model(self, export_dir_base: str | bytes | os.PathLike, serving_input_receiver_fn: Callable[[], Any],
                            assets_extra: Mapping[str, str] | None = None, as_text: bool = False,
                            checkpoint_path: str | None = None,
                            experimental_mode: ModeKeys = ModeKeys.PREDICT) -> str:
@@ -958,6 +958,11 @@ def _unbatch(predictions: Any, single: bool) -> Iterator[Any]:
         if not single:
             yield arrays
             return
+        scalars = [k for k, v in arrays.items() if np.ndim(v) == 0]
+        if scalars:
+            raise ValueError(f"Predictions {scalars} have no batch dimension (a scalar each); every "
+                             "prediction needs the batch as its first dimension to yield single "
+                             "examples. Return a value per example, or predict(yield_single_examples=False).")
         lengths = {k: len(v) for k, v in arrays.items()}
         first_key = next(iter(arrays))
         for key, length in lengths.items():
@@ -970,5 +975,9 @@ def _unbatch(predictions: Any, single: bool) -> Iterator[Any]:
         array = predictions
         if not single:
             yield array
+        elif np.ndim(array) == 0:
+            raise ValueError("The predictions tensor has no batch dimension (a scalar); it needs the "
+                             "batch as its first dimension to yield single examples. Return a value "
+                             "per example, or predict(yield_single_examples=False).")
         else:
             yield from array

@@ -316,7 +316,7 @@ def _tensor_info(tensor: torch.Tensor, batch_dynamic: bool) -> dict[str, Any]:
     return {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": shape}
 
 
-def export_saved_model(estimator: Any, export_dir_base: str | os.PathLike,
+def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLike,
                        serving_input_receiver_fn: Callable[[], ServingInputReceiver],
                        assets_extra: Mapping[str, str] | None = None,
                        checkpoint_path: str | os.PathLike | None = None,
@@ -372,7 +372,7 @@ def export_saved_model(estimator: Any, export_dir_base: str | os.PathLike,
         return spec.export_outputs
 
     program = _ServingProgram(state, call, features, receiver_tensors)
-    base = os.fspath(export_dir_base)
+    base = os.fsdecode(export_dir_base)  # TF code may pass bytes
     os.makedirs(base, exist_ok=True)
     temp_dir = tempfile.mkdtemp(prefix="temp-", dir=base)
     try:

@@ -405,6 +405,17 @@ class TestPredict:
         assert set(next(est.predict(ee.inputs.numpy_input_fn(x, shuffle=False), predict_keys=[]))) == {"y"}
         assert set(next(est.predict(ee.inputs.numpy_input_fn(x, shuffle=False), predict_keys="y"))) == {"y"}
 
+    def test_a_scalar_prediction_is_named(self, tmp_path):
+        def model_fn(features, mode):
+            return ee.EstimatorSpec(mode, predictions={"y": features["x"] * 2, "s": torch.tensor(5.0)})
+
+        est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+        x = {"x": torch.arange(3.0).reshape(3, 1)}
+        with pytest.raises(ValueError, match=r"Predictions \['s'\] have no batch dimension \(a scalar each\)"):
+            next(est.predict(ee.inputs.numpy_input_fn(x, shuffle=False)))
+        batch = next(est.predict(ee.inputs.numpy_input_fn(x, shuffle=False), yield_single_examples=False))
+        assert float(batch["s"]) == 5.0
+
     def test_non_dict_predictions(self, tmp_path):
         def model_fn(features, mode):
             return ee.EstimatorSpec(mode, predictions=features["x"] * 2)

@@ -211,6 +211,11 @@ def test_load_refuses_pickled_archives_and_bad_dirs(trained_classifier, tmp_path
         export_lib.load(path)
 
 
+def test_export_dir_base_may_be_bytes_as_in_tf(trained_classifier, tmp_path):
+    path = export_saved_model(trained_classifier, os.fsencode(tmp_path / "e"), receiver_fn())
+    assert isinstance(path, str) and os.path.dirname(path) == str(tmp_path / "e")
+
+
 def test_torchscript_fallback_records_why(tmp_path, monkeypatch):
     est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path / "m"), params={})
     est.train(ee.inputs.numpy_input_fn(FEATURES, LABELS, batch_size=16, shuffle=False), steps=2)
