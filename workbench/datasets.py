@@ -737,7 +737,9 @@ def split(df: pd.DataFrame, spec: DatasetSpec) -> tuple[pd.DataFrame, pd.DataFra
     """Seeded train/eval split; stratified by the label for classification when ``spec.stratify``.
 
     Each class with n rows puts ``round(n * eval_fraction)`` of them in eval (at most n - 1, so a
-    class with two or more rows stays in train). Both parts keep the original row order and index.
+    class with two or more rows stays in train); when that rounds to no eval row at all (a tiny
+    dataset), one row of the largest class goes to eval. Both parts keep the original row order
+    and index.
     """
     n = len(df)
     if spec.eval_fraction == 0 or n == 0:
@@ -747,11 +749,15 @@ def split(df: pd.DataFrame, spec: DatasetSpec) -> tuple[pd.DataFrame, pd.DataFra
     in_eval = np.zeros(n, dtype=bool)
     if spec.stratify and spec.task == "classification" and label in df.columns:
         codes, _ = pd.factorize(df[label], use_na_sentinel=True)
-        for code in np.unique(codes):  # a loop over classes, not rows
+        classes = np.unique(codes)
+        for code in classes:  # a loop over classes, not rows
             members = np.flatnonzero(codes == code)
             k = round(len(members) * spec.eval_fraction)
             k = min(k, len(members) - 1) if len(members) > 1 else k
             in_eval[rng.permutation(members)[:k]] = True
+        if not in_eval.any() and n > 1:
+            largest = np.flatnonzero(codes == classes[np.argmax([(codes == c).sum() for c in classes])])
+            in_eval[rng.choice(largest)] = True
     else:
         k = max(1, round(n * spec.eval_fraction)) if n > 1 else 0
         in_eval[rng.permutation(n)[:k]] = True

@@ -173,13 +173,19 @@ def _engine_spec(spec: Mapping[str, Any], model_dir: Path) -> dict[str, Any]:
 
 
 def _input_fn(input_fns: Any, key: str) -> Any:
+    from workbench import datasets
+
     if isinstance(input_fns, Mapping):
         value = input_fns.get(key)
     else:
         value = getattr(input_fns, key, None)
+    if value is None and key == "eval" and isinstance(input_fns, datasets.InputFns):
+        info = input_fns.info
+        raise ValueError(f"No evaluation rows: the split put {info.get('n_train')} rows in train and "
+                         f"{info.get('n_eval')} in eval. Raise the dataset's eval fraction (or add "
+                         "rows), or choose the action 'train'.")
     if value is None:
-        raise ValueError(f"The template's build_estimator gave no {key!r} input_fn; "
-                         f"it returned {input_fns!r}.")
+        raise ValueError(f"The template's build_estimator gave no {key!r} input_fn.")
     return value
 
 

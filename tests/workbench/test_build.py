@@ -11,7 +11,6 @@ from workbench import build
 
 def test_run_config_keys_are_the_engines_json_arguments():
     import estimator_engine as ee
-
     from estimator_engine.run_config import TF_SESSION_ARGUMENTS
 
     arguments = set(inspect.signature(ee.RunConfig.__init__).parameters) - {"self"}

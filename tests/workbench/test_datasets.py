@@ -220,6 +220,17 @@ def test_split_is_reproducible_and_stratified():
     assert not other.index.equals(eval1.index)
 
 
+def test_a_tiny_stratified_split_still_evaluates_on_one_row():
+    """5 rows in classes of 2/2/1 at 20 %: every class rounds to 0 eval rows; one row of a largest
+    class goes to eval instead of leaving train_and_evaluate nothing to evaluate."""
+    df, spec = bundled("iris")
+    five = df.iloc[[0, 1, 50, 51, 100]]
+    train, ev = ds.split(five, spec)
+    assert len(ev) == 1 and len(train) == 4
+    assert ev["species"].iloc[0] in ("setosa", "versicolor")
+    assert set(train["species"]) == {"setosa", "versicolor", "virginica"}
+
+
 def test_split_unstratified_and_regression():
     df, spec = bundled("diabetes")
     train, ev = ds.split(df, spec)

@@ -403,3 +403,16 @@ def test_predict_run_on_unlabelled_data_skips_the_preflight_check(workspace, tmp
     assert code == 0 and record.status == "succeeded", record.error
     assert not (spec_file.parent / runner.PREFLIGHT_FILE).exists()
     assert len(pd.read_csv(spec_file.parent / "predictions.csv")) == 7
+
+
+def test_no_evaluation_rows_is_said_plainly():
+    from workbench import datasets
+
+    df = datasets.load_csv(datasets.bundled_path("iris")).head(4)
+    spec = datasets.DatasetSpec({"kind": "bundled", "name": "iris"}, datasets.infer_schema(df), eval_fraction=0.0)
+    fns = datasets.make_input_fns(spec, df, batch_size=2)
+    with pytest.raises(ValueError, match=r"^No evaluation rows: the split put 4 rows in train and 0 in eval\. "
+                                         r"Raise the dataset's eval fraction \(or add rows\), or choose the action 'train'\.$"):
+        runner._input_fn(fns, "eval")
+    with pytest.raises(ValueError, match=r"^The template's build_estimator gave no 'train' input_fn\.$"):
+        runner._input_fn({"eval": fns.eval}, "train")
