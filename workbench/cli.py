@@ -582,8 +582,28 @@ def export_bundle(root: str | os.PathLike[str], run_id: str, out: str | os.PathL
     run_json_path = folder / paths.RUN_JSON
     spec = json.loads(run_json_path.read_text("utf-8")) if run_json_path.exists() else {}
     spec["template"] = {"name": record.template_name, "code": "see model_fn.py"}
-    dump = lambda value: json.dumps(value, indent=2, sort_keys=True, default=str)  # noqa: E731
+    checkpoint_files: list[Path] = []
+    if with_checkpoint:
+        from estimator_engine import checkpoints
+
+        model_dir = folder / paths.MODEL_DIR
+        latest = checkpoints.latest_checkpoint(model_dir) if model_dir.is_dir() else None
+        if latest is None:
+            raise UsageError(f"Run {run_id!r} has no checkpoint to include.")
+        checkpoint_files = sorted(Path(latest).parent.glob(Path(latest).name + "*"))
     tmp = target.with_suffix(".zip.tmp")
+    try:
+        _write_bundle(tmp, record, spec, folder, checkpoint_files)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    os.replace(tmp, target)
+    return target
+
+
+def _write_bundle(tmp: Path, record: RunRecord, spec: Mapping[str, Any], folder: Path,
+                  checkpoint_files: list[Path]) -> None:
+    dump = lambda value: json.dumps(value, indent=2, sort_keys=True, default=str)  # noqa: E731
     with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         zf.writestr("model_fn.py", record.template_code or "")
         zf.writestr("run.json", dump(spec))
@@ -596,17 +616,8 @@ def export_bundle(root: str | os.PathLike[str], run_id: str, out: str | os.PathL
         task_info = folder / "task_info.json"
         if task_info.exists():
             zf.write(task_info, "task_info.json")
-        if with_checkpoint:
-            model_dir = folder / paths.MODEL_DIR
-            from estimator_engine import checkpoints
-
-            latest = checkpoints.latest_checkpoint(model_dir) if model_dir.is_dir() else None
-            if latest is None:
-                raise UsageError(f"Run {run_id!r} has no checkpoint to include.")
-            for path in sorted(Path(latest).parent.glob(Path(latest).name + "*")):
-                zf.write(path, f"checkpoint/{path.name}")
-    os.replace(tmp, target)
-    return target
+        for path in checkpoint_files:
+            zf.write(path, f"checkpoint/{path.name}")
 
 
 def _cmd_export(args: argparse.Namespace, root: Path) -> int:

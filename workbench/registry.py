@@ -656,7 +656,7 @@ class RunRegistry:
         """Deletes the run's row and its folder. A running run needs ``force=True`` (stop it first).
 
         Raises:
-            ValueError: the run is queued or running and ``force`` is false.
+            ValueError: the run is running and ``force`` is false (a queued run is simply dropped).
         """
         folder = self.run_dir(run_id)
 

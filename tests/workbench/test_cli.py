@@ -355,3 +355,13 @@ def test_run_records_a_seed_and_its_source_run(workspace, tmp_path, capsys, stub
     for launcher in stub_launchers:
         for run in RunRegistry(workspace).list_runs():
             launcher.wait(run.run_id, timeout=30)
+
+
+def test_export_without_a_checkpoint_leaves_nothing_behind(workspace, capsys):
+    record = RunRegistry(workspace).create_run(
+        name="untrained", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
+        template={"name": "t", "code": "x = 1\n"}, params={}, run_config={}, schedule={})
+    assert run_cli("export", record.run_id, "--with-checkpoint") == 2
+    assert f"Run {record.run_id!r} has no checkpoint to include." in capsys.readouterr().err
+    assert not (RunRegistry(workspace).run_dir(record.run_id) / "export").exists() or not any(
+        (RunRegistry(workspace).run_dir(record.run_id) / "export").iterdir())
