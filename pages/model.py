@@ -17,16 +17,19 @@ st.caption(ui.md(info.description) if info.description else "(no description)")
 if info.error:
     ui.show_error(info.error)
 
-code = ui.edit_code("model_fn code", info.code, key=f"editor-{name}")
-try:
-    _, schema = templates.parse_template(code, name)
-    problem = None
-except ValueError as exc:
-    schema, problem = {}, str(exc)
+ui.edit_code("model_fn code", ui.template_code(name, info.code), key=ui.editor_key(name),
+             on_change=lambda text: ui.apply_template_edit(name, text))
+st.caption("Edits take effect when you click outside the editor, press **Apply** or Ctrl+Enter; "
+           "the pre-flight check and Train use the code applied last.")
+template = ui.use_template(name, ui.template_code(name, info.code))  # this one is now the chosen template
+code, problem, schema = template["code"], template["error"], template["params"]
+if ui.is_edited(name):
+    st.button("Revert to the saved template", icon=":material/undo:", key=f"revert-{name}",
+              on_click=ui.revert_template, args=(name, info.code),
+              help="Drops this session's edits of the template and shows its saved code again.")
 if problem:
     ui.show_error(problem)
 else:
-    st.session_state["template"] = {"name": name, "code": code, "params": schema}
     with st.expander(f"Params schema ({len(schema)} params)"):
         st.json(schema, expanded=False)
 
@@ -36,7 +39,7 @@ with c1.form("save-template"):
     if st.form_submit_button("Save", icon=":material/save:"):
         try:
             saved = templates.save_template(ui.workspace(), new_name, code)
-            st.session_state["template"] = {"name": saved.name, "code": saved.code, "params": saved.params}
+            ui.use_template(saved.name, saved.code)
             st.success(f"Saved as {ui.md(repr(saved.name))} in the workspace.")
         except (ValueError, TypeError) as exc:
             ui.show_error(exc)

@@ -11,6 +11,12 @@ dataset, template = ui.current_dataset(), ui.current_template()
 ref = dataset["ref"]
 st.caption(f"Dataset **{ui.md(ref.get('name') or ref.get('path'))}** · template **{ui.md(template['name'])}** "
            "(change them on the Data and Model pages)")
+problem = ui.template_problem(template)
+if problem:  # never train other code than the editor shows: the broken code is the session's code
+    first, _, rest = problem.partition("\n")
+    ui.show_error(f"{first} Fix it on the Model page: nothing can be trained until it parses.\n{rest}")
+    ui.page_link("model", "Model →", icon=":material/code:")
+    st.stop()
 registry = ui.get_registry()
 ui.get_launcher()  # polls; pre-starts the warm spare runner (if the Data/Model pages did not)
 parents = [r for r in registry.list_runs() if r.action in TRAINING_ACTIONS]

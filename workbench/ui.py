@@ -40,13 +40,16 @@ __all__ = [
     "NAN_POLICIES",
     "PASSWORD_ENV",
     "STATUS_ICONS",
+    "apply_template_edit",
     "chart_controls",
     "current_dataset",
     "current_template",
     "differing_params",
     "edit_code",
+    "editor_key",
     "get_launcher",
     "get_registry",
+    "is_edited",
     "launch_run",
     "list_checkpoints",
     "live_metrics",
@@ -56,6 +59,7 @@ __all__ = [
     "params_form",
     "register_pages",
     "require_password",
+    "revert_template",
     "run_actions",
     "run_config_form",
     "run_picker",
@@ -67,6 +71,9 @@ __all__ = [
     "single_prediction",
     "status_badge",
     "switch_to",
+    "template_code",
+    "template_problem",
+    "use_template",
     "warn_if_exposed",
     "workspace",
 ]
@@ -83,6 +90,7 @@ STATUS_ICONS = {"queued": ":material/schedule:", "running": ":material/direction
 _STATUS_COLOURS = {"queued": "gray", "running": "blue", "succeeded": "green", "failed": "red",
                    "stopped": "orange", "cancelled": "orange", "lost": "violet"}
 _PAGES: dict[str, Any] = {}
+_EDITS_KEY = "template_edits"  # session state: template name -> the code applied in the editor
 _CKPT_RE = re.compile(r"^model\.ckpt-(\d+)$")
 PASSWORD_ENV = "WORKBENCH_PASSWORD"
 NAN_POLICIES = {"fail": "Fail the run", "stop": "Stop training (keep the last checkpoint)"}
@@ -446,34 +454,120 @@ def current_dataset() -> dict[str, Any]:
 
 
 def current_template() -> dict[str, Any]:
-    """The template chosen on the Model page: ``{'name', 'code', 'params'}`` (schema from the
-    code's literal PARAMS, never executed); MLP classifier by default."""
+    """The template chosen on the Model page: ``{'name', 'code', 'params', 'error'}`` (schema from
+    the code's literal PARAMS, never executed; ``error`` is why the code cannot be read, e.g. a
+    syntax error, else None); MLP classifier by default."""
     chosen = st.session_state.get("template")
     if chosen:
         return chosen
     from workbench import templates
 
     info = templates.get_template(DEFAULT_TEMPLATE, workspace())
-    out = {"name": info.name, "code": info.code, "params": info.params}
+    return use_template(info.name, info.code)
+
+
+def template_code(name: str, saved_code: str) -> str:
+    """The code this session uses for template ``name``: its applied edits, else ``saved_code``
+    (the template file's text)."""
+    return st.session_state.get(_EDITS_KEY, {}).get(name, saved_code)
+
+
+def use_template(name: str, code: str) -> dict[str, Any]:
+    """Makes ``code`` (edited or saved) the session's code of template ``name`` and ``name`` the
+    chosen template; returns ``current_template()``'s dict.
+
+    Code that cannot be read is stored too, with its ``error`` (the Train page refuses it rather
+    than train an older version than the one shown)."""
+    from workbench import templates
+
+    try:
+        _, params = templates.parse_template(code, name)
+        error = None
+    except ValueError as exc:
+        params, error = {}, str(exc)
+    out = {"name": name, "code": code, "params": params, "error": error}
     st.session_state["template"] = out
     return out
 
 
-def edit_code(label: str, value: str, key: str, height: int = 420) -> str:
-    """A code editor: ``streamlit-code-editor`` (Ace, bundled, works offline) when installed,
-    else ``st.text_area``. Returns the current text."""
+def template_problem(template: Mapping[str, Any]) -> str | None:
+    """Why ``template``'s code cannot be trained (a syntax error with its line, no ``model_fn``,
+    a bad PARAMS), read without executing it; None when it parses."""
+    from workbench import templates
+
     try:
-        from code_editor import code_editor  # type: ignore[import-not-found]
+        templates.parse_template(str(template.get("code") or ""), str(template.get("name") or "template"))
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+def apply_template_edit(name: str, code: str) -> None:
+    """Records ``code`` as the session's edited code of template ``name`` and uses it."""
+    st.session_state.setdefault(_EDITS_KEY, {})[name] = code
+    use_template(name, code)
+
+
+def revert_template(name: str, saved_code: str) -> None:
+    """Drops the session's edits of template ``name``: the saved code is used again and the
+    editor shows it (a fresh editor key, so the component forgets its text)."""
+    st.session_state.setdefault(_EDITS_KEY, {}).pop(name, None)
+    revisions = st.session_state.setdefault("_editor_revisions", {})
+    revisions[name] = revisions.get(name, 0) + 1
+    use_template(name, saved_code)
+
+
+def is_edited(name: str) -> bool:
+    """Whether this session holds edits of template ``name``."""
+    return name in st.session_state.get(_EDITS_KEY, {})
+
+
+def editor_key(name: str) -> str:
+    """The widget key of the code editor of template ``name`` (it changes on a revert)."""
+    revision = st.session_state.get("_editor_revisions", {}).get(name, 0)
+    return f"editor-{name}" if not revision else f"editor-{name}-r{revision}"
+
+
+def _editor_text(response: Any) -> str | None:
+    """The text in a ``streamlit-code-editor`` response, None before its first event (an empty
+    editor is ``''``, not None)."""
+    if isinstance(response, Mapping):
+        return str(response.get("text") or "") if response.get("id") else None
+    return response if isinstance(response, str) else None
+
+
+def edit_code(label: str, value: str, key: str, height: int = 420,
+              on_change: Callable[[str], None] | None = None) -> str:
+    """A code editor: ``streamlit-code-editor`` (Ace, bundled, works offline) when installed,
+    else ``st.text_area``. Returns the current text.
+
+    The Ace editor reports its text when it loses focus (a click on a button, a link or anywhere
+    outside it) and on its Apply button / Ctrl+Enter; ``on_change(text)`` is then called as a
+    widget callback, i.e. before the next script run of any page, so a click that leaves the
+    editor and switches page still applies the edit."""
+    def changed() -> None:
+        text = _editor_text(st.session_state.get(key))
+        if text is not None and on_change is not None:
+            on_change(text)
+
+    try:
+        from code_editor import _component_func  # type: ignore[import-not-found]
     except ImportError:
-        code_editor = None
-    if code_editor is not None and not st.session_state.get("_plain_editor"):
-        response = code_editor(value, lang="python", height=[18, 30], key=key,
-                               buttons=[{"name": "Apply", "feather": "Check", "hasText": True,
-                                         "alwaysOn": True, "commands": ["submit"],
-                                         "style": {"bottom": "0.4rem", "right": "0.4rem"}}])
-        text = response.get("text") if isinstance(response, Mapping) else None
-        return text if text else value
-    return st.text_area(label, value=value, height=height, key=key)
+        _component_func = None
+    if _component_func is not None and not st.session_state.get("_plain_editor"):
+        # code_editor() is this call without on_change (which it does not pass on)
+        response = _component_func(
+            code=value, lang="python", theme="default", key=key, height=[18, 30], focus=False,
+            shortcuts="vscode", snippets=["", ""], completions=[], keybindings={},
+            buttons=[{"name": "Apply", "feather": "Check", "hasText": True, "alwaysOn": True,
+                      "commands": ["submit"], "style": {"bottom": "0.4rem", "right": "0.4rem"}}],
+            options={}, props={}, editor_props={}, component_props={}, menu={}, info={},
+            allow_reset=False, replace_completer=False, response_mode=["blur"], ghost_text="",
+            on_change=changed,
+            default={"id": "", "type": "", "lang": "", "text": "", "selected": "", "cursor": ""})
+        text = _editor_text(response)
+        return value if text is None else text
+    return st.text_area(label, value=value, height=height, key=key, on_change=changed)
 
 
 # -- forms ------------------------------------------------------------------------------------------

@@ -1,0 +1,117 @@
+"""The Model page keeps the session's edited code and Train launches exactly that code.
+
+The plain editor (``_plain_editor``: a text area, AppTest cannot type into the Ace component's
+iframe) calls the same ``on_change`` callback as the Ace editor's Apply / blur events.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest
+
+from workbench import templates, ui
+from workbench.registry import RunRegistry
+
+REPO = Path(__file__).resolve().parents[2]
+APP = str(REPO / "workbench" / "app.py")
+SAVED = templates.get_template("mlp_classifier").code
+EDITED = SAVED.replace("def model_fn(features, labels, mode, params):\n",
+                       "def model_fn(features, labels, mode, params):\n    # MY EDIT\n", 1)
+
+
+def model_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.session_state["_plain_editor"] = True
+    at.run()
+    at.switch_page("../pages/model.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def go(at: AppTest, page: str) -> AppTest:
+    at.switch_page(f"../pages/{page}.py").run()
+    assert not at.exception, at.exception
+    return at
+
+
+def train(at: AppTest) -> None:
+    go(at, "train")
+    at.number_input(key="rc-steps").set_value(3)
+    at.selectbox(key="rc-action").set_value("train")
+    at.button[0].click()  # the form's submit button
+    at.run()
+    assert not at.exception, at.exception
+
+
+def test_revisiting_the_model_page_keeps_the_edited_code_and_the_next_run_uses_it(home):
+    at = model_page()
+    assert "MY EDIT" in EDITED
+    at.text_area(key="editor-mlp_classifier").set_value(EDITED).run()
+    assert at.session_state["template"]["code"] == EDITED
+    train(at)
+    go(at, "model")  # the editor is rebuilt: it must show the edit, not the template file
+    assert at.text_area(key="editor-mlp_classifier").value == EDITED
+    assert at.session_state["template"]["code"] == EDITED
+    train(at)
+    runs = RunRegistry(home).list_runs()
+    assert len(runs) == 2
+    assert all(r.template_code == EDITED for r in runs)
+
+
+def test_revert_restores_the_saved_template(home):
+    at = model_page()
+    assert not [b for b in at.button if b.label == "Revert to the saved template"]  # nothing to revert
+    at.text_area(key="editor-mlp_classifier").set_value(EDITED).run()
+    [revert] = [b for b in at.button if b.label == "Revert to the saved template"]
+    revert.click().run()
+    assert not at.exception, at.exception
+    assert at.session_state["template"]["code"] == SAVED
+    [editor] = at.text_area
+    assert editor.value == SAVED
+    assert not [b for b in at.button if b.label == "Revert to the saved template"]
+    go(at, "train")
+    go(at, "model")
+    assert at.text_area[0].value == SAVED
+
+
+def test_edits_of_each_template_are_kept_while_another_is_chosen(home):
+    at = model_page()
+    at.text_area(key="editor-mlp_classifier").set_value(EDITED).run()
+    at.selectbox(key="model-name").set_value("mlp_regressor").run()
+    assert at.session_state["template"]["name"] == "mlp_regressor"
+    at.selectbox(key="model-name").set_value("mlp_classifier").run()
+    assert at.text_area(key="editor-mlp_classifier").value == EDITED
+    assert at.session_state["template"]["code"] == EDITED
+
+
+def test_the_page_says_when_edits_take_effect(home):
+    at = model_page()
+    assert any("Edits take effect when you click outside the editor, press **Apply** or Ctrl+Enter"
+               in c.value for c in at.caption), [c.value for c in at.caption]
+
+
+def test_train_refuses_code_with_a_syntax_error_instead_of_the_last_valid_code(home):
+    at = model_page()
+    broken = EDITED.replace("# MY EDIT", "x = (", 1)
+    at.text_area(key="editor-mlp_classifier").set_value(broken).run()
+    assert any("syntax error" in e.value for e in at.error)
+    assert at.session_state["template"]["code"] == broken  # stored: Train sees what the editor shows
+    go(at, "train")
+    line = broken.splitlines().index("    x = (") + 1
+    assert any(f"has a syntax error at line {line}" in e.value and "Fix it on the Model page" in e.value
+               for e in at.error), [e.value for e in at.error]
+    assert not at.button  # no Train form
+    assert RunRegistry(home).list_runs() == []
+
+
+def test_editor_text_of_a_code_editor_response():
+    default = {"id": "", "type": "", "lang": "", "text": "", "selected": "", "cursor": ""}
+    assert ui._editor_text(default) is None  # nothing reported yet: the value passed in stays
+    assert ui._editor_text(default | {"id": "ab12cd34", "type": "blur", "text": "x = 1"}) == "x = 1"
+    assert ui._editor_text(default | {"id": "ab12cd34", "type": "submit", "text": ""}) == ""  # emptied
+    assert ui._editor_text("plain") == "plain"
+    assert ui._editor_text(None) is None
