@@ -57,6 +57,12 @@ if problems:
     ui.show_error("This dataset cannot be used yet:", "\n".join(f"- {p}" for p in problems))
     st.stop()
 spec = datasets.DatasetSpec(ref, schema, eval_fraction, int(seed), stratify, numeric_missing)
+train_part, eval_part = datasets.split(df, spec)
+st.caption(f"Split: {len(train_part):,} training rows · {len(eval_part):,} evaluation rows")
+if eval_fraction > 0 and not len(eval_part):
+    st.warning("The evaluation part is empty: evaluation and early stopping would have no rows. Raise "
+               "'Held out for evaluation'" + (" or untick 'Stratify by label' (a small class keeps all its "
+                                               "rows in training)" if stratify else "") + ".")
 chosen = spec.to_dict() | {"fingerprint": spec.fingerprint()}
 st.session_state["dataset"] = chosen
 st.success(f"Using **{ui.md(ref.get('name') or path.name)}**: label **{ui.md(schema.label)}** ({spec.task}), "

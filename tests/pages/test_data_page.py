@@ -1,0 +1,46 @@
+"""The Data page shows the sizes of the train/eval split and warns when the eval part is empty."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest
+
+from workbench import datasets
+
+REPO = Path(__file__).resolve().parents[2]
+APP = str(REPO / "workbench" / "app.py")
+EMPTY_EVAL = "The evaluation part is empty"
+
+
+def data_page() -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+def test_the_split_sizes_are_shown(home):
+    at = data_page()  # iris, 150 rows, 20 % held out, stratified
+    df = datasets.load_table(datasets.bundled_path("iris"))
+    train, held_out = datasets.split(df, datasets.DatasetSpec.from_dict(at.session_state["dataset"]))
+    assert len(train) + len(held_out) == 150 and len(held_out) == 30
+    assert f"Split: {len(train)} training rows · {len(held_out)} evaluation rows" in [c.value for c in at.caption]
+    assert not [w for w in at.warning if EMPTY_EVAL in w.value]
+
+
+def test_an_empty_eval_part_is_warned_about(home, monkeypatch):
+    # whatever rule datasets.split follows for tiny classes, an empty eval part must be reported
+    monkeypatch.setattr(datasets, "split", lambda df, spec: (df, df.iloc[:0]))
+    at = data_page()
+    assert "Split: 150 training rows · 0 evaluation rows" in [c.value for c in at.caption]
+    [warning] = [w.value for w in at.warning if EMPTY_EVAL in w.value]
+    assert "Raise 'Held out for evaluation' or untick 'Stratify by label'" in warning
+    at.checkbox(key="data-stratify").uncheck().run()
+    [warning] = [w.value for w in at.warning if EMPTY_EVAL in w.value]
+    assert "Stratify" not in warning
+    at.slider(key="data-eval").set_value(0.0).run()  # nothing held out on purpose: no warning
+    assert not [w for w in at.warning if EMPTY_EVAL in w.value]
