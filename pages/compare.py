@@ -25,11 +25,12 @@ for r in runs:
     frame = metrics_store.read_all(paths.run_dir(ui.workspace(), r.run_id) / paths.METRICS_FILE)
     frames.append(metrics_store.downsample(frame, ui.MAX_POINTS).assign(run=r.run_id))
 data = pd.concat(frames, ignore_index=True)
-st.plotly_chart(figures.curves_figure(data, run_labels={r.run_id: r.name for r in runs}, **controls),
-                key="cmp-curves")
+labels = figures.unique_run_labels([(r.run_id, r.name) for r in runs])  # "name · r-1a2b3c" when names repeat
+st.plotly_chart(figures.curves_figure(data, run_labels=labels, **controls), key="cmp-curves")
 
 st.subheader("Params that differ")
 table = ui.runs_frame(runs)
+table["name"] = table["run"].map(labels)
 diff = [c for c in table.columns if c.startswith("param: ")]
 st.dataframe(table[["run", "name", "status", "step", "last loss", "best eval", *diff]], hide_index=True)
 if diff:

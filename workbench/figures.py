@@ -37,6 +37,7 @@ __all__ = [
     "residuals_figure",
     "roc_curve",
     "roc_pr_figure",
+    "unique_run_labels",
     "x_values",
 ]
 
@@ -330,6 +331,30 @@ def residuals_figure(y_true: Sequence[float] | np.ndarray, y_pred: Sequence[floa
     fig.update_yaxes(title_text="true - predicted", row=1, col=2)
     fig.update_layout(height=360, margin={"l": 50, "r": 10, "t": 40, "b": 40})
     return fig
+
+
+def unique_run_labels(runs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Display labels of runs, given as ``(run_id, name)`` pairs: the name, or ``"name · r-1a2b3c"``
+    (the id's random suffix) for names that several runs share, so legends and points can be told
+    apart (the whole id when even the suffixes collide).
+
+    Example:
+        >>> unique_run_labels([("r-20250101-1a2b3c", "mlp"), ("r-20250102-4d5e6f", "mlp"),
+        ...                    ("r-20250102-777777", "cnn")])["r-20250101-1a2b3c"]
+        'mlp · r-1a2b3c'
+    """
+    counts: dict[str, int] = {}
+    for _, name in runs:
+        counts[name] = counts.get(name, 0) + 1
+    short = {run_id: f"r-{run_id.rsplit('-', 1)[-1]}" for run_id, _ in runs}
+    suffixes = list(short.values())
+    out = {}
+    for run_id, name in runs:
+        if counts[name] == 1:
+            out[run_id] = name
+        else:
+            out[run_id] = f"{name} · {short[run_id] if suffixes.count(short[run_id]) == 1 else run_id}"
+    return out
 
 
 def param_scatter_figure(table: pd.DataFrame, param: str, metric: str,

@@ -155,3 +155,21 @@ def test_user_text_in_labels_is_shown_as_typed_not_as_plotly_html():
                                                          "run": ["<s>a</s>", "b"]}), "<p>", "m")
     assert list(scatter.data[0].x) == ["&lt;b&gt;", "c"] and scatter.data[0].text[0] == "&lt;s&gt;a&lt;/s&gt;"
     assert scatter.layout.xaxis.title.text == "&lt;p&gt;"
+
+
+class TestUniqueRunLabels:
+    def test_shared_names_get_the_id_suffix_and_unique_names_stay(self):
+        labels = figures.unique_run_labels([("r-20250101-1a2b3c", "mlp"), ("r-20250102-4d5e6f", "mlp"),
+                                            ("r-20250102-777777", "cnn")])
+        assert labels == {"r-20250101-1a2b3c": "mlp · r-1a2b3c", "r-20250102-4d5e6f": "mlp · r-4d5e6f",
+                          "r-20250102-777777": "cnn"}
+
+    def test_colliding_suffixes_fall_back_to_the_whole_id(self):
+        labels = figures.unique_run_labels([("r-20250101-aaaaaa", "x"), ("r-20250202-aaaaaa", "x")])
+        assert labels == {"r-20250101-aaaaaa": "x · r-20250101-aaaaaa", "r-20250202-aaaaaa": "x · r-20250202-aaaaaa"}
+
+    def test_labels_keep_two_runs_apart_in_the_legend(self):
+        frame = pd.concat([_frame(5, run="r-20250101-1a2b3c"), _frame(5, run="r-20250101-4d5e6f")])
+        labels = figures.unique_run_labels([("r-20250101-1a2b3c", "same"), ("r-20250101-4d5e6f", "same")])
+        names = {t.name for t in figures.curves_figure(frame, run_labels=labels).data}
+        assert names == {"same · r-1a2b3c · train", "same · r-4d5e6f · train"}
