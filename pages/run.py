@@ -21,6 +21,9 @@ st.caption(f"{record.action} · template {ui.md(record.template_name)} · create
 ui.run_actions(record, key="detail")
 controls = ui.chart_controls("detail")
 ui.live_metrics(record.run_id, controls)
+if record.action == "predict":  # its output is the predictions file, as on the Predict page
+    st.subheader("Predictions")
+    ui.prediction_result(record.run_id)
 
 folder = registry.run_dir(record.run_id)
 evals, ckpts, plots, params, log, again = st.tabs(
