@@ -328,13 +328,15 @@ def _best_eval(summary: Mapping[str, Mapping[str, Any]]) -> tuple[str, Any]:
 
 
 def runs_frame(records: Sequence[RunRecord], now: float | None = None) -> pd.DataFrame:
-    """The runs table: id, name, status, action, template, dataset, step, last loss, best eval
-    metric, duration, created, tags, then one column per param that differs between runs."""
+    """The runs table: id, name, status, action, template, dataset, step, last loss (the train
+    loss, else the eval loss of an evaluate run), best eval metric, duration, created, tags, then
+    one column per param that differs between runs."""
     now = time.time() if now is None else now
     diff = differing_params(records)
     rows = []
     for r in records:
-        loss = r.summary.get("train/loss") or {}
+        # an evaluate run has no train loss: its eval loss and the checkpoint's step instead
+        loss = r.summary.get("train/loss") or r.summary.get("eval/loss") or {}
         metric, best = _best_eval(r.summary)
         ref = (r.dataset or {}).get("ref") or {}
         row = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -70,3 +71,18 @@ def test_a_multi_process_run_is_checked_before_launch_and_a_failed_check_launche
                            template={"name": "mine", "code": broken}, params={}, run_config={},
                            schedule={"max_steps": 2}, num_processes=2)
     assert stub_ui.get_registry().list_runs() == before  # nothing registered, nothing launched
+
+
+def test_runs_frame_shows_an_evaluate_runs_eval_loss_and_step(workspace):
+    reg = ui.get_registry()
+    trained = reg.create_run(name="t", action="train", dataset=DATASET, template=TEMPLATE, params={},
+                             run_config={}, schedule={})
+    evaluated = reg.create_run(name="e", action="evaluate", dataset=DATASET, template=TEMPLATE, params={},
+                               run_config={}, schedule={})
+    entry = {"last": 0.25, "last_step": 700, "best": 0.25, "best_step": 700}
+    trained = dataclasses.replace(trained, summary={"train/loss": {**entry, "last": 0.5, "last_step": 900},
+                                                    "eval/loss": entry})
+    evaluated = dataclasses.replace(evaluated, summary={"eval/loss": entry, "eval/accuracy": {**entry, "last": 0.9}})
+    frame = ui.runs_frame([trained, evaluated]).set_index("name")
+    assert (frame.loc["t", "step"], frame.loc["t", "last loss"]) == (900, 0.5)  # training runs: the train loss
+    assert (frame.loc["e", "step"], frame.loc["e", "last loss"]) == (700, 0.25)
