@@ -48,6 +48,9 @@ __all__ = ["DEFAULT_HEARTBEAT_TIMEOUT_S", "SECRET_ENV_VARS", "SPARE_LOG", "Launc
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
 SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
+# Set in a CPU runner's environment to the launcher's concurrency: the runner starts the runs
+# queued behind it when it ends, as no UI or CLI process may be left to (``run --detach``).
+QUEUE_HANDOFF_ENV = "WORKBENCH_QUEUE_SLOTS"
 _WITH_SPARES: weakref.WeakSet[LocalLauncher] = weakref.WeakSet()
 
 
@@ -411,8 +414,10 @@ class LocalLauncher(Launcher):
         env["PYTHONUNBUFFERED"] = "1"
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            env.pop(QUEUE_HANDOFF_ENV, None)  # GPU assignment stays with launchers that see every run
+        elif self.runner_module == "workbench.runner":
+            env[QUEUE_HANDOFF_ENV] = str(self.max_concurrent)
         return env
-
     # -- liveness ----------------------------------------------------------------------------
 
     def _reap_children(self) -> None:

@@ -576,6 +576,23 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        if is_chief:
+            _safe(lambda: start_queued_runs(root))
+
+
+def start_queued_runs(root: Path) -> list[str]:
+    """Starts the runs queued behind this one, when its launcher asked for that (CPU runs).
+
+    Without it, runs submitted with ``run --detach`` while another ran would wait for a UI or a
+    CLI command to poll the queue. A launcher that also polls cannot start a run twice: a run
+    moves from queued to running once.
+    """
+    from workbench.launcher import QUEUE_HANDOFF_ENV, LocalLauncher
+
+    slots = os.environ.get(QUEUE_HANDOFF_ENV)
+    if not slots:
+        return []
+    return LocalLauncher(root, max_concurrent=int(slots), gpus=[]).poll()
 
 
 _PR_SET_PDEATHSIG = 1  # <linux/prctl.h>

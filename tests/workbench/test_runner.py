@@ -416,3 +416,28 @@ def test_no_evaluation_rows_is_said_plainly():
         runner._input_fn(fns, "eval")
     with pytest.raises(ValueError, match=r"^The template's build_estimator gave no 'train' input_fn\.$"):
         runner._input_fn({"eval": fns.eval}, "train")
+
+
+@pytest.mark.slow
+def test_a_run_that_ends_starts_the_one_queued_behind_it(workspace, launcher):
+    """`run --detach` twice from a script: the CLI is gone when the first run ends, so the first
+    runner starts the second (CPU slot handed over); the submitting launcher never polls again."""
+    from workbench.launcher import pid_alive
+
+    first = iris_run(workspace, schedule={"max_steps": 3})
+    second = iris_run(workspace, schedule={"max_steps": 3})
+    launcher.submit(first.run_id)
+    launcher.submit(second.run_id)
+    registry = RunRegistry(workspace)
+    assert registry.get(second.run_id).status == "queued"
+    try:
+        done = wait_for(lambda: (r := registry.get(second.run_id)).is_finished and r)
+        assert done.status == "succeeded", done.error
+        assert registry.get(first.run_id).status == "succeeded"
+        log = (registry.run_dir(second.run_id) / "worker.log").read_text()
+        assert "started, pid" in log
+        wait_for(lambda: not pid_alive(done.pid), timeout=30)
+    finally:
+        pid = registry.get(second.run_id).pid
+        if pid and pid_alive(pid):
+            os.killpg(pid, signal.SIGKILL)
