@@ -135,6 +135,9 @@ class MetricsTail:
         self.path = os.fspath(path)
         self.offset = 0
         self._inode: tuple[int, int] | None = None
+        # +1 each time the file was replaced or truncated under the reader (a resumed run drops
+        # the rows its dead attempt logged past the checkpoint): rows read before are stale.
+        self.generation = 0
 
     def reset(self) -> None:
         """Starts over from the beginning of the file."""
@@ -148,7 +151,9 @@ class MetricsTail:
                 stat = os.fstat(f.fileno())
                 identity = (stat.st_dev, stat.st_ino)
                 if self._inode != identity or stat.st_size < self.offset:
-                    # A new or truncated file (the run was deleted and re-created): start over.
+                    # A new, replaced or truncated file: start over.
+                    if self._inode is not None:
+                        self.generation += 1
                     self.offset, self._inode = 0, identity
                 if stat.st_size == self.offset:
                     return b""

@@ -554,7 +554,7 @@ class RunRegistry:
         return record
 
     def refresh_summary(self, run_id: str) -> RunRecord:
-        """Merges every line of the run's ``metrics.jsonl`` into its summary (see ``update_summary``)."""
+        """The run's summary, made afresh from every line of its ``metrics.jsonl`` (see ``update_summary``)."""
         import pandas as pd  # only when a summary is built
 
         from workbench.metrics_store import read_all
@@ -565,7 +565,8 @@ class RunRegistry:
         frame = frame.sort_values(["step", "wall_time"], kind="stable")
         return self.update_summary(run_id, [
             {"step": None if pd.isna(step) else int(step), "split": split, "name": name, "value": value}
-            for step, split, name, value in zip(frame["step"], frame["split"], frame["name"], frame["value"])])
+            for step, split, name, value in zip(frame["step"], frame["split"], frame["name"], frame["value"])],
+            replace=True)
 
     def heartbeat(self, run_id: str, *, pid: int | None = None) -> None:
         """Records that the run's process is alive now (only while it is ``running``)."""
@@ -577,14 +578,14 @@ class RunRegistry:
 
     def update_summary(self, run_id: str,
                        metrics: Iterable[Mapping[str, Any]] | Mapping[str, float], *,
-                       step: int | None = None, split: str = "train") -> RunRecord:
+                       step: int | None = None, split: str = "train", replace: bool = False) -> RunRecord:
         """Merges metric values into the run's summary (last, best and step of best per metric).
 
         ``metrics`` is either rows like the lines of ``metrics.jsonl``
         (``{'step', 'split', 'name', 'value'}``, in time order), or a mapping ``name -> value``
         recorded at ``step`` under ``split``. Keys are ``'<split>/<name>'``; best is the minimum
         for names containing 'loss' or 'error', else the maximum. Non-finite values update
-        ``last`` but never ``best``.
+        ``last`` but never ``best``. ``replace`` drops the summary held so far first.
         """
         if isinstance(metrics, Mapping):
             rows: list[Mapping[str, Any]] = [
@@ -595,7 +596,7 @@ class RunRegistry:
 
         def merge(conn: sqlite3.Connection) -> RunRecord:
             record = self._fetch(conn, run_id)
-            summary = {key: dict(value) for key, value in record.summary.items()}
+            summary = {} if replace else {key: dict(value) for key, value in record.summary.items()}
             for row in rows:
                 try:
                     value = float(row["value"])

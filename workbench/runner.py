@@ -279,6 +279,8 @@ def execute_with_engine(ctx: RunContext) -> None:
     ctx.model_dir.mkdir(parents=True, exist_ok=True)
     spec = _engine_spec(ctx.spec, ctx.model_dir)
     _prepare_lineage(ctx, spec)
+    if ctx.is_chief and ctx.spec["action"] in TRAINING_ACTIONS:
+        drop_orphaned_metrics(ctx.metrics_path, ctx.model_dir)
     estimator, input_fns = build_estimator(spec, str(ctx.model_dir))
     info = getattr(input_fns, "info", None)
     if ctx.is_chief and info is not None and not (ctx.run_dir / TASK_INFO_FILE).exists():
@@ -303,6 +305,41 @@ def execute_with_engine(ctx: RunContext) -> None:
     else:
         raise ValueError(f"Unknown action {action!r} in run.json; expected train, evaluate, "
                          "predict or train_and_evaluate.")
+
+
+def drop_orphaned_metrics(metrics_path: Path, model_dir: Path) -> int:
+    """Removes the rows logged past the newest checkpoint; returns how many.
+
+    Training resumes from that checkpoint, so rows beyond it came from an attempt that died before
+    saving them; kept, the charts would show two histories for the same steps and the summary the
+    dead attempt's loss. TensorBoard purges such orphaned steps the same way. The file is
+    replaced (temp file + rename): tailing readers see a new file and read it again.
+    """
+    from estimator_engine import checkpoints
+
+    if not metrics_path.exists():
+        return 0
+    latest = checkpoints.latest_checkpoint(model_dir) if model_dir.is_dir() else None
+    try:  # the step from the name (model.ckpt-N): a checkpoint that fails to load keeps every row
+        resumed_at = 0 if latest is None else int(Path(latest).name.rpartition("-")[2])
+    except ValueError:
+        return 0
+    lines = metrics_path.read_bytes().splitlines(keepends=True)
+    kept = [line for line in lines if not _logged_after(line, resumed_at)]
+    if len(kept) == len(lines):
+        return 0
+    temp = metrics_path.with_name(metrics_path.name + f".{os.getpid()}.tmp")
+    temp.write_bytes(b"".join(kept))
+    os.replace(temp, metrics_path)
+    return len(lines) - len(kept)
+
+
+def _logged_after(line: bytes, step: int) -> bool:
+    try:
+        row_step = json.loads(line).get("step")
+    except (ValueError, AttributeError):
+        return False  # a partial or odd line: left to the readers, which skip it
+    return isinstance(row_step, int) and row_step > step
 
 
 def _json_default(value: Any) -> Any:

@@ -812,8 +812,11 @@ class _LiveState:
         self.frame = metrics_store.rows_to_frame([])
 
     def update(self) -> int:
+        generation = self.tail.generation
         new = self.tail.read_frame()
-        if len(new):
+        if self.tail.generation != generation:  # the file was replaced (a resume dropped rows)
+            self.frame = new
+        elif len(new):
             self.frame = new if not len(self.frame) else pd.concat([self.frame, new], ignore_index=True)
         return len(new)
 

@@ -225,6 +225,17 @@ class TestSummaryAndEdits:
         nan_loss = summary["eval/loss"]
         assert nan_loss["best"] is None and nan_loss["last"] != nan_loss["last"]
 
+    def test_refresh_summary_is_made_afresh_from_the_metrics_file(self, workspace):
+        """After a resume dropped a dead attempt's rows, its loss must not linger in the summary."""
+        reg = RunRegistry(workspace)
+        rec = make_run(reg)
+        reg.update_summary(rec.run_id, [{"step": 340, "split": "train", "name": "loss", "value": 0.01}])
+        (reg.run_dir(rec.run_id) / paths.METRICS_FILE).write_text("".join(
+            json.dumps({"step": s, "wall_time": 1.0, "split": "train", "name": "loss", "value": v}) + "\n"
+            for s, v in ((100, 0.9), (200, 0.5))))
+        assert reg.refresh_summary(rec.run_id).summary == {
+            "train/loss": {"last": 0.5, "last_step": 200, "best": 0.5, "best_step": 200}}
+
     def test_rename_tags_note(self, workspace):
         reg = RunRegistry(workspace)
         rec = make_run(reg)

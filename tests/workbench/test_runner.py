@@ -163,11 +163,16 @@ class TestEngineRuns:
         done = launcher.wait(rec.run_id, timeout=300)
         assert done.status == "succeeded", (done.error, done.traceback)
         assert checkpoints.read_global_step(model_dir) == 1500
-        after = rows(workspace, rec.run_id).iloc[len(before):]
-        train_loss = after[(after["split"] == "train") & (after["name"] == "loss")]
+        frame = rows(workspace, rec.run_id)
+        # Rows the killed process logged past its last checkpoint were dropped: one history.
+        kept = before[before["step"] <= killed_step]
+        assert frame.iloc[:len(kept)].equals(kept.reset_index(drop=True))
+        train_loss = frame[(frame["split"] == "train") & (frame["name"] == "loss")]
+        assert train_loss["step"].is_unique and train_loss["step"].is_monotonic_increasing
         # The resumed process starts from the checkpoint, not from step 0.
-        assert train_loss["step"].iloc[0] == killed_step + 1
-        assert train_loss["step"].iloc[-1] == 1500
+        resumed = train_loss[train_loss["step"] > killed_step]
+        assert resumed["step"].iloc[0] == killed_step + 1
+        assert resumed["step"].iloc[-1] == 1500
         assert done.summary["train/loss"]["last_step"] == 1500
 
     def test_train_and_evaluate_then_predict_and_evaluate_from(self, workspace, launcher, tmp_path,
@@ -441,3 +446,25 @@ def test_a_run_that_ends_starts_the_one_queued_behind_it(workspace, launcher):
         pid = registry.get(second.run_id).pid
         if pid and pid_alive(pid):
             os.killpg(pid, signal.SIGKILL)
+
+
+def test_a_resume_drops_the_rows_its_dead_attempt_logged_past_the_checkpoint(workspace, tmp_path):
+    """Killed at step 340 with model.ckpt-200 saved: training resumes at 200, so rows after 200 are
+    another history; they go (the file is replaced, tailing readers start over), the rest stays."""
+    from estimator_engine import checkpoints
+    from workbench.metrics_store import MetricsTail
+
+    model_dir = tmp_path / "model"
+    checkpoints.create_checkpoint(str(model_dir), {"w": [1.0]}, 200)
+    metrics = tmp_path / "metrics.jsonl"
+    rows = [{"step": s, "wall_time": float(s), "split": "train", "name": "loss", "value": 1.0 / s}
+            for s in range(100, 341, 60)] + [{"step": 200, "wall_time": 201.0, "split": "eval", "name": "loss", "value": 0.3}]
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 3')  # a partial last line
+    tail = MetricsTail(metrics)
+    assert len(tail.read()) == 6 and tail.generation == 0
+    assert runner.drop_orphaned_metrics(metrics, model_dir) == 3  # steps 220, 280 and 340
+    assert [(r["split"], r["step"]) for r in tail.read()] == [("train", 100), ("train", 160), ("eval", 200)]
+    assert tail.generation == 1
+    assert metrics.read_text().endswith('{"step": 3')
+    assert runner.drop_orphaned_metrics(metrics, model_dir) == 0
+    assert runner.drop_orphaned_metrics(metrics, tmp_path / "no_model") == 3  # no checkpoint: resumes at 0

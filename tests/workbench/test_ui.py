@@ -86,3 +86,29 @@ def test_runs_frame_shows_an_evaluate_runs_eval_loss_and_step(workspace):
     frame = ui.runs_frame([trained, evaluated]).set_index("name")
     assert (frame.loc["t", "step"], frame.loc["t", "last loss"]) == (900, 0.5)  # training runs: the train loss
     assert (frame.loc["e", "step"], frame.loc["e", "last loss"]) == (700, 0.25)
+
+
+def test_live_rows_start_over_when_the_metrics_file_is_replaced(tmp_path):
+    """A resumed run replaces metrics.jsonl without its dead attempt's rows: the live chart's rows
+    are replaced too, not appended to."""
+    import json
+    import os
+
+    path = tmp_path / "metrics.jsonl"
+
+    def write(steps):
+        temp = tmp_path / "m.tmp"
+        temp.write_text("".join(json.dumps({"step": s, "wall_time": 1.0, "split": "train", "name": "loss",
+                                            "value": 1.0}) + "\n" for s in steps))
+        os.replace(temp, path)
+
+    write([1, 2, 3, 4])
+    live = ui._LiveState(path)
+    assert live.update() == 4
+    write([1, 2])
+    live.update()
+    assert live.frame["step"].tolist() == [1, 2]
+    with path.open("a") as f:
+        f.write(json.dumps({"step": 3, "wall_time": 2.0, "split": "train", "name": "loss", "value": 0.5}) + "\n")
+    live.update()
+    assert live.frame["step"].tolist() == [1, 2, 3]
