@@ -481,8 +481,9 @@ def infer_schema(df: pd.DataFrame) -> Schema:
     """Guesses each column's role and type.
 
     * label: the first column named like ``label``/``target``/``species``/``class``/``y``/
-      ``outcome`` (any case), else the last column. A label with text values, or with at most 20
-      distinct integer values, is categorical (classification); otherwise numeric (regression).
+      ``outcome`` (any case), else the last column not named like a weight. A label with text
+      values, or with at most 20 distinct integer values, is categorical (classification);
+      otherwise numeric (regression).
     * weight: a numeric column named ``sample_weight``/``example_weight``/``weight_column``.
     * ignore: id-like columns (all values unique strings, unique consecutive integers, or a name
       like ``id``/``*_id``) and columns with no value at all.
@@ -490,7 +491,9 @@ def infer_schema(df: pd.DataFrame) -> Schema:
     """
     n = len(df)
     names = [str(c) for c in df.columns]
-    label = next((c for c in names if c.strip().lower() in _LABEL_NAMES), names[-1] if names else None)
+    # The last column as a fallback, skipping a trailing weight column (…, label, sample_weight).
+    fallback = next((c for c in reversed(names) if c.strip().lower() not in _WEIGHT_NAMES), None)
+    label = next((c for c in names if c.strip().lower() in _LABEL_NAMES), fallback)
     columns = []
     for name, col in zip(names, df.columns):
         s = df[col]

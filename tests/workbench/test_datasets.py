@@ -163,6 +163,9 @@ def test_infer_schema_roles_ids_weights_and_last_column():
         "empty": ("ignore", "numeric"), "price": ("label", "numeric"),
     }
     assert s.label == "price" and s.weight == "sample_weight" and s.features == ("x", "color")
+    # A weight column at the end is not taken for the label.
+    trailing = ds.infer_schema(df[["x", "color", "price", "sample_weight"]])
+    assert (trailing.label, trailing.weight) == ("price", "sample_weight")
 
 
 def test_schema_replace_column_and_json_roundtrip():
