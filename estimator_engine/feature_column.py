@@ -669,6 +669,10 @@ class _VocabularyLookup(CategoricalColumn):
         return _private_cache(self, "_index_cache",
                               lambda: {token: i for i, token in enumerate(self._vocabulary())})
 
+    def _has_int_words(self) -> bool:
+        return _private_cache(self, "_int_words_cache", lambda: any(
+            isinstance(token, str) and token.lstrip("-").isdigit() for token in self._vocabulary()))
+
     def _id_array(self, array: np.ndarray) -> np.ndarray:
         codes, uniques = _factorize(array)
         index = self._index()
@@ -676,6 +680,15 @@ class _VocabularyLookup(CategoricalColumn):
         default = -1 if self.default_value is None else int(self.default_value)
         if self.dtype is str:
             values: list[Any] = _text_uniques(uniques, self.key)
+            given = [v for v in values if v is not None]
+            if array.dtype.kind in "iu" and given and not self._has_int_words():
+                # Ints are read as their decimal text ('7' for 7), which can only match a
+                # vocabulary of such words; TF refuses int input to a string column outright.
+                raise ValueError(
+                    f"Column dtype and SparseTensors dtype must be compatible. key: {self.key}, "
+                    f"column dtype: string, tensor dtype: int64 (ints such as {given[:3]} cannot match the "
+                    f"vocabulary {list(index)[:5]}). Feed the column's text values, or use "
+                    "categorical_column_with_identity / a vocabulary of ints (dtype=int) for ids.")
         else:
             if any(isinstance(v, (str, bytes)) and v for v in uniques):
                 raise ValueError(f"Column dtype and SparseTensors dtype must be compatible. key: "

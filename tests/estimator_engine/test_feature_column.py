@@ -213,6 +213,15 @@ class TestBucketizedColumn:
 
 
 class TestVocabularyList:
+    def test_ints_fed_to_a_text_vocabulary_are_refused_unless_it_holds_int_words(self):
+        """TF refuses int input to a string column; ints read as text can only match words like '7'."""
+        with pytest.raises(ValueError, match=re.escape(
+                "Column dtype and SparseTensors dtype must be compatible. key: job, column dtype: string, "
+                "tensor dtype: int64 (ints such as ['0', '1'] cannot match the vocabulary")):
+            _ids(fc.categorical_column_with_vocabulary_list("job", VOCAB), np.array([0, 1, 1]))
+        codes = fc.categorical_column_with_vocabulary_list("code", ["10", "20"])
+        assert _ids(codes, np.array([20, 10, 30])) == [[1], [0], [-1]]
+
     def test_ids_oov_and_missing_dropped(self):
         column = fc.categorical_column_with_vocabulary_list("job", VOCAB)
         assert column.name == "job" and column.num_buckets == 3 and column.dtype is str
