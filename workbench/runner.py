@@ -495,10 +495,16 @@ def format_user_traceback(exc: BaseException) -> tuple[str, str]:
 
 
 class _Heartbeat:
-    """Beats the registry every ~2 s from a daemon thread while the run executes."""
+    """Beats the registry every ~2 s from a daemon thread while the run executes, and merges the
+    metric lines logged since into the run's summary (the runs tables show a running run's step
+    and loss)."""
 
-    def __init__(self, registry: RunRegistry, run_id: str) -> None:
+    def __init__(self, registry: RunRegistry, run_id: str, metrics_path: Path | None = None) -> None:
+        from workbench.metrics_store import MetricsTail
+
         self._registry, self._run_id = registry, run_id
+        self._tail = None if metrics_path is None else MetricsTail(metrics_path)
+        self._generation = -1  # the first beat builds the summary afresh
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="workbench-heartbeat", daemon=True)
 
@@ -514,8 +520,20 @@ class _Heartbeat:
         while not self._stop.wait(_HEARTBEAT_EVERY_S):
             try:
                 self._registry.heartbeat(self._run_id)
+                self._update_summary()
             except Exception:  # a busy or vanished registry must not kill the run
                 pass
+
+    def _update_summary(self) -> None:
+        if self._tail is None:
+            return
+        rows = self._tail.read()
+        if self._tail.generation != self._generation:
+            # First beat, or the file was replaced (a resume dropped a dead attempt's rows).
+            self._generation = self._tail.generation
+            self._registry.refresh_summary(self._run_id)
+        elif rows:
+            self._registry.update_summary(self._run_id, rows)
 
 
 def _preflight_error(report: Any) -> tuple[str, str]:
@@ -579,7 +597,7 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
         started = time.monotonic()
         try:
             if is_chief:
-                with _Heartbeat(registry, run_id):
+                with _Heartbeat(registry, run_id, ctx.metrics_path):
                     (execute or execute_with_engine)(ctx)
             else:
                 (execute or execute_with_engine)(ctx)

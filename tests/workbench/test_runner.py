@@ -468,3 +468,22 @@ def test_a_resume_drops_the_rows_its_dead_attempt_logged_past_the_checkpoint(wor
     assert metrics.read_text().endswith('{"step": 3')
     assert runner.drop_orphaned_metrics(metrics, model_dir) == 0
     assert runner.drop_orphaned_metrics(metrics, tmp_path / "no_model") == 3  # no checkpoint: resumes at 0
+
+
+def test_a_running_runs_summary_follows_its_metrics(workspace, monkeypatch):
+    """The runs tables show a running run's step and loss: the heartbeat merges new lines."""
+    monkeypatch.setattr(runner, "_HEARTBEAT_EVERY_S", 0.02)
+
+    def execute(ctx):
+        def summarised_step():
+            return RunRegistry(workspace).get(ctx.run_id).summary.get("train/loss", {}).get("last_step")
+
+        for step, loss in ((10, 0.9), (20, 0.4)):
+            with open(ctx.metrics_path, "a") as f:
+                f.write(json.dumps({"step": step, "wall_time": 1.0, "split": "train", "name": "loss",
+                                    "value": loss}) + "\n")
+            wait_for(lambda step=step: summarised_step() == step, timeout=10)  # while the run runs
+
+    code, record = run_in_process(workspace, execute)
+    assert code == 0 and record.status == "succeeded"
+    assert record.summary["train/loss"] == {"last": 0.4, "last_step": 20, "best": 0.4, "best_step": 20}
