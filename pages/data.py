@@ -50,14 +50,23 @@ seed = c2.number_input("Split seed", 0, 2**31 - 1, 42, key="data-seed")
 stratify = c3.checkbox("Stratify by label", True, key="data-stratify")
 numeric_missing = c4.selectbox("Numeric missing values", ["mean", "zero", "drop"], key="data-missing")
 
-problems = datasets.validate(df, schema)
+label_missing = "error"
+if schema.label in df.columns and df[schema.label].isna().any():
+    label_missing = st.radio(
+        f"Rows without a label ({int(df[schema.label].isna().sum()):,})", datasets.LABEL_MISSING,
+        horizontal=True, key="data-label-missing",
+        format_func={"error": "Stop with an error", "drop": "Leave them out of training and evaluation"}.get,
+        help="Left-out rows are still predicted on.")
+
+problems = datasets.validate(df, schema, label_missing=label_missing)
 if sum(c.role == "label" for c in schema.columns) > 1:
     problems.append("More than one column has the role 'label'; keep exactly one.")
 if problems:
     ui.show_error("This dataset cannot be used yet:", "\n".join(f"- {p}" for p in problems))
     st.stop()
-spec = datasets.DatasetSpec(ref, schema, eval_fraction, int(seed), stratify, numeric_missing)
-train_part, eval_part = datasets.split(df, spec)
+spec = datasets.DatasetSpec(ref, schema, eval_fraction, int(seed), stratify, numeric_missing,
+                            label_missing=label_missing)
+train_part, eval_part = datasets.split(datasets.training_rows(df, spec), spec)
 st.caption(f"Split: {len(train_part):,} training rows · {len(eval_part):,} evaluation rows")
 if eval_fraction > 0 and not len(eval_part):
     st.warning("The evaluation part is empty: evaluation and early stopping would have no rows. Raise "

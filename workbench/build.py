@@ -78,7 +78,7 @@ def prepare(run_spec: Mapping[str, Any], *, df: Any = None, batch_size: int | No
     if df is None:
         df = spec.load()
     action = run_spec.get("action", "train")
-    datasets.validate(df, spec.schema, action=action, raise_errors=True)
+    datasets.validate(df, spec.schema, action=action, raise_errors=True, label_missing=spec.label_missing)
     shuffle_seed = run_spec.get("shuffle_seed", spec.seed)
     fns = datasets.make_input_fns(
         spec, df, batch_size=batch_size or int(run_spec.get("batch_size") or DEFAULT_BATCH_SIZE),

@@ -162,7 +162,7 @@ def _dataset_dict(dataset: Any, label: str | None) -> dict[str, Any]:
     if label:
         spec = datasets.DatasetSpec(spec.ref, spec.schema.replace_column(label, role="label"),
                                     spec.eval_fraction, spec.seed, spec.stratify,
-                                    spec.numeric_missing, spec.categorical_missing)
+                                    spec.numeric_missing, spec.categorical_missing, spec.label_missing)
     out = spec.to_dict()
     out["fingerprint"] = spec.fingerprint()
     return out
@@ -318,8 +318,8 @@ def _dataset_of(parent: RunRecord, dataset: Any, action: str) -> dict[str, Any]:
         spec = datasets.prediction_spec(base, ref, df)
     else:
         spec = datasets.DatasetSpec(ref, base.schema, base.eval_fraction, base.seed, base.stratify,
-                                    base.numeric_missing, base.categorical_missing)
-        datasets.validate(df, spec.schema, action=action, raise_errors=True)
+                                    base.numeric_missing, base.categorical_missing, base.label_missing)
+        datasets.validate(df, spec.schema, action=action, raise_errors=True, label_missing=spec.label_missing)
     return spec.to_dict() | {"fingerprint": spec.fingerprint()}
 
 

@@ -62,6 +62,7 @@ __all__ = [
     "split",
     "summary",
     "task_info",
+    "training_rows",
     "validate",
 ]
 
@@ -80,6 +81,7 @@ DTYPES = (NUMERIC, CATEGORICAL)
 SUPERVISED_ACTIONS = ("train", "evaluate", "train_and_evaluate")
 NUMERIC_MISSING = ("mean", "zero", "drop")
 CATEGORICAL_MISSING = ("missing-token",)
+LABEL_MISSING = ("error", "drop")
 
 _LABEL_NAMES = ("label", "labels", "target", "targets", "species", "class", "y", "outcome")
 _WEIGHT_NAMES = ("sample_weight", "example_weight", "weight_column")
@@ -518,7 +520,7 @@ def _check_numeric(df: pd.DataFrame, name: str) -> bool:
 
 
 def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
-             raise_errors: bool = False) -> list[str]:
+             raise_errors: bool = False, label_missing: str = "error") -> list[str]:
     """The problems that stop ``df`` with ``schema`` from being used for ``action``.
 
     Checked: schema columns missing from the data, no usable feature, no label for a supervised
@@ -529,6 +531,7 @@ def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
         df: the data.
         schema: its roles and types.
         action: the run's action; ``predict`` needs no label.
+        label_missing: ``'drop'`` accepts missing label values (those rows are left out).
         raise_errors: raise one ValueError listing every problem instead of returning them.
 
     Returns:
@@ -563,12 +566,12 @@ def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
         else:
             s = df[label]
             n_nan = int(s.isna().sum())
-            if n_nan:
+            if n_nan and label_missing != "drop":
                 rows = np.flatnonzero(s.isna().to_numpy())[:5].tolist()
                 errors.append(
                     f"Label column {label!r} has missing values in {n_nan} of {len(s)} rows "
-                    f"(e.g. rows {rows}). Drop those rows (e.g. df.dropna(subset=[{label!r}])) "
-                    "or choose another label."
+                    f"(e.g. rows {rows}). Leave those rows out (set 'Rows without a label' to "
+                    f"'drop', or df.dropna(subset=[{label!r}])) or choose another label."
                 )
             classes = s.dropna().unique()
             if len(classes) < 2:
@@ -645,6 +648,8 @@ class DatasetSpec:
         numeric_missing: ``'mean'`` (train mean), ``'zero'`` or ``'drop'`` (drop the rows for
             training and evaluation; prediction fills the train mean so no input row is lost).
         categorical_missing: ``'missing-token'`` (NaN becomes the category ``'<missing>'``).
+        label_missing: ``'error'`` (a label with missing values stops the run, naming the rows)
+            or ``'drop'`` (training and evaluation leave those rows out; prediction keeps them).
 
     Example:
         >>> spec = DatasetSpec({"kind": "bundled", "name": "iris"}, infer_schema(load_csv(bundled_path("iris"))))
@@ -661,6 +666,7 @@ class DatasetSpec:
     stratify: bool = True
     numeric_missing: str = "mean"
     categorical_missing: str = "missing-token"
+    label_missing: str = "error"
 
     def __post_init__(self) -> None:
         kind = self.ref.get("kind") if isinstance(self.ref, Mapping) else None
@@ -681,6 +687,8 @@ class DatasetSpec:
         if self.categorical_missing not in CATEGORICAL_MISSING:
             raise ValueError(f"categorical_missing must be one of {CATEGORICAL_MISSING}, "
                              f"given: {self.categorical_missing!r}.")
+        if self.label_missing not in LABEL_MISSING:
+            raise ValueError(f"label_missing must be one of {LABEL_MISSING}, given: {self.label_missing!r}.")
 
     @property
     def path(self) -> Path:
@@ -707,7 +715,9 @@ class DatasetSpec:
         h.update(json.dumps({
             "columns": [[c.name, c.role, c.dtype] for c in self.schema.columns],
             "split": [float(self.eval_fraction), self.seed, bool(self.stratify)],
-            "missing": [self.numeric_missing, self.categorical_missing],
+            # (the label rule only when it is not the default, so earlier fingerprints still hold)
+            "missing": [self.numeric_missing, self.categorical_missing]
+            + ([self.label_missing] if self.label_missing != "error" else []),
         }, sort_keys=True).encode())
         return h.hexdigest()
 
@@ -716,7 +726,8 @@ class DatasetSpec:
             "ref": dict(self.ref),
             "schema": self.schema.to_dict(),
             "split": {"eval_fraction": self.eval_fraction, "seed": self.seed, "stratify": self.stratify},
-            "missing": {"numeric": self.numeric_missing, "categorical": self.categorical_missing},
+            "missing": {"numeric": self.numeric_missing, "categorical": self.categorical_missing,
+                        "label": self.label_missing},
         }
 
     @classmethod
@@ -733,6 +744,7 @@ class DatasetSpec:
             stratify=split_.get("stratify", True),
             numeric_missing=missing.get("numeric", "mean"),
             categorical_missing=missing.get("categorical", "missing-token"),
+            label_missing=missing.get("label", "error"),
         )
 
 
@@ -794,6 +806,15 @@ def _as_str(s: pd.Series) -> pd.Series:
     return s.astype(object).where(s.isna(), s.astype(str))
 
 
+def training_rows(df: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
+    """The rows training and evaluation use: without those whose label is missing when
+    ``spec.label_missing`` is ``'drop'``."""
+    label = spec.schema.label
+    if spec.label_missing == "drop" and label in df.columns:
+        return df[df[label].notna()]
+    return df
+
+
 def task_info(df: pd.DataFrame, spec: DatasetSpec) -> dict[str, Any]:
     """What a model_fn needs to build its input layer and head; passed as ``params['task']``.
 
@@ -807,6 +828,7 @@ def task_info(df: pd.DataFrame, spec: DatasetSpec) -> dict[str, Any]:
         'categorical_vocabularies': {name: [str, ...]}, 'n_train', 'n_eval'}``. JSON-serialisable.
     """
     schema = spec.schema
+    df = training_rows(df, spec)
     train_df, eval_df = split(df, spec)
     label = schema.label if schema.label in df.columns else None
     task = spec.task if label is not None else "none"
@@ -943,7 +965,7 @@ def make_input_fns(spec: DatasetSpec, df: pd.DataFrame, batch_size: int = 128,
         ``InputFns(train, eval, predict, info)``; ``predict`` covers every row of ``df`` in order.
     """
     info = dict(info) if info is not None else task_info(df, spec)
-    train_df, eval_df = split(df, spec)
+    train_df, eval_df = split(training_rows(df, spec) if with_labels else df, spec)
     # predicting on new data with a training run's info: the label column may be absent
     label = info["label"] if with_labels and info["label"] in df.columns else None
 
@@ -978,7 +1000,7 @@ def prediction_spec(base: DatasetSpec, ref: Mapping[str, Any], df: pd.DataFrame)
                          f"(its columns: {list(map(str, df.columns))}). Predict on a file that has them.")
     kept = tuple(c for c in base.schema.columns if c.name in df.columns)
     return DatasetSpec(dict(ref), Schema(kept), base.eval_fraction, base.seed, base.stratify,
-                       base.numeric_missing, base.categorical_missing)
+                       base.numeric_missing, base.categorical_missing, base.label_missing)
 
 
 def make_predict_input_fn(spec: DatasetSpec, df: pd.DataFrame, info: Mapping[str, Any],

@@ -371,7 +371,8 @@ def _run_checks(job: Mapping[str, Any], out: _Writer, model_dir: str) -> None:
     try:
         spec = datasets.DatasetSpec.from_dict(job["dataset"])
         df = spec.load()
-        datasets.validate(df, spec.schema, action=job.get("action", "train"), raise_errors=True)
+        datasets.validate(df, spec.schema, action=job.get("action", "train"), raise_errors=True,
+                          label_missing=spec.label_missing)
         info = datasets.task_info(df, spec)
         n_rows = max(1, int(job.get("n_rows", 8)))
         # a few rows for each part; the statistics and vocabularies come from the full dataset

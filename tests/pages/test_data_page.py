@@ -44,3 +44,20 @@ def test_an_empty_eval_part_is_warned_about(home, monkeypatch):
     assert "Stratify" not in warning
     at.slider(key="data-eval").set_value(0.0).run()  # nothing held out on purpose: no warning
     assert not [w for w in at.warning if EMPTY_EVAL in w.value]
+
+
+def test_rows_without_a_label_can_be_left_out(home):
+    """An uploaded file whose label has blanks: an error naming the rows, or (chosen) those rows
+    left out of training and evaluation, the dataset then usable."""
+    rows = (REPO / "sample_data" / "iris.csv").read_text().splitlines()
+    rows[1], rows[60] = rows[1].rsplit(",", 1)[0] + ",", rows[60].rsplit(",", 1)[0] + ","
+    at = data_page()
+    at.radio(key="data-source").set_value("Upload a file").run()
+    at.file_uploader(key="data-upload").set_value(("blanks.csv", "\n".join(rows).encode(), "text/csv")).run()
+    assert not at.exception, at.exception
+    assert at.error and any("Label column 'species' has missing values in 2 of 150 rows" in c.value for c in at.code)
+    at.radio(key="data-label-missing").set_value("drop").run()
+    assert not at.error and not at.exception
+    spec = datasets.DatasetSpec.from_dict(at.session_state["dataset"])
+    assert spec.label_missing == "drop"
+    assert "Split: 118 training rows · 30 evaluation rows" in [c.value for c in at.caption]

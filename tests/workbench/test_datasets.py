@@ -187,7 +187,8 @@ def test_schema_replace_column_and_json_roundtrip():
 @pytest.mark.parametrize("filename, pattern", [
     ("one_class.csv", r"Label column 'label' has only one class \('x'\); a model needs at least two"),
     ("nan_label.csv", r"Label column 'label' has missing values in 2 of 5 rows \(e\.g\. rows \[1, 3\]\)\. "
-                      r"Drop those rows \(e\.g\. df\.dropna\(subset=\['label'\]\)\)"),
+                      r"Leave those rows out \(set 'Rows without a label' to 'drop', or "
+                      r"df\.dropna\(subset=\['label'\]\)\) or choose another label\."),
     ("no_feature.csv", r"No usable feature: no column has the role 'feature'"),
     ("negative_weight.csv", r"Weight column 'sample_weight' has missing or negative values"),
 ])
@@ -379,3 +380,21 @@ def test_predict_input_fns_ignore_missing_and_unseen_labels():
         ds.make_input_fns(spec, new, batch_size=4, info=info)
     fns = ds.make_input_fns(spec, new, batch_size=4, info=info, with_labels=False)
     assert sum(len(b["petal_width_cm"]) for b in fns.predict()) == 6
+
+
+def test_rows_without_a_label_can_be_left_out_of_training_and_evaluation():
+    df, spec = bundled("iris")
+    df = df.copy()
+    df.loc[[0, 60, 120], "species"] = None
+    assert "missing values in 3 of 150 rows" in ds.validate(df, spec.schema)[0]
+    assert ds.validate(df, spec.schema, label_missing="drop") == []
+    dropping = ds.DatasetSpec(spec.ref, spec.schema, label_missing="drop")
+    assert ds.DatasetSpec.from_dict(dropping.to_dict()) == dropping
+    assert dropping.fingerprint() != spec.fingerprint()
+    fns = ds.make_input_fns(dropping, df, batch_size=200, num_epochs=1)
+    (_, train_y), = list(fns.train())
+    (_, eval_y), = list(fns.eval())
+    assert len(train_y) + len(eval_y) == 147  # the 3 unlabelled rows are left out
+    assert sum(len(b["sepal_length_cm"]) for b in fns.predict()) == 150  # and still predicted
+    with pytest.raises(ValueError, match="label_missing must be one of"):
+        ds.DatasetSpec(spec.ref, spec.schema, label_missing="impute")
