@@ -271,8 +271,10 @@ def run_picker(records: Sequence[RunRecord], label: str = "Run", key: str = "run
     wanted = selected_run_id()
     index = ids.index(wanted) if wanted in ids else 0
     by_id = {r.run_id: r for r in records}
+    # No status in the label: the browser keeps a keyed selectbox's shown text when only its
+    # formatting changes, so a finished run went on reading "[running]". The badge shows it.
     choice = st.selectbox(label, ids, index=index, key=key,
-                          format_func=lambda i: f"[{by_id[i].status}] {by_id[i].name} · {i}")
+                          format_func=lambda i: f"{by_id[i].name} · {i}")
     if choice != wanted:
         set_selected_run(choice)
     return by_id[choice]

@@ -100,7 +100,7 @@ def test_runs_survive_a_ui_kill_and_the_restarted_ui_shows_them(workspace, env):
         at.switch_page("../pages/run.py").run()
         assert not at.exception, at.exception
         assert pid_alive(runner_pid)
-        assert f"[running] survivor · {run_id}" in at.selectbox(key="run_picker").options
+        assert f"survivor · {run_id}" in at.selectbox(key="run_picker").options
         progress = [p.proto.text for p in at.get("progress")]
         assert progress and progress[0].startswith("step ") and progress[0].endswith("/ 150")
         assert int(progress[0].split()[1]) > 0, progress  # the live metrics reached the page
@@ -110,7 +110,8 @@ def test_runs_survive_a_ui_kill_and_the_restarted_ui_shows_them(workspace, env):
         assert done.status == "succeeded", done.error
         assert done.summary["train/loss"]["last_step"] == 150  # nothing lost across the restart
         at.run()
-        assert f"[succeeded] survivor · {run_id}" in at.selectbox(key="run_picker").options
+        assert not at.exception, at.exception
+        assert [p.proto.text for p in at.get("progress")] == ["step 150 / 150"]
     finally:
         if ui_proc.poll() is None:
             ui_proc.kill()
