@@ -27,12 +27,12 @@ if record.action == "predict":  # its output is the predictions file, as on the 
 
 folder = registry.run_dir(record.run_id)
 evals, ckpts, plots, params, log, again = st.tabs(
-    ["Eval results", "Checkpoints", "Evaluation plots", "Params", "Worker log", "Reproduce"])
+    ["Metrics summary", "Checkpoints", "Evaluation plots", "Params", "Worker log", "Reproduce"])
 with evals:
     if record.summary:
         st.dataframe(ui.summary_frame(record.summary), hide_index=True)
     else:
-        st.caption("No summary metrics yet (they are recorded when the run ends).")
+        st.caption("No metrics yet: last and best values per metric appear as the run logs them.")
 with ckpts:
     ui.checkpoints_panel(record)
 with plots:
