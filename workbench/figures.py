@@ -153,8 +153,9 @@ def curves_figure(df: pd.DataFrame, *, smoothing: float = 0.0, x_axis: str = "st
         return empty_figure("None of the chosen metrics has values yet.")
     cols = max(1, min(columns, len(names)))
     rows = math.ceil(len(names) / cols)
+    # ~90 px between rows: a row's x-axis title and the next row's subplot title must not overlap.
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=[plain(n) for n in names], horizontal_spacing=0.08,
-                        vertical_spacing=min(0.12, 0.3 / rows))
+                        vertical_spacing=min(0.9 / max(rows - 1, 1), 90 / (rows * height_per_row)))
     multi_run = "run" in df.columns and df["run"].nunique() > 1
     runs = list(dict.fromkeys(df["run"].tolist())) if "run" in df.columns else [None]
     colours = {run: _PALETTE[i % len(_PALETTE)] for i, run in enumerate(runs)}
