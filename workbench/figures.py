@@ -192,8 +192,10 @@ def curves_figure(df: pd.DataFrame, *, smoothing: float = 0.0, x_axis: str = "st
     fig.update_xaxes(title_text=x_title, title_standoff=2)
     if log_y:
         fig.update_yaxes(type="log")
-    fig.update_layout(height=max(260, rows * height_per_row), margin={"l": 40, "r": 10, "t": 40, "b": 40},
-                      legend={"orientation": "h", "y": -0.15 if rows == 1 else -0.05},
+    height = max(260, rows * height_per_row)
+    # The legend goes below the bottom x-axis title: ~45 px under the plot area, whatever its height.
+    fig.update_layout(height=height, margin={"l": 40, "r": 10, "t": 40, "b": 40},
+                      legend={"orientation": "h", "yanchor": "top", "y": -45 / (height - 80)},
                       hovermode="x unified", uirevision="keep")  # keep zoom across live updates
     return fig
 
