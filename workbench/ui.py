@@ -559,18 +559,23 @@ def edit_code(label: str, value: str, key: str, height: int = 420,
     except ImportError:
         _component_func = None
     if _component_func is not None and not st.session_state.get("_plain_editor"):
-        # code_editor() is this call without on_change (which it does not pass on)
-        response = _component_func(
-            code=value, lang="python", theme="default", key=key, height=[18, 30], focus=False,
-            shortcuts="vscode", snippets=["", ""], completions=[], keybindings={},
-            buttons=[{"name": "Apply", "feather": "Check", "hasText": True, "alwaysOn": True,
-                      "commands": ["submit"], "style": {"bottom": "0.4rem", "right": "0.4rem"}}],
-            options={}, props={}, editor_props={}, component_props={}, menu={}, info={},
-            allow_reset=False, replace_completer=False, response_mode=["blur"], ghost_text="",
-            on_change=changed,
-            default={"id": "", "type": "", "lang": "", "text": "", "selected": "", "cursor": ""})
-        text = _editor_text(response)
-        return value if text is None else text
+        # code_editor() is this call without on_change (which it does not pass on); the private
+        # function is pinned by the dependency's range, and a changed signature falls back below.
+        try:
+            response = _component_func(
+                code=value, lang="python", theme="default", key=key, height=[18, 30], focus=False,
+                shortcuts="vscode", snippets=["", ""], completions=[], keybindings={},
+                buttons=[{"name": "Apply", "feather": "Check", "hasText": True, "alwaysOn": True,
+                          "commands": ["submit"], "style": {"bottom": "0.4rem", "right": "0.4rem"}}],
+                options={}, props={}, editor_props={}, component_props={}, menu={}, info={},
+                allow_reset=False, replace_completer=False, response_mode=["blur"], ghost_text="",
+                on_change=changed,
+                default={"id": "", "type": "", "lang": "", "text": "", "selected": "", "cursor": ""})
+        except TypeError:
+            st.session_state["_plain_editor"] = True
+        else:
+            text = _editor_text(response)
+            return value if text is None else text
     return st.text_area(label, value=value, height=height, key=key, on_change=changed)
 
 

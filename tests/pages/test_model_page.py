@@ -115,3 +115,20 @@ def test_editor_text_of_a_code_editor_response():
     assert ui._editor_text(default | {"id": "ab12cd34", "type": "submit", "text": ""}) == ""  # emptied
     assert ui._editor_text("plain") == "plain"
     assert ui._editor_text(None) is None
+
+
+def test_an_editor_component_with_other_arguments_falls_back_to_a_text_area(monkeypatch):
+    """ui.edit_code calls streamlit-code-editor's component directly (for its on_change); a release
+    whose component takes other arguments must leave a working plain editor, not a broken page."""
+    import code_editor
+
+    def changed_signature(**kwargs):
+        raise TypeError("_component_func() got an unexpected keyword argument 'on_change'")
+
+    monkeypatch.setattr(code_editor, "_component_func", changed_signature)
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    at.switch_page("../pages/model.py").run()
+    assert not at.exception, at.exception
+    assert at.session_state["_plain_editor"] is True
+    assert any("def model_fn" in area.value for area in at.text_area)
