@@ -21,10 +21,14 @@
 3. The runs listing with 500 finished runs in the registry: ``RunRegistry.list_runs()`` +
    ``workbench.ui.runs_frame`` (the table DataFrame), and, when Streamlit's ``AppTest`` works,
    a whole warm rerun of ``pages/runs.py``. Reference: the same with 10 runs.
+4. A run's page with a 100,000-point series (target < 1 s): one finished run whose
+   ``metrics.jsonl`` holds 100,000 train-loss rows (plus steps/s every 10th step), rendered by
+   ``pages/run.py`` under ``AppTest``: the first render (reads the whole file, downsamples, builds
+   the figures) and a warm rerun. Reference: the same run with 1,000 points.
 
 Parts whose workbench pieces do not import are reported as ``pending``.
 
-    python benchmarks/bench_workbench.py [--launches 3] [--json out.json]
+    python benchmarks/bench_workbench.py [--launches 3] [--parts launch,tail,runs_listing,run_page] [--json out.json]
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ import _common as c
 
 LAUNCH_TARGET_S = 3.0
 TAIL_TARGET_MS = 50.0
+RUN_PAGE_TARGET_S = 1.0
 
 
 def _wait_first_line(path: Path, timeout: float) -> float | None:
@@ -330,6 +335,68 @@ def _page_rerun_ms(root: Path) -> float | None:
             os.environ["WORKBENCH_HOME"] = old
 
 
+def bench_run_page(points: int, reference_points: int) -> dict[str, Any]:
+    from workbench import paths
+    from workbench.registry import RunRegistry
+
+    out: dict[str, Any] = {}
+    work = Path(tempfile.mkdtemp(prefix="bench_run_page_"))
+    try:
+        for n in (reference_points, points):
+            root = work / f"ws{n}"
+            root.mkdir()
+            registry = RunRegistry(root)
+            record = registry.create_run(
+                name="long run", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
+                template={"name": "mlp_classifier", "code": "def model_fn(features, labels, mode, params): ...\n"},
+                params={}, run_config={"tf_random_seed": 0}, schedule={"max_steps": n})
+            with open(registry.run_dir(record.run_id) / paths.METRICS_FILE, "w") as f:
+                for step in range(1, n + 1):
+                    f.write(f'{{"step": {step}, "wall_time": {1e9 + step * 0.01}, "split": "train", '
+                            f'"name": "loss", "value": {1.0 / step}}}\n')
+                    if step % 10 == 0:
+                        f.write(f'{{"step": {step}, "wall_time": {1e9 + step * 0.01}, "split": "train", '
+                                f'"name": "steps_per_sec", "value": 1000.0}}\n')
+            with sqlite3.connect(root / "registry.sqlite") as conn:
+                conn.execute("UPDATE runs SET status = 'succeeded', started_at = created_at, "
+                             "finished_at = created_at + 60")
+            registry.refresh_summary(record.run_id)
+            out[str(n)] = _run_page_s(root, record.run_id)
+        first = out[str(points)].get("first_render_s")
+        out["met"] = first is not None and first < RUN_PAGE_TARGET_S
+        return out
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _run_page_s(root: Path, run_id: str) -> dict[str, Any]:
+    """First render and warm rerun of pages/run.py on ``run_id`` under AppTest."""
+    from streamlit.testing.v1 import AppTest
+
+    old = os.environ.get("WORKBENCH_HOME")
+    os.environ["WORKBENCH_HOME"] = str(root)
+    try:
+        at = AppTest.from_file(str(c.REPO_ROOT / "pages" / "run.py"), default_timeout=60)
+        at.query_params["run"] = run_id
+        start = time.perf_counter()
+        at.run()
+        first = time.perf_counter() - start
+        if at.exception:
+            raise RuntimeError(f"pages/run.py failed: {at.exception[0].value}")
+        reruns = []
+        for _ in range(3):
+            start = time.perf_counter()
+            at.run()
+            reruns.append(time.perf_counter() - start)
+        charts = len(at.get("plotly_chart"))
+        return {"first_render_s": first, "warm_rerun_s": c.median(reruns), "charts": charts}
+    finally:
+        if old is None:
+            os.environ.pop("WORKBENCH_HOME", None)
+        else:
+            os.environ["WORKBENCH_HOME"] = old
+
+
 def _pending(part: str, exc: BaseException) -> dict[str, Any]:
     return {"status": "pending", "reason": f"{type(exc).__name__}: {exc}", "part": part}
 
@@ -340,18 +407,24 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--tail-lines", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=500)
+    parser.add_argument("--points", type=int, default=100_000)
+    parser.add_argument("--parts", default="launch,tail,runs_listing,run_page")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     c.quiet_engine()
     result: dict[str, Any] = {"benchmark": "workbench"}
-    for part, fn in (("launch", lambda: bench_launch(args.launches, args.steps)),
-                     ("tail", lambda: bench_tail(args.tail_lines, 1000, 20)),
-                     ("runs_listing", lambda: bench_runs_listing(args.runs, 10, 5))):
+    parts = {"launch": lambda: bench_launch(args.launches, args.steps),
+             "tail": lambda: bench_tail(args.tail_lines, 1000, 20),
+             "runs_listing": lambda: bench_runs_listing(args.runs, 10, 5),
+             "run_page": lambda: bench_run_page(args.points, 1_000)}
+    for part in args.parts.split(","):
         try:
-            result[part] = fn()
+            result[part] = parts[part]()
         except Exception as exc:  # a workbench piece still being written: report, go on
             result[part] = _pending(part, exc)
-    launch, tail, listing = result["launch"], result["tail"], result["runs_listing"]
+    skipped = {"status": "skipped", "reason": "not in --parts"}
+    launch, tail, listing = (result.get(k, skipped) for k in ("launch", "tail", "runs_listing"))
+    run_page = result.get("run_page", skipped)
     rows = []
     if "met" in launch:
         rows.append(["launch -> first metric line (CLI)", f"{launch['cli_first_metric_s']:.2f} s",
@@ -367,7 +440,7 @@ def main() -> None:
         rows.append(["  reference: python -c 'import torch, estimator_engine'",
                      f"{launch['bare_import_torch_engine_s']:.2f} s", "", ""])
     else:
-        rows.append(["launch -> first metric line", "pending", launch.get("reason", "")[:60], ""])
+        rows.append(["launch -> first metric line", launch.get("status", "pending"), launch.get("reason", "")[:60], ""])
     if "met" in tail:
         rows.append([f"MetricsTail.read of 1,000 new lines ({tail['file_lines']:,}-line file)",
                      f"{tail['tail_read_ms']:.2f} ms", f"< {TAIL_TARGET_MS:.0f} ms", "yes" if tail["met"] else "NO"])
@@ -375,7 +448,7 @@ def main() -> None:
         rows.append(["  initial read_frame of the whole file", f"{tail['initial_read_frame_s']:.2f} s", "", ""])
         rows.append(["  reference: read_all (whole file -> DataFrame)", f"{tail['reference_read_all_s']:.2f} s", "", ""])
     else:
-        rows.append(["MetricsTail", "pending", tail.get("reason", "")[:60], ""])
+        rows.append(["MetricsTail", tail.get("status", "pending"), tail.get("reason", "")[:60], ""])
     if "status" not in listing:
         for n, entry in listing.items():
             page = entry["page_rerun_ms"]
@@ -383,7 +456,17 @@ def main() -> None:
                          "(no target)", ""])
             rows.append([f"  runs page rerun (AppTest), {n} runs", "n/a" if page is None else f"{page:.0f} ms", "", ""])
     else:
-        rows.append(["runs listing", "pending", listing.get("reason", "")[:60], ""])
+        rows.append(["runs listing", listing.get("status", "pending"), listing.get("reason", "")[:60], ""])
+    if "met" in run_page:
+        big = run_page[str(args.points)]
+        rows.append([f"run page, {args.points:,}-point series: first render (AppTest)",
+                     f"{big['first_render_s']:.2f} s", f"< {RUN_PAGE_TARGET_S:.0f} s", "yes" if run_page["met"] else "NO"])
+        rows.append(["  warm rerun", f"{big['warm_rerun_s']:.2f} s", "", ""])
+        small = run_page["1000"]
+        rows.append(["  reference: 1,000-point series, first render / warm rerun",
+                     f"{small['first_render_s']:.2f} / {small['warm_rerun_s']:.2f} s", "", ""])
+    else:
+        rows.append(["run page", run_page.get("status", "pending"), run_page.get("reason", "")[:60], ""])
     c.print_table(["measure", "median", "target", "met"], rows, title="Workbench latencies")
     c.write_json(result, args.json)
     if args.json is None:
