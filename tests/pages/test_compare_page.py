@@ -8,13 +8,12 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
-from streamlit.testing.v1 import AppTest
+from app_pages import open_page
 
 from workbench.launcher import LocalLauncher
 from workbench.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "app.py")
 
 
 def stub_run(home: Path, name: str, **params) -> str:
@@ -31,10 +30,7 @@ def stub_run(home: Path, name: str, **params) -> str:
 def test_runs_with_the_same_name_get_their_id_suffix(home):
     a = stub_run(home, "mlp on iris", learning_rate=0.1)
     b = stub_run(home, "mlp on iris", learning_rate=0.01)
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page("../pages/compare.py").run()
-    assert not at.exception, at.exception
+    at = open_page("compare")
     wanted = {f"mlp on iris · r-{a.rsplit('-', 1)[1]}", f"mlp on iris · r-{b.rsplit('-', 1)[1]}"}
     assert set(at.dataframe[0].value["name"]) == wanted
     curves, scatter = at.get("plotly_chart")

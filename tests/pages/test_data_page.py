@@ -7,20 +7,17 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
+from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
 from workbench import datasets
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "app.py")
 EMPTY_EVAL = "The evaluation part is empty"
 
 
 def data_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    assert not at.exception, at.exception
-    return at
+    return open_page()  # the app opens on the Data page
 
 
 def test_the_split_sizes_are_shown(home):

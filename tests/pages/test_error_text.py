@@ -10,25 +10,14 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("streamlit")
+from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
 from workbench import datasets, paths, templates, ui
 from workbench.registry import RunRegistry
 
-REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "app.py")
 EVIL = "**bold** <script>x</script> [link](http://x)"
 TRACEBACK = f'Traceback (most recent call last):\n  File "<template t>", line 3, in model_fn\nValueError: {EVIL}'
-
-
-def open_page(page: str, **state) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.run()
-    at.switch_page(f"../pages/{page}.py").run()
-    assert not at.exception, at.exception
-    return at
 
 
 def markdown_values(at: AppTest) -> list[str]:
@@ -65,11 +54,7 @@ def test_md_escapes_the_pinned_string():
 
 def test_run_page_shows_a_failed_runs_error_and_traceback_as_text(home):
     run_id = failed_run(home, dataset={"ref": {"kind": "bundled", "name": "iris"}})
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["run"] = run_id
-    at.run()
-    at.switch_page("../pages/run.py").run()
-    assert not at.exception, at.exception
+    at = open_page("run", query={"run": run_id})
     assert_shown_as_text(at, f"ValueError: {EVIL}", in_code=TRACEBACK)
 
 
@@ -120,11 +105,7 @@ def test_a_run_stopped_on_a_nan_loss_shows_its_message_as_a_warning(home):
     reg.set_status(rec.run_id, "running", pid=None)
     message = f"NaN loss at global step 7 (last finite loss 0.5); stopped as the run asked {EVIL}"
     reg.set_status(rec.run_id, "stopped", error=message)
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["run"] = rec.run_id
-    at.run()
-    at.switch_page("../pages/run.py").run()
-    assert not at.exception, at.exception
+    at = open_page("run", query={"run": rec.run_id})
     assert [w.value for w in at.warning] == [ui.md(message)]
     assert not at.error
     assert_shown_as_text(at, message)

@@ -6,30 +6,22 @@ iframe) calls the same ``on_change`` callback as the Ace editor's Apply / blur e
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("streamlit")
+from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
 from workbench import templates, ui
 from workbench.registry import RunRegistry
 
-REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "app.py")
 SAVED = templates.get_template("mlp_classifier").code
 EDITED = SAVED.replace("def model_fn(features, labels, mode, params):\n",
                        "def model_fn(features, labels, mode, params):\n    # MY EDIT\n", 1)
 
 
 def model_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.session_state["_plain_editor"] = True
-    at.run()
-    at.switch_page("../pages/model.py").run()
-    assert not at.exception, at.exception
-    return at
+    return open_page("model", _plain_editor=True)
 
 
 def go(at: AppTest, page: str) -> AppTest:
@@ -126,9 +118,6 @@ def test_an_editor_component_with_other_arguments_falls_back_to_a_text_area(monk
         raise TypeError("_component_func() got an unexpected keyword argument 'on_change'")
 
     monkeypatch.setattr(code_editor, "_component_func", changed_signature)
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page("../pages/model.py").run()
-    assert not at.exception, at.exception
+    at = open_page("model")
     assert at.session_state["_plain_editor"] is True
     assert any("def model_fn" in area.value for area in at.text_area)

@@ -9,13 +9,12 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("streamlit")
+from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
 from workbench import datasets, paths
 from workbench.registry import RunRegistry
 
-REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "app.py")
 FEATURES = ["sepal_length_cm", "sepal_width_cm", "petal_length_cm", "petal_width_cm"]
 
 
@@ -34,13 +33,7 @@ def trained_run(home: Path) -> str:
 
 
 def predict_page(**state) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    for key, value in state.items():
-        at.session_state[key] = value
-    at.run()
-    at.switch_page("../pages/predict.py").run()
-    assert not at.exception, at.exception
-    return at
+    return open_page("predict", **state)
 
 
 def test_single_row_form_predicts_the_rows_values(home):

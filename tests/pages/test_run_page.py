@@ -8,22 +8,15 @@ import pandas as pd
 import pytest
 
 pytest.importorskip("streamlit")
+from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
 from workbench import paths
 from workbench.registry import RunRegistry
 
-REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "app.py")
-
 
 def run_page(run_id: str) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.query_params["run"] = run_id
-    at.run()
-    at.switch_page("../pages/run.py").run()
-    assert not at.exception, at.exception
-    return at
+    return open_page("run", query={"run": run_id})
 
 
 def finished_run(home: Path, action: str) -> str:

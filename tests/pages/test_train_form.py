@@ -7,25 +7,18 @@ registry recorded, which is what the runner reads (``EarlyStopping.from_schedule
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 pytest.importorskip("streamlit")
+from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
 from workbench.registry import RunRegistry
 from workbench.runner import EarlyStopping
 
-REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "app.py")
-
 
 def train_page() -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=60)
-    at.run()
-    at.switch_page("../pages/train.py").run()
-    assert not at.exception, at.exception
+    at = open_page("train")
     at.number_input(key="rc-steps").set_value(3)  # a three-step stub run
     return at
 
