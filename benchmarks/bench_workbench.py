@@ -34,6 +34,7 @@ Parts whose workbench pieces do not import are reported as ``pending``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -43,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -264,9 +266,37 @@ def _fill_registry(root: Path, n: int) -> None:
             params={"hidden_units": "64,32", "learning_rate": 10 ** -(1 + i % 4), "dropout": 0.1 * (i % 3)},
             run_config={"tf_random_seed": i}, schedule={"max_steps": 1000})
         registry.update_summary(record.run_id, {"loss": 1.0 / (i + 1)}, step=1000)
-    # Finished runs (one bulk update: the launcher of the runs page must not start 500 runs).
+    _mark_finished(root)
+
+
+def _mark_finished(root: Path) -> None:
+    """Every run of the workspace ``succeeded`` (one bulk update: a page's launcher must not start them)."""
     with sqlite3.connect(root / "registry.sqlite") as conn:
         conn.execute("UPDATE runs SET status = 'succeeded', started_at = created_at, finished_at = created_at + 60")
+
+
+@contextlib.contextmanager
+def _workspace(root: Path) -> Iterator[None]:
+    """``$WORKBENCH_HOME`` set to ``root`` for the pages run under AppTest, restored afterwards."""
+    old = os.environ.get("WORKBENCH_HOME")
+    os.environ["WORKBENCH_HOME"] = str(root)
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop("WORKBENCH_HOME", None)
+        else:
+            os.environ["WORKBENCH_HOME"] = old
+
+
+def _warm_rerun_s(at: Any, reruns: int = 3) -> float:
+    """Median seconds of ``reruns`` further runs of an AppTest page."""
+    times = []
+    for _ in range(reruns):
+        start = time.perf_counter()
+        at.run()
+        times.append(time.perf_counter() - start)
+    return c.median(times)
 
 
 def bench_runs_listing(n_runs: int, reference_runs: int, repeats: int) -> dict[str, Any]:
@@ -313,26 +343,13 @@ def _page_rerun_ms(root: Path) -> float | None:
     for name in list(logging.root.manager.loggerDict):
         if name.startswith("streamlit"):
             logging.getLogger(name).setLevel(logging.ERROR)
-    old = os.environ.get("WORKBENCH_HOME")
-    os.environ["WORKBENCH_HOME"] = str(root)
     try:
-        at = AppTest.from_file(str(c.REPO_ROOT / "pages" / "runs.py"), default_timeout=60)
-        at.run()
-        if at.exception:
-            return None
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
+        with _workspace(root):
+            at = AppTest.from_file(str(c.REPO_ROOT / "pages" / "runs.py"), default_timeout=60)
             at.run()
-            times.append(time.perf_counter() - start)
-        return c.median(times) * 1e3
+            return None if at.exception else _warm_rerun_s(at) * 1e3
     except Exception:
         return None
-    finally:
-        if old is None:
-            os.environ.pop("WORKBENCH_HOME", None)
-        else:
-            os.environ["WORKBENCH_HOME"] = old
 
 
 def bench_run_page(points: int, reference_points: int) -> dict[str, Any]:
@@ -357,9 +374,7 @@ def bench_run_page(points: int, reference_points: int) -> dict[str, Any]:
                     if step % 10 == 0:
                         f.write(f'{{"step": {step}, "wall_time": {1e9 + step * 0.01}, "split": "train", '
                                 f'"name": "steps_per_sec", "value": 1000.0}}\n')
-            with sqlite3.connect(root / "registry.sqlite") as conn:
-                conn.execute("UPDATE runs SET status = 'succeeded', started_at = created_at, "
-                             "finished_at = created_at + 60")
+            _mark_finished(root)
             registry.refresh_summary(record.run_id)
             out[str(n)] = _run_page_s(root, record.run_id)
         first = out[str(points)].get("first_render_s")
@@ -373,9 +388,7 @@ def _run_page_s(root: Path, run_id: str) -> dict[str, Any]:
     """First render and warm rerun of pages/run.py on ``run_id`` under AppTest."""
     from streamlit.testing.v1 import AppTest
 
-    old = os.environ.get("WORKBENCH_HOME")
-    os.environ["WORKBENCH_HOME"] = str(root)
-    try:
+    with _workspace(root):
         at = AppTest.from_file(str(c.REPO_ROOT / "pages" / "run.py"), default_timeout=60)
         at.query_params["run"] = run_id
         start = time.perf_counter()
@@ -383,18 +396,8 @@ def _run_page_s(root: Path, run_id: str) -> dict[str, Any]:
         first = time.perf_counter() - start
         if at.exception:
             raise RuntimeError(f"pages/run.py failed: {at.exception[0].value}")
-        reruns = []
-        for _ in range(3):
-            start = time.perf_counter()
-            at.run()
-            reruns.append(time.perf_counter() - start)
-        charts = len(at.get("plotly_chart"))
-        return {"first_render_s": first, "warm_rerun_s": c.median(reruns), "charts": charts}
-    finally:
-        if old is None:
-            os.environ.pop("WORKBENCH_HOME", None)
-        else:
-            os.environ["WORKBENCH_HOME"] = old
+        return {"first_render_s": first, "warm_rerun_s": _warm_rerun_s(at),
+                "charts": len(at.get("plotly_chart"))}
 
 
 def _pending(part: str, exc: BaseException) -> dict[str, Any]:
