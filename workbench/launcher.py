@@ -418,6 +418,7 @@ class LocalLauncher(Launcher):
         elif self.runner_module == "workbench.runner":
             env[QUEUE_HANDOFF_ENV] = str(self.max_concurrent)
         return env
+
     # -- liveness ----------------------------------------------------------------------------
 
     def _reap_children(self) -> None:

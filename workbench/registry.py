@@ -56,6 +56,9 @@ ACTIONS = ("train", "evaluate", "predict", "train_and_evaluate")
 TRAINING_ACTIONS = ("train", "train_and_evaluate")  # the ones that write checkpoints
 STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "cancelled", "lost")
 FINISHED_STATUSES = ("succeeded", "failed", "stopped", "cancelled", "lost")
+# Outcomes a launcher may record for a runner that was killed or died: ``set_status`` then builds
+# the summary from the metrics file, as the runner could not (it does so for the other outcomes).
+SUMMARISED_ON_STATUS = ("lost", "cancelled")
 PARENT_RELATIONS = ("resume", "warm_start", "evaluate_from", "predict_from")
 ALLOWED_TRANSITIONS: dict[str, tuple[str, ...]] = {
     "queued": ("running", "cancelled"),
@@ -545,13 +548,10 @@ class RunRegistry:
                     (status, now, error, traceback, pid, run_id))
             return self._fetch(conn, run_id)
 
-        record = self._write(change)
-        if status in ("lost", "cancelled") and record.started_at is not None:
-            # The runner summarises its metrics when it ends; one that was killed or died did
-            # not, so its summary is taken from the lines it wrote.
+        if status in SUMMARISED_ON_STATUS and self.get(run_id).started_at is not None:
+            # before the outcome, so that whoever sees the outcome sees the summary too
             self.refresh_summary(run_id)
-            record = self.get(run_id)
-        return record
+        return self._write(change)
 
     def refresh_summary(self, run_id: str) -> RunRecord:
         """The run's summary, made afresh from every line of its ``metrics.jsonl`` (see ``update_summary``)."""

@@ -50,7 +50,12 @@ from types import FrameType
 from typing import Any
 
 from workbench import paths
-from workbench.registry import TRAINING_ACTIONS, InvalidTransitionError, RunRegistry
+from workbench.registry import (
+    SUMMARISED_ON_STATUS,
+    TRAINING_ACTIONS,
+    InvalidTransitionError,
+    RunRegistry,
+)
 
 __all__ = [
     "DEFAULT_PREFLIGHT_TIMEOUT_S",
@@ -546,6 +551,10 @@ def _preflight_error(report: Any) -> tuple[str, str]:
 
 
 def _finish(registry: RunRegistry, run_id: str, status: str, **kwargs: Any) -> None:
+    """Records the run's outcome, its summary made from its metrics file first (set_status does
+    that itself for the outcomes in ``SUMMARISED_ON_STATUS``)."""
+    if status not in SUMMARISED_ON_STATUS:
+        _safe(lambda: registry.refresh_summary(run_id))
     try:
         registry.set_status(run_id, status, **kwargs)
     except InvalidTransitionError:
@@ -608,7 +617,6 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
                 return 1
             summary, text = (_preflight_error(exc.report) if isinstance(exc, PreflightFailed)
                              else format_user_traceback(exc))
-            _safe(lambda: registry.refresh_summary(ctx.run_id))
             if ctx.terminate.is_set() or isinstance(exc, KeyboardInterrupt):
                 _finish(registry, run_id, "cancelled", error=summary, traceback=text)
                 return 0
@@ -616,7 +624,6 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
             return 1
         if not is_chief:
             return 0
-        _safe(lambda: registry.refresh_summary(ctx.run_id))
         diverged = ctx.diverged()
         if ctx.terminate.is_set():
             status = "cancelled"
