@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as _dt
 import json
 import os
@@ -137,6 +138,33 @@ def _launcher(root: Path, warm_spare: bool = False) -> Any:
     return make_launcher(root, warm_spares=1 if warm_spare else 0)
 
 
+def _dataset_ref(dataset: Any) -> dict[str, Any]:
+    """A bundled dataset name or a CSV/Parquet path -> a DatasetSpec ``ref``."""
+    from workbench import datasets
+
+    if not isinstance(dataset, str) or not dataset:
+        raise UsageError(f"--dataset must be a bundled dataset name or a CSV/Parquet path, "
+                         f"given: {dataset!r}.")
+    path = Path(dataset).expanduser()
+    if path.suffix.lower() in (".csv", ".parquet", ".pq") or path.exists():
+        if not path.is_file():
+            raise UsageError(f"--dataset file {dataset!r} does not exist.")
+        return {"kind": "file", "path": str(path.resolve())}
+    datasets.bundled_path(dataset)  # ValueError listing the bundled names
+    return {"kind": "bundled", "name": dataset}
+
+
+def _loaded(ref: Mapping[str, Any]) -> Any:
+    """The data at ``ref``, read as any DatasetSpec reads it."""
+    from workbench import datasets
+
+    return datasets.DatasetSpec(ref, datasets.Schema(())).load()
+
+
+def _with_fingerprint(spec: Any) -> dict[str, Any]:
+    return spec.to_dict() | {"fingerprint": spec.fingerprint()}
+
+
 def _dataset_dict(dataset: Any, label: str | None) -> dict[str, Any]:
     """A dataset reference (bundled name, file path, or a DatasetSpec dict) -> a DatasetSpec dict
     with its ``fingerprint``."""
@@ -144,28 +172,12 @@ def _dataset_dict(dataset: Any, label: str | None) -> dict[str, Any]:
 
     if isinstance(dataset, Mapping):
         spec = datasets.DatasetSpec.from_dict(dataset)
-    elif isinstance(dataset, str) and dataset:
-        path = Path(dataset).expanduser()
-        if path.suffix.lower() in (".csv", ".parquet", ".pq") or path.exists():
-            if not path.is_file():
-                raise UsageError(f"--dataset file {dataset!r} does not exist.")
-            ref: dict[str, Any] = {"kind": "file", "path": str(path.resolve())}
-        else:
-            datasets.bundled_path(dataset)  # ValueError listing the bundled names
-            ref = {"kind": "bundled", "name": dataset}
-        probe = datasets.DatasetSpec(ref, datasets.Schema(()))
-        schema = datasets.infer_schema(probe.load())
-        spec = datasets.DatasetSpec(ref, schema)
     else:
-        raise UsageError(f"--dataset must be a bundled dataset name or a CSV/Parquet path, "
-                         f"given: {dataset!r}.")
+        ref = _dataset_ref(dataset)
+        spec = datasets.DatasetSpec(ref, datasets.infer_schema(_loaded(ref)))
     if label:
-        spec = datasets.DatasetSpec(spec.ref, spec.schema.replace_column(label, role="label"),
-                                    spec.eval_fraction, spec.seed, spec.stratify,
-                                    spec.numeric_missing, spec.categorical_missing, spec.label_missing)
-    out = spec.to_dict()
-    out["fingerprint"] = spec.fingerprint()
-    return out
+        spec = dataclasses.replace(spec, schema=spec.schema.replace_column(label, role="label"))
+    return _with_fingerprint(spec)
 
 
 def _template_dict(template: Any, root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -312,15 +324,14 @@ def _dataset_of(parent: RunRecord, dataset: Any, action: str) -> dict[str, Any]:
     if dataset is None:
         return dict(parent.dataset)
     base = datasets.DatasetSpec.from_dict(parent.dataset)
-    ref = {**_dataset_dict(dataset, None)["ref"]}
-    df = datasets.DatasetSpec(ref, datasets.Schema(())).load()
+    ref = _dataset_ref(dataset)
+    df = _loaded(ref)
     if action == "predict":
         spec = datasets.prediction_spec(base, ref, df)
     else:
-        spec = datasets.DatasetSpec(ref, base.schema, base.eval_fraction, base.seed, base.stratify,
-                                    base.numeric_missing, base.categorical_missing, base.label_missing)
+        spec = dataclasses.replace(base, ref=ref)
         datasets.validate(df, spec.schema, action=action, raise_errors=True, label_missing=spec.label_missing)
-    return spec.to_dict() | {"fingerprint": spec.fingerprint()}
+    return _with_fingerprint(spec)
 
 
 def _dataset_name(dataset: Mapping[str, Any]) -> str:
@@ -455,7 +466,6 @@ def _cmd_resume(args: argparse.Namespace, root: Path) -> int:
 
 
 def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
-    from workbench import datasets
 
     parent = _existing(root, args.run)
     data = Path(args.data).expanduser()
@@ -467,14 +477,10 @@ def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
     reg = _registry(root)
     if not (reg.run_dir(parent.run_id) / paths.MODEL_DIR).is_dir():
         raise UsageError(f"Run {parent.run_id!r} has no model/ folder (no checkpoint to predict from).")
-    base = datasets.DatasetSpec.from_dict(parent.dataset)
-    ref = {"kind": "file", "path": str(data.resolve())}
     try:
-        spec = datasets.prediction_spec(base, ref, datasets.DatasetSpec(ref, datasets.Schema(())).load())
+        dataset = _dataset_of(parent, str(data.resolve()), "predict")
     except ValueError as exc:
         raise UsageError(f"--data {args.data!r}: {exc}") from None
-    dataset = spec.to_dict()
-    dataset["fingerprint"] = spec.fingerprint()
     record = reg.create_run(
         name=f"predict {data.name} with {parent.name}", action="predict", dataset=dataset,
         template=parent.template, params=parent.params, run_config=parent.run_config,

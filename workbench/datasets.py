@@ -999,8 +999,7 @@ def prediction_spec(base: DatasetSpec, ref: Mapping[str, Any], df: pd.DataFrame)
         raise ValueError(f"The data lacks the feature column(s) {missing} the model was trained on "
                          f"(its columns: {list(map(str, df.columns))}). Predict on a file that has them.")
     kept = tuple(c for c in base.schema.columns if c.name in df.columns)
-    return DatasetSpec(dict(ref), Schema(kept), base.eval_fraction, base.seed, base.stratify,
-                       base.numeric_missing, base.categorical_missing, base.label_missing)
+    return dataclasses.replace(base, ref=dict(ref), schema=Schema(kept))
 
 
 def make_predict_input_fn(spec: DatasetSpec, df: pd.DataFrame, info: Mapping[str, Any],
