@@ -11,7 +11,7 @@ dataset, template = ui.current_dataset(), ui.current_template()
 ref = dataset["ref"]
 st.caption(f"Dataset **{ui.md(ref.get('name') or ref.get('path'))}** · template **{ui.md(template['name'])}** "
            "(change them on the Data and Model pages)")
-problem = ui.template_problem(template)
+problem = template.get("error")  # parsed when the Model page stored the code
 if problem:  # never train other code than the editor shows: the broken code is the session's code
     first, _, rest = problem.partition("\n")
     ui.show_error(f"{first} Fix it on the Model page: nothing can be trained until it parses.\n{rest}")

@@ -72,7 +72,6 @@ __all__ = [
     "status_badge",
     "switch_to",
     "template_code",
-    "template_problem",
     "use_template",
     "warn_if_exposed",
     "workspace",
@@ -492,18 +491,6 @@ def use_template(name: str, code: str) -> dict[str, Any]:
     out = {"name": name, "code": code, "params": params, "error": error}
     st.session_state["template"] = out
     return out
-
-
-def template_problem(template: Mapping[str, Any]) -> str | None:
-    """Why ``template``'s code cannot be trained (a syntax error with its line, no ``model_fn``,
-    a bad PARAMS), read without executing it; None when it parses."""
-    from workbench import templates
-
-    try:
-        templates.parse_template(str(template.get("code") or ""), str(template.get("name") or "template"))
-    except ValueError as exc:
-        return str(exc)
-    return None
 
 
 def apply_template_edit(name: str, code: str) -> None:
