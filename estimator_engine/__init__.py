@@ -60,8 +60,8 @@ from estimator_engine.mode_keys import ModeKeys
 from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec, Scaffold
 from estimator_engine.summary import read_eval_metrics
-from estimator_engine.training import TrainOp, get_global_step, get_module, get_optimizer, minimize
-from estimator_engine.training_loop import EvalSpec, TrainSpec, train_and_evaluate
+from estimator_engine.model_state import TrainOp, get_global_step, get_module, get_optimizer, minimize
+from estimator_engine.train_eval import EvalSpec, TrainSpec, train_and_evaluate
 from estimator_engine.warm_start import VocabInfo, WarmStartSettings
 
 __version__ = "0.1.0"

@@ -53,7 +53,7 @@ from estimator_engine.mode_keys import ModeKeys
 from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec
 from estimator_engine.summary import SummaryWriterCache
-from estimator_engine.training import ModelState
+from estimator_engine.model_state import ModelState
 from estimator_engine.warm_start import WarmStarter, WarmStartSettings, warm_start_settings_from
 
 __all__ = ["Estimator", "default_training_hooks"]

@@ -46,7 +46,7 @@ from estimator_engine.export_output import (
     RegressionOutput,
 )
 from estimator_engine.mode_keys import ModeKeys
-from estimator_engine.training import ModelState
+from estimator_engine.model_state import ModelState
 
 __all__ = [
     "DEFAULT_SERVING_SIGNATURE_DEF_KEY",

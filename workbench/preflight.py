@@ -277,9 +277,9 @@ class _Recorder:
         self.model_fn = recording
 
     def _count_parameters(self) -> None:
-        from estimator_engine import training
+        from estimator_engine import model_state
 
-        state = getattr(training, "_active", None)
+        state = getattr(model_state, "_active", None)
         modules = getattr(state, "modules", None) or {}
         seen: dict[int, int] = {}
         for module in modules.values():

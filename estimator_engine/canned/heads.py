@@ -31,7 +31,7 @@ from estimator_engine.export_output import ClassificationOutput, PredictOutput, 
 from estimator_engine.metric_op import MetricOp
 from estimator_engine.mode_keys import ModeKeys
 from estimator_engine.spec import DEFAULT_SERVING_KEY, EstimatorSpec
-from estimator_engine.training import minimize
+from estimator_engine.model_state import minimize
 
 __all__ = [
     "BinaryClassHead",

@@ -9,7 +9,7 @@ from estimator_engine import early_stopping
 from estimator_engine.hooks import SessionRunContext, SessionRunValues
 from estimator_engine.summary import SummaryWriterCache
 from estimator_engine.testing import linear_model_fn, make_linear_data
-from estimator_engine.training_loop import EvalSpec, TrainSpec, train_and_evaluate
+from estimator_engine.train_eval import EvalSpec, TrainSpec, train_and_evaluate
 
 FEATURES, LABELS = make_linear_data(n=128, noise=0.1)
 

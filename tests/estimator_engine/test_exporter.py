@@ -135,7 +135,7 @@ def test_best_exporter_reads_past_results_after_a_restart(tmp_path):
 def test_best_exporter_with_train_and_evaluate(tmp_path):
     from estimator_engine.export import build_raw_serving_input_receiver_fn
     from estimator_engine.testing import make_linear_data
-    from estimator_engine.training_loop import EvalSpec, TrainSpec, train_and_evaluate
+    from estimator_engine.train_eval import EvalSpec, TrainSpec, train_and_evaluate
 
     features, labels = make_linear_data(n=128)
     est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={"learning_rate": 0.2},

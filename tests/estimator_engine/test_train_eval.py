@@ -12,7 +12,7 @@ from estimator_engine.export import build_raw_serving_input_receiver_fn
 from estimator_engine.exporter import Exporter, LatestExporter
 from estimator_engine.hooks import CheckpointSaverListener, SessionRunHook
 from estimator_engine.testing import linear_model_fn, make_linear_data
-from estimator_engine.training_loop import EvalSpec, TrainSpec, train_and_evaluate
+from estimator_engine.train_eval import EvalSpec, TrainSpec, train_and_evaluate
 
 FEATURES, LABELS = make_linear_data(n=256)
 
