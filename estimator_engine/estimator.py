@@ -485,8 +485,8 @@ class Estimator:
             if strategy:
                 strategy.barrier()  # no rank reads model_dir before the chief's last save is there
             if session._last_saved_step == state.global_step and session._last_saved_path:
-                # The model in memory equals the newest checkpoint: evaluate/predict reuse it.
-                state.synced_with = _file_marker(session._last_saved_path)
+                # The model in memory equals the newest checkpoint: evaluate/predict may reuse it.
+                state.mark_synced(session._last_saved_path, _file_marker(session._last_saved_path))
                 self._cached_state = state
             return None if session.spec is None else _to_python(session.spec.loss)
 
@@ -777,7 +777,8 @@ class Estimator:
             return self._configure_state(ModelState(self._device, warm_starter=warm), strategy, None), None
         if mode != ModeKeys.TRAIN:
             cached = self._cached_state
-            if cached is not None and cached.synced_with == _file_marker(path):
+            # Reused only when provably equal to restoring `path` into a fresh build.
+            if cached is not None and cached.synced_with == _file_marker(path) and cached.reset_to_checkpoint():
                 return cached, None
         checkpoint = checkpoints.load_checkpoint(path)
         state = self._configure_state(ModelState(self._device, checkpoint_path=path, checkpoint=checkpoint),

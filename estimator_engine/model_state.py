@@ -10,10 +10,12 @@ warm-started), so the ``model_fn`` never deals with checkpoints.
 from __future__ import annotations
 
 import contextlib
+import copy
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
+import numpy as np
 import torch
 
 from estimator_engine import checkpoints
@@ -26,9 +28,98 @@ _log = logging.getLogger("estimator_engine")
 ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
 OptimizerT = TypeVar("OptimizerT", bound=torch.optim.Optimizer)
 
+# What every nn.Module keeps in its __dict__; anything else there is the module's own state.
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+
 # The state of the Estimator call in progress. A plain global rather than a contextvar: it is
 # read on every get_module call, and an Estimator runs one call at a time per process.
 _active: ModelState | None = None
+
+
+def _same(current: Any, pristine: Any) -> bool:
+    """Whether ``current`` still equals the deep copy ``pristine`` (unknown kinds: identity or ==)."""
+    if current is pristine:
+        return True
+    if type(current) is not type(pristine):
+        return False
+    if isinstance(current, torch.Tensor):
+        return (current.shape == pristine.shape and current.dtype == pristine.dtype
+                and current.device == pristine.device and torch.equal(current, pristine))
+    if isinstance(current, np.ndarray):
+        return current.dtype == pristine.dtype and np.array_equal(current, pristine)
+    if isinstance(current, Mapping):
+        return current.keys() == pristine.keys() and all(_same(current[k], pristine[k]) for k in current)
+    if isinstance(current, (list, tuple)):
+        return len(current) == len(pristine) and all(map(_same, current, pristine))
+    try:
+        return bool(current == pristine)
+    except Exception:  # e.g. an object whose == is elementwise
+        return False
+
+
+class _Pristine:
+    """A module as built and restored: what lets a reused module be proven equal to a fresh build.
+
+    Checkpoint variables (parameters, persistent buffers) are tracked by identity and version
+    counter (every in-place change bumps it), so an unchanged one costs nothing to verify and a
+    changed one is restored from the checkpoint. What no checkpoint holds is copied here at
+    creation: non-persistent buffers (put back on reuse) and each submodule's own attributes
+    (compared on reuse; a difference means the module cannot be reused).
+    """
+
+    __slots__ = ("attributes", "buffers", "submodules", "variables")
+
+    def __init__(self, module: torch.nn.Module) -> None:
+        self.submodules = list(module.modules())
+        self.buffers: list[tuple[torch.nn.Module, str, torch.Tensor]] = []
+        self.attributes: list[tuple[torch.nn.Module, Any]] = []
+        for sub in self.submodules:
+            for name in sub._non_persistent_buffers_set:
+                buffer = sub._buffers.get(name)
+                if buffer is not None:
+                    self.buffers.append((sub, name, buffer.detach().clone()))
+            own = {k: v for k, v in vars(sub).items() if k not in _MODULE_INTERNALS}
+            if own:
+                try:
+                    self.attributes.append((sub, copy.deepcopy(own)))
+                except Exception:  # not copyable: never provably unchanged
+                    self.attributes.append((sub, _NOT_COPYABLE))
+        self.variables: list[tuple[dict[str, Any], str, torch.Tensor, int]] = []
+        self.record_variables()
+
+    def record_variables(self) -> None:
+        """Notes the current parameters and persistent buffers as equal to the checkpoint."""
+        self.variables = [
+            (store, name, tensor, tensor._version)
+            for sub in self.submodules
+            for store in (sub._parameters, sub._buffers)
+            for name, tensor in store.items()
+            if tensor is not None and not (store is sub._buffers and name in sub._non_persistent_buffers_set)]
+
+    def unchanged_structure(self, module: torch.nn.Module) -> bool:
+        """Same submodules, same own attributes and the same variable objects as when built."""
+        if list(module.modules()) != self.submodules:
+            return False
+        for sub, pristine in self.attributes:
+            own = {k: v for k, v in vars(sub).items() if k not in _MODULE_INTERNALS}
+            if pristine is _NOT_COPYABLE or not _same(own, pristine):
+                return False
+        return all(store.get(name) is tensor for store, name, tensor, _ in self.variables)
+
+    def variables_changed(self) -> bool:
+        return any(tensor._version != version for _, _, tensor, version in self.variables)
+
+    def restore_buffers(self) -> None:
+        with torch.no_grad():
+            for sub, name, pristine in self.buffers:
+                buffer = sub._buffers.get(name)
+                if buffer is None or buffer.shape != pristine.shape or buffer.dtype != pristine.dtype:
+                    sub._buffers[name] = pristine.clone()
+                else:
+                    buffer.copy_(pristine)
+
+
+_NOT_COPYABLE = object()
 
 
 class ModelState:
@@ -69,6 +160,8 @@ class ModelState:
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.global_step = int(checkpoint["global_step"]) if checkpoint else 0
         self.mode: ModeKeys | None = None
+        self._pristine: dict[str, _Pristine] = {}
+        self._synced_step = self.global_step
         # (checkpoint path, file stat) this in-memory state equals, or None once it has diverged.
         self.synced_with: tuple[str, int, int] | None = None
 
@@ -122,6 +215,7 @@ class ModelState:
         elif self.warm_starter is not None:
             self.warm_starter.apply(name, module)
         module.train(self.mode == ModeKeys.TRAIN)
+        self._pristine[name] = _Pristine(module)
         self._raw_modules[name] = module
         if self.mode == ModeKeys.TRAIN:
             self._train_modules[name] = self.module_wrapper(name, module) if self.module_wrapper else module
@@ -171,8 +265,49 @@ class ModelState:
             state["grad_scaler"] = self.grad_scaler.state_dict()
         return state
 
+    def mark_synced(self, checkpoint_path: str, marker: tuple[str, int, int]) -> None:
+        """Records that the modules now equal ``checkpoint_path`` (just saved from this state).
+
+        From here on, a module created in this state is restored from that checkpoint, as in a
+        fresh build on it; the file is read only if needed.
+        """
+        self.checkpoint_path = checkpoint_path
+        self._checkpoint = None
+        self.warm_starter = None
+        self.synced_with = marker
+        self._synced_step = self.global_step
+        for pristine in self._pristine.values():
+            pristine.record_variables()
+
+    def reset_to_checkpoint(self) -> bool:
+        """Makes this state what a fresh build restored from its checkpoint gives, if provable.
+
+        Parameters and persistent buffers changed in place are restored from the checkpoint,
+        non-persistent buffers put back to their values as built, gradients and optimizers
+        dropped (an optimizer is restored again when ``model_fn`` asks for it). Returns ``False``
+        and changes nothing when a module's structure or own attributes changed since it was built:
+        then only a fresh build is known to be right.
+        """
+        if self.synced_with is None or not self.restored:
+            return False
+        if not all(self._pristine[name].unchanged_structure(module)
+                   for name, module in self._raw_modules.items()):
+            return False
+        for name, module in self._raw_modules.items():
+            pristine = self._pristine[name]
+            if pristine.variables_changed():
+                checkpoints.assign_module_variables(name, module, self.checkpoint["variables"], self.checkpoint_path)
+                pristine.record_variables()
+            pristine.restore_buffers()
+            for parameter in module.parameters():
+                parameter.grad = None
+        self.optimizers.clear()
+        self.global_step = self._synced_step
+        self.mode = None
+        return True
+
     def unused_checkpoint_variables(self) -> list[str]:
-        if not self.restored:
+        if not self.restored or self._checkpoint is None:  # not read from disk just to log this
             return []
         used = set(self.variables())
         return sorted(set(self.checkpoint["variables"]) - used)
