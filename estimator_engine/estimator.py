@@ -210,6 +210,22 @@ class _Session:
     def run(self, fetches: Any) -> Any:
         return map_fetches(fetches, self.resolve)
 
+    def fetcher(self) -> tuple[Callable[[Any], Any], Callable[[], None]]:
+        """``(fetch, new_step)`` for the loop: ``fetch`` resolves each name once per step."""
+        resolved: dict[str, Any] = {}
+        resolve = self.resolve
+
+        def resolve_once(name: str) -> Any:
+            value = resolved.get(name, _END)
+            if value is _END:
+                value = resolved[name] = resolve(name)
+            return value
+
+        def fetch(fetches: Any) -> Any:
+            return resolve_once(fetches) if type(fetches) is str else map_fetches(fetches, resolve_once)
+
+        return fetch, resolved.clear
+
     def save_checkpoint(self, checkpoint_dir: str | None = None,
                         checkpoint_basename: str = "model.ckpt") -> str | None:
         path = self.save_checkpoint_async(checkpoint_dir, checkpoint_basename)
@@ -243,6 +259,32 @@ class _Session:
     def wait_for_checkpoints(self) -> None:
         """Blocks until every submitted checkpoint is on disk; re-raises a failed write."""
         self.writer.wait()
+
+
+@contextlib.contextmanager
+def _hook_lifecycle(session: _Session, hooks: Sequence[SessionRunHook]) -> Iterator[None]:
+    """The one hook lifecycle of train, evaluate and predict (see ``hooks/base.py``).
+
+    ``begin`` and ``after_create_session`` before the loop; an exception ending the loop is shown
+    to every ``on_exception`` and re-raised; ``end`` always runs. ``GeneratorExit`` (the caller of
+    ``predict`` stopped iterating) is a normal end, not a failure.
+    """
+    for hook in hooks:
+        hook.begin()
+    for hook in hooks:
+        hook.after_create_session(session, None)
+    try:
+        yield
+    except GeneratorExit:
+        raise
+    except BaseException as exc:
+        session.failed = True
+        for hook in hooks:
+            hook.on_exception(exc)
+        raise
+    finally:
+        for hook in hooks:
+            hook.end(session)
 
 
 class _CheckpointWriter:
@@ -341,16 +383,18 @@ class Estimator:
                  config: RunConfig | None = None, params: Mapping[str, Any] | None = None,
                  warm_start_from: str | os.PathLike | WarmStartSettings | None = None) -> None:
         self._check_no_overrides()
-        if model_fn is None:
-            raise ValueError("model_fn must be provided to Estimator.")
+        # TF's order: the config (and its model_dir) is checked before the model_fn.
         if config is None:
             config = RunConfig()
         elif not isinstance(config, RunConfig):
             raise ValueError(f"config must be an instance of `RunConfig`, but provided {config!r}.")
+        model_dir = self._check_model_dir(model_dir, config)
+        if model_fn is None:
+            raise ValueError("model_fn must be provided to Estimator.")
         self._model_fn_args = _verify_model_fn_args(model_fn, params)
         self._model_fn = model_fn
         self._params = copy.deepcopy(dict(params or {}))
-        self._model_dir = self._resolve_model_dir(model_dir, config)
+        self._model_dir = model_dir or self._temporary_model_dir()
         self._config = config.replace(model_dir=self._model_dir)
         self._warm_start_settings = warm_start_settings_from(warm_start_from)
         self._device = self._config.resolved_device()
@@ -406,6 +450,12 @@ class Estimator:
         del as_text
         return export_saved_model(self, export_dir_base, serving_input_receiver_fn, assets_extra=assets_extra,
                                   checkpoint_path=checkpoint_path, experimental_mode=experimental_mode)
+
+    @property
+    def export_savedmodel(self) -> Any:
+        """Removed in TF 2 (``EstimatorV2``): reading it raises TF's ``AttributeError``."""
+        raise AttributeError("`Estimator.export_savedmodel` has been deprecated. Please use "
+                             "`export_saved_model` instead.")
 
     def eval_dir(self, name: str | None = None) -> str:
         """Where ``evaluate(name=...)`` writes its results: ``model_dir/eval`` or ``eval_<name>``."""
@@ -494,57 +544,49 @@ class Estimator:
                   call: Callable[[Any, Any], EstimatorSpec], train: bool,
                   max_batches: int | None = None, on_batch: Callable[[EstimatorSpec], None] | None = None) -> int:
         """The one loop: hooks around ``train_op`` (TRAIN) or ``on_batch`` (EVAL); returns batches run."""
-        state, batches = session.state, session.batches
-        for hook in hooks:
-            hook.begin()
-        for hook in hooks:
-            hook.after_create_session(session, None)
-        batches_run = 0
+        state, batches, writer = session.state, session.batches, session.writer
         # Only hooks that override a method are called each step (a bound-method call per hook
         # per step is measurable on tiny models); after_run always gets its values object.
         before_runs = [(i, hook.before_run) for i, hook in enumerate(hooks)
                        if type(hook).before_run is not SessionRunHook.before_run]
         after_runs = [(i, hook.after_run) for i, hook in enumerate(hooks)
                       if type(hook).after_run is not SessionRunHook.after_run]
-        no_request = [None] * len(hooks)
-        resolve = session.resolve
-        writer = session.writer
-        try:
-            with spec_lib.cheap_validation():
-                while True:
-                    spec = session.spec
-                    run_context = SessionRunContext(original_args=None, session=session)
-                    requests = no_request.copy()
-                    for i, before_run in before_runs:
-                        requests[i] = before_run(run_context)
-                    if train:
-                        spec.train_op()
-                        state.global_step += 1
-                    else:
-                        on_batch(spec)
-                    batches_run += 1
-                    # All fetches are resolved before any after_run, as one TF session.run would.
-                    values = [_NO_VALUES if r is None else SessionRunValues(map_fetches(r.fetches, resolve))
-                              for r in requests]
-                    for i, after_run in after_runs:
-                        after_run(run_context, values[i])
-                    if writer.failed:
-                        writer.raise_failure()
-                    if run_context.stop_requested or batches_run == max_batches:
-                        break
-                    batch = next(batches, _END)
-                    if batch is _END:
-                        break
-                    session.features, session.labels = split_batch(batch)
-                    session.spec = call(session.features, session.labels)
-        except BaseException as exc:
-            session.failed = True
-            for hook in hooks:
-                hook.on_exception(exc)
-            raise
-        finally:
-            for hook in hooks:
-                hook.end(session)
+        # Reused every step: a stop request ends the loop, so the context starts each step clean.
+        run_context = SessionRunContext(original_args=None, session=session)
+        requests: list[Any] = [None] * len(hooks)
+        values: list[SessionRunValues] = [_NO_VALUES] * len(hooks)
+        fetch, new_step = session.fetcher()
+        batches_run = 0
+        with _hook_lifecycle(session, hooks), spec_lib.cheap_validation():
+            while True:
+                spec = session.spec
+                for i, before_run in before_runs:
+                    requests[i] = before_run(run_context)
+                if train:
+                    spec.train_op()
+                    state.global_step += 1
+                else:
+                    on_batch(spec)
+                batches_run += 1
+                # All fetches are resolved before any after_run, as one TF session.run would,
+                # and a name several hooks ask for is resolved once.
+                for i, request in enumerate(requests):
+                    if request is not None:
+                        values[i] = SessionRunValues(fetch(request.fetches))
+                        requests[i] = None
+                new_step()
+                for i, after_run in after_runs:
+                    after_run(run_context, values[i])
+                    values[i] = _NO_VALUES
+                if writer.failed:
+                    writer.raise_failure()
+                if run_context.stop_requested or batches_run == max_batches:
+                    break
+                batch = next(batches, _END)
+                if batch is _END:
+                    break
+                session.features, session.labels = split_batch(batch)
+                session.spec = call(session.features, session.labels)
         return batches_run
 
     def _assemble_training_hooks(self, spec, user_hooks, saving_listeners, steps, max_steps):
@@ -692,7 +734,7 @@ class Estimator:
             if not isinstance(hook, SessionRunHook):
                 raise TypeError(f"Hooks must be a SessionRunHook, given: {hook!r}")
         state, _ = self._build_state(ModeKeys.PREDICT, checkpoint_path)
-        # Grad mode and the active state are entered per batch, never held across a `yield`:
+        # Grad mode and the active state are entered once per batch, never held across a `yield`:
         # the caller's code between two next() calls must run with its own settings.
         with state.activated(ModeKeys.PREDICT), torch.no_grad():
             batches = self._call_input_fn(input_fn, ModeKeys.PREDICT)
@@ -703,32 +745,29 @@ class Estimator:
             session.features, _ = split_batch(batch)
             call = self._model_fn_caller(ModeKeys.PREDICT)
             spec = session.spec = self._first_spec(call, session)
-            all_hooks = [*hooks, *spec.prediction_hooks]
-            for hook in all_hooks:
-                hook.begin()
-            for hook in all_hooks:
-                hook.after_create_session(session, None)
-        try:
+        hooks = [*hooks, *spec.prediction_hooks]
+        run_context = SessionRunContext(original_args=None, session=session)
+        fetch, new_step = session.fetcher()
+        first = True
+        with _hook_lifecycle(session, hooks):
             while True:
                 with state.activated(ModeKeys.PREDICT), torch.no_grad(), spec_lib.cheap_validation():
-                    run_context = SessionRunContext(original_args=None, session=session)
-                    requests = [hook.before_run(run_context) for hook in all_hooks]
+                    if not first:
+                        batch = next(batches, _END)
+                        if batch is _END:
+                            break
+                        session.features, _ = split_batch(batch)
+                        session.spec = call(session.features, None)
+                    first = False
+                    requests = [hook.before_run(run_context) for hook in hooks]
                     predictions = _numpy_predictions(_filter_predictions(session.spec.predictions, predict_keys))
-                    results = [None if r is None else session.run(r.fetches) for r in requests]
-                    for hook, result in zip(all_hooks, results):
+                    results = [None if r is None else fetch(r.fetches) for r in requests]
+                    new_step()
+                    for hook, result in zip(hooks, results):
                         hook.after_run(run_context, SessionRunValues(result))
                 yield from _unbatch(predictions, yield_single_examples)
                 if run_context.stop_requested:
                     break
-                with state.activated(ModeKeys.PREDICT), torch.no_grad(), spec_lib.cheap_validation():
-                    batch = next(batches, _END)
-                    if batch is _END:
-                        break
-                    session.features, _ = split_batch(batch)
-                    session.spec = call(session.features, None)
-        finally:
-            for hook in all_hooks:
-                hook.end(session)
 
     # -- shared machinery --------------------------------------------------------------------
 
@@ -862,16 +901,19 @@ class Estimator:
         return spec
 
     @staticmethod
-    def _resolve_model_dir(model_dir: Any, config: RunConfig) -> str:
+    def _check_model_dir(model_dir: Any, config: RunConfig) -> str | None:
+        """The model_dir given by the constructor or the config (they must agree), or ``None``."""
         model_dir = os.fspath(model_dir) if model_dir else None
         if model_dir and config.model_dir and os.path.abspath(model_dir) != os.path.abspath(config.model_dir):
             raise ValueError(
                 "`model_dir` are set both in constructor and `RunConfig`, but with different values. "
                 f"In constructor: '{model_dir}', in `RunConfig`: '{config.model_dir}'. Set only one.")
-        model_dir = model_dir or config.model_dir
-        if not model_dir:
-            model_dir = tempfile.mkdtemp(prefix="estimator_")
-            _log.warning("Using temporary folder as model directory: %s", model_dir)
+        return model_dir or config.model_dir or None
+
+    @staticmethod
+    def _temporary_model_dir() -> str:
+        model_dir = tempfile.mkdtemp(prefix="estimator_")
+        _log.warning("Using temporary folder as model directory: %s", model_dir)
         return model_dir
 
     def _check_no_overrides(self) -> None:

@@ -20,6 +20,11 @@ Call order inside ``Estimator.train`` (``evaluate`` and ``predict`` follow the s
     finally:
         for hook in hooks: hook.end(session)        # always, unlike TF
 
+``train``, ``evaluate`` and ``predict`` share this one lifecycle (in ``predict`` the step runs
+``model_fn`` for the predictions and no ``train_op``; a caller that stops iterating early ends the
+loop normally: ``end`` runs, ``on_exception`` does not). A name that several hooks fetch in the
+same step is resolved once, and they receive the same value.
+
 End of input (``StopIteration``) ends the loop normally. ``run_context.request_stop()`` stops the
 loop after the current step. Fetches are *names*, resolved against the step's ``EstimatorSpec``:
 ``'loss'``, ``'global_step'`` (the step count after this step ran), ``'predictions'`` (the whole

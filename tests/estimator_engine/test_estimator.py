@@ -48,6 +48,19 @@ class TestConstructor:
         with pytest.raises(ValueError, match="config must be an instance of `RunConfig`"):
             ee.Estimator(lambda features: None, config={"model_dir": "x"})
 
+    def test_config_checked_before_model_fn(self, tmp_path):
+        with pytest.raises(ValueError, match="config must be an instance of `RunConfig`"):
+            ee.Estimator(None, config={"model_dir": "x"})
+        with pytest.raises(ValueError, match="are set both in constructor and `RunConfig`"):
+            ee.Estimator(None, model_dir=str(tmp_path / "a"), config=ee.RunConfig(model_dir=str(tmp_path / "b")))
+
+    def test_export_savedmodel_is_gone_as_in_tf2(self, tmp_path):
+        est = _estimator(tmp_path)
+        with pytest.raises(AttributeError, match=r"^`Estimator.export_savedmodel` has been deprecated. "
+                                                 r"Please use `export_saved_model` instead.$"):
+            est.export_savedmodel(str(tmp_path / "export"), lambda: None)
+        assert not hasattr(est, "export_savedmodel")
+
     def test_model_dir_conflict(self, tmp_path):
         with pytest.raises(ValueError, match="are set both in constructor and `RunConfig`, but with different values"):
             ee.Estimator(lambda features: None, model_dir=str(tmp_path / "a"),
@@ -502,6 +515,32 @@ class TestHooks:
         assert hook.calls[-2:] == ["on_exception", "end"]
         # No checkpoint is written from a failed step; the initial one survives.
         assert est.get_variable_value("global_step") == 0
+
+    def test_one_lifecycle_for_evaluate_and_predict(self, tmp_path):
+        """evaluate and predict observe a failure through on_exception, as train does (issue 12.9)."""
+        est = _estimator(tmp_path)
+        est.train(_linear_input_fn(), steps=1)
+
+        class Boom(ee.SessionRunHook):
+            def after_run(self, run_context, run_values):
+                raise RuntimeError("boom")
+
+        for verb in ("evaluate", "predict"):
+            hook = RecordingHook(tag="")
+            with pytest.raises(RuntimeError, match="boom"):
+                if verb == "evaluate":
+                    est.evaluate(_linear_input_fn(num_epochs=1), hooks=[hook, Boom()])
+                else:
+                    next(est.predict(_linear_input_fn(num_epochs=1), hooks=[hook, Boom()]))
+            assert hook.calls == ["begin", "after_create_session", "before_run", "after_run",
+                                  "on_exception", "end"], verb
+
+    def test_predict_stopped_by_its_caller_ends_normally(self, tmp_path):
+        hook = RecordingHook(tag="")
+        predictions = _estimator(tmp_path).predict(_linear_input_fn(num_epochs=1), hooks=[hook])
+        next(predictions)
+        predictions.close()
+        assert hook.calls == ["begin", "after_create_session", "before_run", "after_run", "end"]
 
     def test_nan_loss_fails_with_step(self, tmp_path):
         def model_fn(features, labels, mode):
