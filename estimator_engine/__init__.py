@@ -17,6 +17,7 @@ from estimator_engine import (
     feature_column,
     inputs,
     metrics,
+    summary,
 )
 from estimator_engine.canned import (
     BaselineClassifier,
@@ -60,7 +61,15 @@ from estimator_engine.mode_keys import ModeKeys
 from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec, Scaffold
 from estimator_engine.summary import read_eval_metrics
-from estimator_engine.model_state import TrainOp, get_global_step, get_module, get_optimizer, minimize
+from estimator_engine.model_state import (
+    TrainOp,
+    get_global_step,
+    get_module,
+    get_optimizer,
+    identity,
+    minimize,
+    trainable_variables,
+)
 from estimator_engine.train_eval import EvalSpec, TrainSpec, train_and_evaluate
 from estimator_engine.warm_start import VocabInfo, WarmStartSettings
 
@@ -121,9 +130,12 @@ __all__ = [
     "get_global_step",
     "get_module",
     "get_optimizer",
+    "identity",
     "inputs",
     "metrics",
     "minimize",
     "read_eval_metrics",
+    "summary",
     "train_and_evaluate",
+    "trainable_variables",
 ]

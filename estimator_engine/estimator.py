@@ -31,6 +31,7 @@ import numpy as np
 import torch
 
 from estimator_engine import checkpoints, distribute
+from estimator_engine import model_state as _model_state
 from estimator_engine import spec as spec_lib
 from estimator_engine._fn_args import call_with_declared, fn_args
 from estimator_engine._validation import step_count
@@ -141,8 +142,9 @@ def default_training_hooks(config: RunConfig, model_dir: str, *, steps: int | No
                                        every_n_iter=config.log_step_count_steps))
         chief.append(StepCounterHook(every_n_steps=config.log_step_count_steps, output_dir=model_dir))
     if config.save_summary_steps:
+        # 'summaries': every ee.summary.scalar of the model_fn (TF's merged summary op).
         chief.append(SummarySaverHook(save_steps=config.save_summary_steps, output_dir=model_dir,
-                                      summary_op={"loss": "loss"}))
+                                      summary_op={"loss": "loss", "summaries": "summaries"}))
     if config.save_checkpoints_steps or config.save_checkpoints_secs:
         chief.append(CheckpointSaverHook(model_dir, save_secs=config.save_checkpoints_secs,
                                          save_steps=config.save_checkpoints_steps))
@@ -182,6 +184,11 @@ class _Session:
             return _to_python(spec.loss)
         if name == "global_step":
             return self.state.global_step
+        named = self.state.named_tensors
+        if name in named:
+            return _to_python(named[name])
+        if name == "summaries":
+            return {tag: _to_python(value) for tag, value in self.state.summaries.items()}
         predictions = spec.predictions
         if isinstance(predictions, Mapping) and name in predictions:
             return _to_python(predictions[name])
@@ -201,11 +208,12 @@ class _Session:
             key = name[len("features/"):]
             if key in self.features:
                 return _to_python(self.features[key])
-        available = ["loss", "global_step", "predictions", "labels", "features"]
+        available = ["loss", "global_step", "predictions", "labels", "features", "summaries", *sorted(named)]
         if isinstance(predictions, Mapping):
             available += sorted(predictions)
         available += sorted(self.metrics)
-        raise KeyError(f"Unknown fetch name {name!r} in {self.mode} mode. Available names: {available}.")
+        raise KeyError(f"Unknown fetch name {name!r} in {self.mode} mode. Available names: {available}. "
+                       "Name a model_fn value with ee.identity(value, name=...) to fetch it.")
 
     def run(self, fetches: Any) -> Any:
         return map_fetches(fetches, self.resolve)
@@ -654,13 +662,16 @@ class Estimator:
                 raise TypeError(f"Hooks must be a SessionRunHook, given: {hook!r}")
         strategy = self._strategy(ModeKeys.EVAL)
         state, _ = self._build_state(ModeKeys.EVAL, checkpoint_path, strategy=strategy)
+        summaries: dict[str, float] = {}
         with state.activated(ModeKeys.EVAL), torch.no_grad():
-            results = self._evaluate_state(state, input_fn, steps, hooks, strategy)
-        self._write_eval_results(results, name, state.checkpoint_path)
+            results = self._evaluate_state(state, input_fn, steps, hooks, strategy, summaries)
+        self._write_eval_results(results, name, state.checkpoint_path, summaries)
         return results
 
     def _evaluate_state(self, state: ModelState, input_fn, steps, user_hooks,
-                        strategy: distribute.DDPStrategy | None = None) -> dict[str, Any]:
+                        strategy: distribute.DDPStrategy | None = None,
+                        summaries_out: dict[str, float] | None = None) -> dict[str, Any]:
+        """Evaluates ``state``; ``summaries_out`` receives the mean of each ``summary.scalar``."""
         batches = self._call_input_fn(input_fn, ModeKeys.EVAL, strategy)
         session = _Session(self, state, ModeKeys.EVAL, batches)
         batch = next(batches, _END)
@@ -676,10 +687,15 @@ class Estimator:
                                  "already defines a default metric with the same name. Rename it in eval_metric_ops.")
         loss_total = torch.zeros((), device=state.device, dtype=torch.float64)
         metrics = session.metrics
+        summary_totals: dict[str, list[Any]] = {}  # tag -> [sum, batches]
 
         def accumulate(step_spec: EstimatorSpec) -> None:
             nonlocal loss_total
             loss_total = loss_total + step_spec.loss.detach()
+            for tag, value in state.summaries.items():
+                total = summary_totals.setdefault(tag, [0.0, 0])
+                total[0] = total[0] + (value.detach().double() if isinstance(value, torch.Tensor) else float(value))
+                total[1] += 1
             for key, op in step_spec.eval_metric_ops.items():
                 merged = metrics.get(key)
                 if merged is None:
@@ -701,10 +717,12 @@ class Estimator:
         results = {key: _to_python(op.result()) for key, op in metrics.items()}
         results["loss"] = float(loss_total.item() / n_batches_total.item())
         results["global_step"] = state.global_step
+        if summaries_out is not None:
+            summaries_out.update({tag: float(total) / count for tag, (total, count) in summary_totals.items()})
         return results
 
     def _write_eval_results(self, results: Mapping[str, Any], name: str | None,
-                            checkpoint_path: str | None) -> None:
+                            checkpoint_path: str | None, summaries: Mapping[str, float] | None = None) -> None:
         if not self._config.is_chief:
             return
         writer = SummaryWriterCache.get(self.eval_dir(name))
@@ -716,6 +734,8 @@ class Estimator:
                 writer.add_scalar(key, float(value), step)
             elif isinstance(value, np.ndarray) and value.size == 1:
                 writer.add_scalar(key, float(value.reshape(())), step)
+        if summaries:
+            writer.add_scalars({tag: value for tag, value in summaries.items() if tag not in results}, step)
         if checkpoint_path:
             writer.add_text("checkpoint_path", checkpoint_path, step)
         writer.flush()
@@ -853,6 +873,11 @@ class Estimator:
         autocast_dtype = _AUTOCAST_DTYPES.get(self._config.precision or "32")
 
         def call(features: Any, labels: Any) -> EstimatorSpec:
+            state = _model_state._active
+            if state is not None and (state.named_tensors or state.summaries):
+                # A name or summary holds for the model_fn call that made it.
+                state.named_tensors.clear()
+                state.summaries.clear()
             if not on_cpu:
                 features, labels = _to_device(features, device), _to_device(labels, device)
             if takes_labels:
@@ -887,6 +912,12 @@ class Estimator:
             _log.info("Warm-started %d variables from %s.", len(getattr(report, "warm_started", ())),
                       self._warm_start_settings.ckpt_to_initialize_from)
             state.warm_starter = None
+        if session.mode == ModeKeys.TRAIN:
+            missed = state.modules_outside_optimizers()
+            if missed:
+                _log.warning("Modules %s have trainable parameters that no optimizer updates: they will not "
+                             "train. Build the optimizer from ee.trainable_variables() after the last "
+                             "get_module, or set requires_grad=False on what should stay frozen.", missed)
         unused = state.unused_checkpoint_variables()
         if unused:
             _log.info("Variables in %s not used by the model: %s", state.checkpoint_path, unused)

@@ -21,7 +21,8 @@ import torch
 from estimator_engine import checkpoints
 from estimator_engine.mode_keys import ModeKeys
 
-__all__ = ["ModelState", "TrainOp", "get_global_step", "get_module", "get_optimizer", "minimize"]
+__all__ = ["ModelState", "TrainOp", "get_global_step", "get_module", "get_optimizer", "identity", "minimize",
+           "trainable_variables"]
 
 _log = logging.getLogger("estimator_engine")
 
@@ -160,6 +161,10 @@ class ModelState:
         self.optimizers: dict[str, torch.optim.Optimizer] = {}
         self.global_step = int(checkpoint["global_step"]) if checkpoint else 0
         self.mode: ModeKeys | None = None
+        # Values the current model_fn call named (``identity``) or summarised (``summary.scalar``);
+        # emptied before each call, read by hooks after the step.
+        self.named_tensors: dict[str, Any] = {}
+        self.summaries: dict[str, Any] = {}
         self._pristine: dict[str, _Pristine] = {}
         self._synced_step = self.global_step
         # (checkpoint path, file stat) this in-memory state equals, or None once it has diverged.
@@ -249,6 +254,15 @@ class ModelState:
         for name, module in self._raw_modules.items():
             out.update(checkpoints.module_variables(name, module))
         return out
+
+    def modules_outside_optimizers(self) -> list[str]:
+        """Modules with trainable parameters that no optimizer of this state updates."""
+        if not self.optimizers:
+            return []
+        optimized = {id(p) for optimizer in self.optimizers.values()
+                     for group in optimizer.param_groups for p in group["params"]}
+        return [name for name, module in self._raw_modules.items()
+                if any(p.requires_grad and id(p) not in optimized for p in module.parameters())]
 
     def unwrapped(self, name: str) -> torch.nn.Module:
         return self._raw_modules[name]
@@ -358,6 +372,56 @@ def get_optimizer(name: str, factory: Callable[[], OptimizerT]) -> OptimizerT:
     if optimizer is None:
         optimizer = state.create_optimizer(name, factory)
     return optimizer  # type: ignore[return-value]
+
+
+def trainable_variables() -> list[torch.nn.Parameter]:
+    """Parameters (``requires_grad``) of every module of the running Estimator, in creation order.
+
+    TF's ``tf.compat.v1.trainable_variables()``: give it to an optimizer so that none of the
+    model's modules is left out. Only modules registered with ``get_module`` *so far* are
+    included (the eager counterpart of a graph built so far), so ask for it after the model's
+    last ``get_module`` of the step, as below. A parameter shared by two modules appears once.
+    Training warns when a module's trainable parameters are in no optimizer.
+
+    Example:
+        >>> def model_fn(features, labels, mode):
+        ...     encoder = get_module('encoder', lambda: torch.nn.Linear(4, 8))
+        ...     head = get_module('head', lambda: torch.nn.Linear(8, 1))
+        ...     loss = head(encoder(features['x'])).mean()
+        ...     opt = get_optimizer('sgd', lambda: torch.optim.SGD(trainable_variables(), lr=0.1))
+    """
+    state = _active
+    if state is None:
+        state = _require_active("ee.trainable_variables")
+    seen: set[int] = set()
+    parameters = []
+    for module in state._raw_modules.values():
+        for parameter in module.parameters():
+            if parameter.requires_grad and id(parameter) not in seen:
+                seen.add(id(parameter))
+                parameters.append(parameter)
+    return parameters
+
+
+def identity(value: Any, name: str) -> Any:
+    """Names ``value`` for hooks, TF's ``tf.identity(x, name=...)`` idiom; returns ``value``.
+
+    Inside a running ``model_fn``, ``LoggingTensorHook``, ``SessionRunArgs`` and
+    ``session.run`` can then fetch it by ``name`` in that step (as a Python number or numpy
+    array). Outside an Estimator it only returns ``value``.
+
+    Example:
+        >>> def model_fn(features, labels, mode):
+        ...     net = get_module('net', lambda: torch.nn.Linear(4, 1))
+        ...     error = identity((net(features['x']) - labels).abs().mean(), name='abs_error')
+        ...     # ee.LoggingTensorHook({'abs_error': 'abs_error'}, every_n_iter=100) logs it
+    """
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"identity(value, name): name must be a non-empty string, given {name!r}.")
+    state = _active
+    if state is not None:
+        state.named_tensors[name] = value
+    return value
 
 
 def get_global_step() -> int | None:

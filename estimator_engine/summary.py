@@ -1,6 +1,12 @@
-"""Scalar summaries on disk: JSON lines always, TensorBoard event files when ``tensorboard`` is installed.
+"""Summaries on disk: TensorBoard event files and JSON lines, and ``scalar`` for use in a model_fn.
 
-Every summary is one line of ``<logdir>/summaries.jsonl``::
+``tensorboard --logdir MODEL_DIR`` shows every run: training writes ``loss`` and
+``global_step/sec`` (and each ``summary.scalar`` of the model_fn) to event files in ``model_dir``,
+evaluation writes its metrics to ``model_dir/eval`` (``eval_<name>``), TF's layout. The event
+files are written with ``tensorboardX`` (a light dependency: numpy and protobuf).
+
+Every summary is also one line of ``<logdir>/summaries.jsonl``, which ``read_eval_metrics``
+(early stopping, ``BestExporter``) reads without TensorBoard::
 
     {"step": 100, "wall_time": 1764660000.5, "tag": "loss", "value": 0.25}
     {"step": 100, "wall_time": 1764660000.5, "tag": "notes", "text": "..."}
@@ -25,12 +31,17 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
+import numpy as np
+
+from estimator_engine import model_state
+
 __all__ = [
     "SUMMARIES_FILENAME",
     "SummaryWriter",
     "SummaryWriterCache",
     "read_eval_metrics",
     "read_summaries",
+    "scalar",
 ]
 
 SUMMARIES_FILENAME = "summaries.jsonl"
@@ -43,7 +54,10 @@ _TENSORBOARD_AVAILABLE: bool | None = None
 def _tensorboard_available() -> bool:
     global _TENSORBOARD_AVAILABLE
     if _TENSORBOARD_AVAILABLE is None:
-        _TENSORBOARD_AVAILABLE = importlib.util.find_spec("tensorboard") is not None
+        _TENSORBOARD_AVAILABLE = importlib.util.find_spec("tensorboardX") is not None
+        if not _TENSORBOARD_AVAILABLE:
+            _LOG.warning("tensorboardX is not installed: summaries are written as JSON lines only, "
+                         "TensorBoard will not show them. Install it with `pip install tensorboardX`.")
     return _TENSORBOARD_AVAILABLE
 
 
@@ -91,8 +105,8 @@ class SummaryWriter:
     Args:
         logdir: directory of ``summaries.jsonl`` (and of the TensorBoard event files).
         flush_secs: the longest time a written summary waits in memory before reaching the file.
-        tensorboard: also write TensorBoard event files; ``None`` (default) does so when the
-            ``tensorboard`` package is installed.
+        tensorboard: also write TensorBoard event files (with ``tensorboardX``); ``None``
+            (default) does so when ``tensorboardX`` is installed, as the engine's dependencies say.
 
     Example:
         >>> import tempfile
@@ -140,9 +154,13 @@ class SummaryWriter:
         if self._state.tensorboard is None and (
             self._use_tensorboard or (self._use_tensorboard is None and _tensorboard_available())
         ):
-            from torch.utils.tensorboard import SummaryWriter as TensorBoardWriter
+            try:
+                from tensorboardX import SummaryWriter as TensorBoardWriter
+            except ImportError as exc:
+                raise ImportError("SummaryWriter(tensorboard=True) needs tensorboardX: "
+                                  "`pip install tensorboardX`.") from exc
 
-            self._state.tensorboard = TensorBoardWriter(log_dir=self._logdir,
+            self._state.tensorboard = TensorBoardWriter(logdir=self._logdir,
                                                         flush_secs=max(1, int(self._flush_secs)))
         return self._state.tensorboard
 
@@ -214,6 +232,34 @@ class SummaryWriter:
         with self._lock:
             self._state.close()
             self._oldest_pending = None
+
+
+def scalar(name: str, data: Any, step: int | None = None, description: str | None = None) -> None:
+    """Records a scalar summary from inside a ``model_fn`` (TF's ``tf.summary.scalar``).
+
+    TRAIN: written with the loss every ``RunConfig.save_summary_steps`` global steps, to the
+    event files and ``summaries.jsonl`` of ``model_dir``. EVAL: the mean over the evaluated batches
+    is written to the evaluation's directory next to the metrics (not returned by ``evaluate``;
+    use ``eval_metric_ops`` for that). Hooks may fetch the step's values as ``'summaries'``
+    (a dict of name -> value). Outside a running Estimator nothing is recorded, as
+    ``tf.summary`` writes nothing without a default writer. ``step`` and ``description`` are
+    accepted for TF compatibility: the step is always the global step.
+
+    Example:
+        >>> import torch
+        >>> from estimator_engine import summary
+        >>> summary.scalar('learning_rate', torch.tensor(0.1))   # outside an Estimator: no-op
+    """
+    del step, description
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"summary.scalar(name, data): name must be a non-empty string, given {name!r}.")
+    numel = data.numel() if hasattr(data, "numel") else (np.size(data) if not isinstance(data, (int, float)) else 1)
+    if numel != 1:
+        raise ValueError(f"summary.scalar({name!r}, data): data must hold one number, given a value of "
+                         f"{numel} elements. Reduce it first, e.g. data.mean().")
+    state = model_state._active
+    if state is not None:
+        state.summaries[name] = data
 
 
 class SummaryWriterCache:

@@ -212,7 +212,9 @@ class _Evaluator:
         with _preserved_rng():
             try:
                 with state.activated(ModeKeys.EVAL), torch.no_grad():
-                    metrics = estimator._evaluate_state(state, spec.input_fn, spec.steps, list(spec.hooks))
+                    summaries: dict[str, float] = {}
+                    metrics = estimator._evaluate_state(state, spec.input_fn, spec.steps, list(spec.hooks),
+                                                        summaries_out=summaries)
             finally:
                 # ``activated`` restores the active state, not the modules' mode.
                 state.mode = ModeKeys.TRAIN
@@ -225,7 +227,7 @@ class _Evaluator:
                 checkpoint_path = estimator.latest_checkpoint()
             else:
                 checkpoint_path = session.save_checkpoint()
-        estimator._write_eval_results(metrics, spec.name, checkpoint_path)
+        estimator._write_eval_results(metrics, spec.name, checkpoint_path, summaries)
         self._record(metrics, checkpoint_path)
 
     def _record(self, metrics: Any, checkpoint_path: str | None) -> None:

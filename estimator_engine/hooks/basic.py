@@ -356,6 +356,17 @@ def _scalar_fetches(summary_op: Any) -> dict[str, Any]:
     )
 
 
+def _flattened(results: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Tag-value pairs; a fetched dict (``'summaries'``) contributes its own tags."""
+    pairs: list[tuple[str, Any]] = []
+    for tag, value in results.items():
+        if isinstance(value, Mapping):
+            pairs.extend(value.items())
+        else:
+            pairs.append((tag, value))
+    return pairs
+
+
 class SummarySaverHook(SessionRunHook):
     """Writes scalar values fetched by name as summaries every N steps or N seconds.
 
@@ -369,7 +380,9 @@ class SummarySaverHook(SessionRunHook):
         output_dir: write with ``SummaryWriterCache.get(output_dir)``.
         summary_writer: write with this writer (takes precedence over ``output_dir``).
         scaffold: an object with a ``summary_op`` attribute (TF's ``Scaffold``).
-        summary_op: a fetch name, a list of names, or a dict of tag -> name; scalar values.
+        summary_op: a fetch name, a list of names, or a dict of tag -> name; scalar values. A
+            name whose value is a dict (``'summaries'``: the model_fn's ``ee.summary.scalar``
+            values) writes each of its entries under its own tag.
 
     Example:
         >>> hook = SummarySaverHook(save_steps=100, output_dir='/tmp/m', summary_op=['loss'])
@@ -429,7 +442,7 @@ class SummarySaverHook(SessionRunHook):
         global_step = run_context.session.global_step
         self._timer.update_last_triggered_step(global_step)
         values = {}
-        for tag, value in run_values.results.items():
+        for tag, value in _flattened(run_values.results):
             array = np.asarray(value)
             if array.size != 1:
                 raise ValueError(

@@ -120,8 +120,8 @@ class TestSummaryWriter:
         calls = []
 
         class FakeTensorBoardWriter:
-            def __init__(self, log_dir, flush_secs):
-                calls.append(("init", log_dir))
+            def __init__(self, logdir, flush_secs):
+                calls.append(("init", logdir))
 
             def add_scalar(self, tag, value, global_step, walltime):
                 calls.append(("scalar", tag, value, global_step))
@@ -135,9 +135,9 @@ class TestSummaryWriter:
             def close(self):
                 calls.append(("close",))
 
-        fake = types.ModuleType("torch.utils.tensorboard")
+        fake = types.ModuleType("tensorboardX")
         fake.SummaryWriter = FakeTensorBoardWriter
-        monkeypatch.setitem(sys.modules, "torch.utils.tensorboard", fake)
+        monkeypatch.setitem(sys.modules, "tensorboardX", fake)
         monkeypatch.setattr(summary, "_TENSORBOARD_AVAILABLE", True)
         writer = SummaryWriter(tmp_path)  # tensorboard=None: used because it is "installed"
         assert calls == []  # created lazily
