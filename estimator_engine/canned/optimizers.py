@@ -2,9 +2,12 @@
 
 A canned estimator's ``optimizer`` argument may be
 
-* a name: ``'Adagrad'``, ``'Adam'``, ``'Ftrl'``, ``'RMSProp'`` or ``'SGD'``, built with TF's
-  hyper-parameters (Keras' defaults; Adagrad's ``initial_accumulator_value=0.1``) and the
-  estimator's default learning rate;
+* a name: ``'Adagrad'``, ``'Adam'``, ``'Ftrl'``, ``'RMSProp'`` or ``'SGD'``, built as TF 2's
+  ``optimizers.get_optimizer_instance_v2`` builds them: the Keras (legacy) optimizer with its
+  hyper-parameters (``epsilon=1e-7``, Adagrad's ``initial_accumulator_value=0.1``, RMSprop's
+  ``rho=0.9``) and the learning rate the estimator passes, or, where it passes none (TF 2's
+  ``DNNClassifier``/``DNNRegressor``), Keras' default learning rate (``KERAS_LEARNING_RATES``:
+  0.001, and 0.01 for SGD);
 * a ``torch.optim.Optimizer`` subclass, called as ``cls(params)`` (its own defaults);
 * a factory ``fn(params) -> torch.optim.Optimizer``, e.g. ``functools.partial(torch.optim.Adam,
   lr=0.01)``.
@@ -22,6 +25,7 @@ from typing import Any
 import torch
 
 __all__ = [
+    "KERAS_LEARNING_RATES",
     "OPTIMIZER_NAMES",
     "Ftrl",
     "OptimizerSpec",
@@ -36,6 +40,10 @@ OptimizerSpec = str | type | Callable[[Iterable[torch.nn.Parameter]], torch.opti
 _EPSILON = 1e-7
 
 OPTIMIZER_NAMES = ("Adagrad", "Adam", "Ftrl", "RMSProp", "SGD")
+
+# The default learning rates of tf_keras.optimizers.legacy.*, which TF 2's
+# get_optimizer_instance_v2 uses for a name given without a learning rate.
+KERAS_LEARNING_RATES = {"Adagrad": 0.001, "Adam": 0.001, "Ftrl": 0.001, "RMSProp": 0.001, "SGD": 0.01}
 
 
 class Ftrl(torch.optim.Optimizer):
@@ -145,13 +153,14 @@ def _named_optimizer(name: str, learning_rate: float
     return lambda params: torch.optim.SGD(params, lr=learning_rate)
 
 
-def get_optimizer_factory(optimizer: Any, learning_rate: float, argument: str = "optimizer"
+def get_optimizer_factory(optimizer: Any, learning_rate: float | None = None, argument: str = "optimizer"
                           ) -> Callable[[Iterable[torch.nn.Parameter]], torch.optim.Optimizer]:
     """Turns a canned estimator's ``optimizer`` argument into ``fn(params) -> Optimizer``.
 
     Args:
         optimizer: a name (see ``OPTIMIZER_NAMES``), an Optimizer subclass or a factory.
-        learning_rate: used for names only (the estimator's TF default).
+        learning_rate: used for names only (the estimator's TF default); ``None``: the Keras
+            default of that optimizer (``KERAS_LEARNING_RATES``), as TF 2's DNN estimators do.
         argument: the argument's name, for error messages.
 
     Raises:
@@ -166,7 +175,8 @@ def get_optimizer_factory(optimizer: Any, learning_rate: float, argument: str = 
     if isinstance(optimizer, str):
         for name in OPTIMIZER_NAMES:
             if optimizer == name or optimizer.lower() == name.lower():
-                return _named_optimizer(name, learning_rate)
+                rate = KERAS_LEARNING_RATES[name] if learning_rate is None else learning_rate
+                return _named_optimizer(name, rate)
         raise ValueError(f"Unsupported optimizer name: {optimizer!r} for {argument}. Supported names "
                          f"are: {list(OPTIMIZER_NAMES)}, or pass an Optimizer class or a factory "
                          "fn(params) -> torch.optim.Optimizer.")
