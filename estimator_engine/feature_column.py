@@ -46,6 +46,7 @@ import functools
 import itertools
 import math
 import os
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -570,6 +571,11 @@ class NumericColumn(DenseColumn):
 
     def _build(self, cache: _Cache) -> torch.Tensor:
         value = _feature(cache.features, self.key)
+        if (type(value) is torch.Tensor and value.dtype == torch.float32 and value.dim() > 0
+                and self.default_value is None and self.normalizer_fn is None
+                and value.device == cache.device and value.numel() == value.shape[0] * self.dense_dimension):
+            # The common case (what the input_fns yield), same result as the general path below.
+            return value.reshape(value.shape[0], self.dense_dimension)
         if isinstance(value, torch.Tensor):
             tensor = value
         else:
@@ -1382,14 +1388,102 @@ def _device_of(module: nn.Module) -> torch.device:
     return module._device_anchor.device
 
 
+def _inner(module: nn.Module) -> nn.Module:
+    """The module inside a DDP (``.module``) or ``torch.compile`` (``._orig_mod``) wrapper."""
+    for attribute in ("module", "_orig_mod"):
+        inner = getattr(module, attribute, None)
+        if isinstance(inner, nn.Module):
+            return _inner(inner)
+    return module
+
+
+def _tracked_module(default_name: str, config: tuple[Any, ...], factory: Callable[[], nn.Module]
+                    ) -> nn.Module:
+    """``ee.get_module`` under TF's layer scope name: ``<default_name>``, then ``_1``, ``_2``, ...
+
+    The first registered module of that type whose ``_config`` equals ``config`` is reused (a
+    ``model_fn`` runs once per batch, so the same call finds its own module again); a different
+    configuration takes the next free name, as TF's ``variable_scope(default_name=...)`` does.
+    """
+    from estimator_engine.training import get_module  # sibling module, imported on use
+
+    index = 0
+    while True:
+        name = default_name if index == 0 else f"{default_name}_{index}"
+        module = get_module(name, factory)
+        if getattr(_inner(module), "_config", None) == config:
+            return module
+        index += 1
+
+
+class _Tracking:
+    """Makes a DenseFeatures / LinearModel object own tracked weights inside a running Estimator.
+
+    Outside an Estimator the object computes with its own parameters (a Keras layer owns its
+    weights). Inside one (``model_fn``), weights must survive the per-batch ``model_fn`` calls and
+    be checkpointed, restored, warm-started and DDP-wrapped: an object not registered through
+    ``ee.get_module`` registers itself under TF's layer name (``dense_features``,
+    ``linear_model``, then ``_1``, ...); an equal object created again on the next batch finds and
+    uses that registered module instead of its own fresh weights. The decision is cached per
+    Estimator state and mode, so the steady state costs one identity check.
+    """
+
+    _default_scope = ""
+
+    def _init_tracking(self, config: tuple[Any, ...]) -> None:
+        # Plain attributes (object.__setattr__): a routed-to Module must not become a submodule.
+        object.__setattr__(self, "_config", config)
+        self._forget_route()
+
+    def _forget_route(self) -> None:
+        for attribute, value in (("_route_key", None), ("_route_state", None), ("_route", None),
+                                 ("_routing", False)):
+            object.__setattr__(self, attribute, value)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # copy.deepcopy / pickle: the route belongs to one running Estimator, not to the copy.
+        state = dict(self.__dict__)
+        state.update(_route_key=None, _route_state=None, _route=None, _routing=False)
+        return state
+
+    def _delegate(self) -> nn.Module | None:
+        """The module to call instead of computing here, or None to compute with own weights."""
+        from estimator_engine import training  # sibling module, imported on use
+
+        state = training._active  # the running Estimator's ModelState (None outside one)
+        if state is None or self._routing:
+            return None
+        key = (id(state), state.mode)
+        if self._route_key == key and self._route_state is not None and self._route_state() is state:
+            return self._route
+        if any(_inner(module) is self for module in state.modules.values()):
+            route = None  # registered by a model_fn's get_module: its caller runs any wrapper
+        else:
+            route = _tracked_module(self._default_scope, self._config, lambda: self)
+            if route is self:
+                route = None
+        object.__setattr__(self, "_route_state", weakref.ref(state))
+        object.__setattr__(self, "_route_key", key)
+        object.__setattr__(self, "_route", route)
+        return route
+
+    def _call_delegate(self, route: nn.Module, features: Mapping[str, Any]) -> torch.Tensor:
+        # The route may wrap this very object (DDP): its forward comes back here and computes.
+        object.__setattr__(self, "_routing", True)
+        try:
+            return route(features)
+        finally:
+            object.__setattr__(self, "_routing", False)
+
+
 class _EmbeddingWeights(nn.Module):
-    def __init__(self, column: EmbeddingColumn) -> None:
+    def __init__(self, column: EmbeddingColumn, trainable: bool = True) -> None:
         super().__init__()
         self.embedding_weights = nn.Parameter(column.initial_value(),
-                                              requires_grad=column.trainable)
+                                              requires_grad=column.trainable and trainable)
 
 
-class DenseFeatures(nn.Module):
+class DenseFeatures(_Tracking, nn.Module):
     """TF's ``input_layer`` / ``DenseFeatures``: dense columns -> one float tensor [B, output_dim].
 
     Columns are concatenated in the order of their sorted names (TF's order): numeric values,
@@ -1397,8 +1491,15 @@ class DenseFeatures(nn.Module):
     ``<column name>/embedding_weights`` (``<cat>_embedding/embedding_weights``) under the name the
     module is registered with.
 
+    Inside a running Estimator, an object that no ``ee.get_module`` call registered registers
+    itself as ``name`` (TF's Keras layer name ``dense_features``, then ``dense_features_1``, ...),
+    so its tables are trained, checkpointed and restored even when the ``model_fn`` builds the
+    layer anew for every batch (see ``_Tracking``).
+
     Args:
         feature_columns: DenseColumns (numeric, bucketized, indicator, embedding).
+        trainable: whether the embedding tables are trained (``False`` freezes all of them).
+        name: the scope of the self-registered variables (default ``'dense_features'``).
 
     Example:
         >>> job = categorical_column_with_vocabulary_list("job", ["doctor", "lawyer"])
@@ -1409,16 +1510,20 @@ class DenseFeatures(nn.Module):
         ['job_embedding.embedding_weights']
     """
 
-    def __init__(self, feature_columns: Iterable[DenseColumn]) -> None:
+    def __init__(self, feature_columns: Iterable[DenseColumn], trainable: bool = True,
+                 name: str | None = None) -> None:
         super().__init__()
-        self.feature_columns: tuple[DenseColumn, ...] = tuple(_sorted_columns(
-            feature_columns, (DenseColumn,),
-            "Items of feature_columns must be a DenseColumn. You can wrap a categorical column "
-            "with an embedding_column or indicator_column. Given: {!r}"))
+        self.feature_columns: tuple[DenseColumn, ...] = _dense_columns(feature_columns)
         self.register_buffer("_device_anchor", torch.empty(0), persistent=False)
-        for column in self.feature_columns:
-            if isinstance(column, EmbeddingColumn):
-                self._modules[variable_scope_name(column.name)] = _EmbeddingWeights(column)
+        # (column, name of the module holding its table or None), resolved once, not per batch.
+        self._plan: tuple[tuple[DenseColumn, str | None], ...] = tuple(
+            (column, variable_scope_name(column.name) if isinstance(column, EmbeddingColumn) else None)
+            for column in self.feature_columns)
+        for column, holder in self._plan:
+            if holder is not None:
+                self._modules[holder] = _EmbeddingWeights(column, trainable)
+        self._default_scope = name or "dense_features"
+        self._init_tracking(_dense_config(self.feature_columns, trainable))
 
     @property
     def output_dim(self) -> int:
@@ -1426,26 +1531,38 @@ class DenseFeatures(nn.Module):
         return sum(column.dense_dimension for column in self.feature_columns)
 
     def forward(self, features: Mapping[str, Any]) -> torch.Tensor:
+        route = self._delegate()
+        if route is not None:
+            return self._call_delegate(route, features)
         cache = _Cache(features, _device_of(self))
-        outputs = []
-        for column in self.feature_columns:
-            table = None
-            if isinstance(column, EmbeddingColumn):
-                table = self._modules[variable_scope_name(column.name)].embedding_weights
-            outputs.append(column._dense(cache, table))
-        return torch.cat(outputs, dim=1)
+        modules = self._modules
+        outputs = [column._dense(cache, None if holder is None else modules[holder].embedding_weights)
+                   for column, holder in self._plan]
+        return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)
+
+
+def _dense_columns(feature_columns: Any) -> tuple[DenseColumn, ...]:
+    return tuple(_sorted_columns(
+        feature_columns, (DenseColumn,),
+        "Items of feature_columns must be a DenseColumn. You can wrap a categorical column "
+        "with an embedding_column or indicator_column. Given: {!r}"))
+
+
+def _dense_config(columns: tuple[DenseColumn, ...], trainable: bool) -> tuple[Any, ...]:
+    return ("DenseFeatures", columns, bool(trainable))
 
 
 class _LinearWeights(nn.Module):
-    def __init__(self, rows: int, units: int, embedding: EmbeddingColumn | None) -> None:
+    def __init__(self, rows: int, units: int, embedding: EmbeddingColumn | None,
+                 trainable: bool = True) -> None:
         super().__init__()
         if embedding is not None:
             self.embedding_weights = nn.Parameter(embedding.initial_value(),
-                                                  requires_grad=embedding.trainable)
-        self.weights = nn.Parameter(torch.zeros(rows, units))
+                                                  requires_grad=embedding.trainable and trainable)
+        self.weights = nn.Parameter(torch.zeros(rows, units), requires_grad=trainable)
 
 
-class LinearModel(nn.Module):
+class LinearModel(_Tracking, nn.Module):
     """TF's ``linear_model``: logits = sum over columns of their weighted inputs + bias.
 
     Variables (under the name the module is registered with, ``linear/linear_model`` in the
@@ -1454,10 +1571,16 @@ class LinearModel(nn.Module):
     and combine a row's ids with ``sparse_combiner``; dense columns (numeric, indicator,
     embedding) have ``[dense dimension, units]`` and are multiplied in.
 
+    Inside a running Estimator, an object that no ``ee.get_module`` call registered registers
+    itself as ``name`` (default ``'linear_model'``, then ``linear_model_1``, ...), so its weights
+    are trained and checkpointed even when the ``model_fn`` builds it anew for every batch.
+
     Args:
         feature_columns: DenseColumns and CategoricalColumns.
         units: output size (logits dimension).
         sparse_combiner: 'sum' (default), 'mean' or 'sqrtn' over a row's ids.
+        trainable: whether the weights are trained.
+        name: the scope of the self-registered variables (default ``'linear_model'``).
 
     Example:
         >>> model = LinearModel([numeric_column("age")])
@@ -1468,31 +1591,30 @@ class LinearModel(nn.Module):
     """
 
     def __init__(self, feature_columns: Iterable[FeatureColumn], units: int = 1,
-                 sparse_combiner: str = "sum") -> None:
+                 sparse_combiner: str = "sum", trainable: bool = True, name: str | None = None) -> None:
         super().__init__()
-        if not _is_int(units) or units < 1:
-            raise ValueError(f"units must be a positive int, got {units!r}.")
-        if sparse_combiner not in _COMBINERS:
-            raise ValueError(f"sparse_combiner must be one of {list(_COMBINERS)}, got "
-                             f"{sparse_combiner!r}.")
-        self.feature_columns: tuple[FeatureColumn, ...] = tuple(_sorted_columns(
-            feature_columns, (DenseColumn, CategoricalColumn),
-            "Items of feature_columns must be either a DenseColumn or CategoricalColumn. "
-            "Given: {!r}"))
-        self.units = int(units)
+        columns, units, sparse_combiner = _linear_arguments(feature_columns, units, sparse_combiner)
+        self.feature_columns: tuple[FeatureColumn, ...] = columns
+        self.units = units
         self.sparse_combiner = sparse_combiner
         self.register_buffer("_device_anchor", torch.empty(0), persistent=False)
-        self.bias_weights = nn.Parameter(torch.zeros(self.units))
+        self.bias_weights = nn.Parameter(torch.zeros(self.units), requires_grad=trainable)
+        plan = []
         for column in self.feature_columns:
             if isinstance(column, CategoricalColumn):
                 rows = column.num_buckets
             else:
                 rows = column.dense_dimension
             embedding = column if isinstance(column, EmbeddingColumn) else None
+            holder = variable_scope_name(column.name)
             # Registered through _modules directly: a column may be named like a Module
             # attribute ('training', 'forward'), which add_module refuses.
-            self._modules[variable_scope_name(column.name)] = _LinearWeights(rows, self.units,
-                                                                             embedding)
+            self._modules[holder] = _LinearWeights(rows, self.units, embedding, trainable)
+            plan.append((column, holder, isinstance(column, CategoricalColumn)))
+        # Resolved once, not per batch.
+        object.__setattr__(self, "_plan", tuple(plan))
+        object.__setattr__(self, "_default_scope", name or "linear_model")
+        self._init_tracking(_linear_config(columns, units, sparse_combiner, trainable))
 
     def __setattr__(self, name: str, value: Any) -> None:
         # A column may be named like a plain attribute ('training'); such attributes are still
@@ -1507,11 +1629,15 @@ class LinearModel(nn.Module):
         return self._modules[variable_scope_name(column.name)]
 
     def forward(self, features: Mapping[str, Any]) -> torch.Tensor:
+        route = self._delegate()
+        if route is not None:
+            return self._call_delegate(route, features)
         cache = _Cache(features, _device_of(self))
+        modules = self._modules
         logits = None
-        for column in self.feature_columns:
-            holder = self.column_weights(column)
-            if isinstance(column, CategoricalColumn):
+        for column, name, categorical in self._plan:
+            holder = modules[name]
+            if categorical:
                 part = column._ids(cache).combine(holder.weights, self.sparse_combiner)
             else:
                 table = getattr(holder, "embedding_weights", None)
@@ -1520,22 +1646,101 @@ class LinearModel(nn.Module):
         return logits + self.bias_weights
 
 
-def input_layer(features: Mapping[str, Any], feature_columns: Iterable[DenseColumn]) -> torch.Tensor:
-    """One-off ``DenseFeatures(feature_columns)(features)`` with fresh weights (TF's ``input_layer``).
+def _linear_arguments(feature_columns: Any, units: Any, sparse_combiner: Any
+                      ) -> tuple[tuple[FeatureColumn, ...], int, str]:
+    if not _is_int(units) or units < 1:
+        raise ValueError(f"units must be a positive int, got {units!r}.")
+    if sparse_combiner not in _COMBINERS:
+        raise ValueError(f"sparse_combiner must be one of {list(_COMBINERS)}, got "
+                         f"{sparse_combiner!r}.")
+    columns = tuple(_sorted_columns(
+        feature_columns, (DenseColumn, CategoricalColumn),
+        "Items of feature_columns must be either a DenseColumn or CategoricalColumn. "
+        "Given: {!r}"))
+    return columns, int(units), sparse_combiner
+
+
+def _linear_config(columns: tuple[FeatureColumn, ...], units: int, sparse_combiner: str,
+                   trainable: bool) -> tuple[Any, ...]:
+    return ("LinearModel", columns, units, sparse_combiner, bool(trainable))
+
+
+def _in_estimator() -> bool:
+    from estimator_engine.training import get_global_step  # sibling module, imported on use
+
+    return get_global_step() is not None
+
+
+def _fill_cols_to_vars(cols_to_vars: dict[Any, list[torch.Tensor]] | None, module: nn.Module,
+                       with_bias: bool) -> None:
+    if cols_to_vars is None:
+        return
+    inner = _inner(module)
+    for column in inner.feature_columns:
+        holder = inner._modules.get(variable_scope_name(column.name))
+        cols_to_vars[column] = [] if holder is None else list(holder.parameters())
+    if with_bias:
+        cols_to_vars["bias"] = [inner.bias_weights]
+
+
+def input_layer(features: Mapping[str, Any], feature_columns: Iterable[DenseColumn],
+                trainable: bool = True, cols_to_vars: dict[Any, list[torch.Tensor]] | None = None
+                ) -> torch.Tensor:
+    """TF's ``input_layer``: dense columns -> one float tensor [B, output_dim].
+
+    Inside a running Estimator's ``model_fn`` the embedding tables are tracked variables
+    ``input_layer/<column>_embedding/embedding_weights`` (created on the first batch, then reused,
+    checkpointed, restored and warm-started; another column set takes ``input_layer_1``, ...).
+    Outside an Estimator each call builds fresh weights, like a one-off graph.
+
+    Args:
+        features: the features dict of one batch.
+        feature_columns: DenseColumns.
+        trainable: whether the tables are trained.
+        cols_to_vars: if a dict, filled with ``column -> [variables]`` (TF's argument).
 
     Example:
         >>> input_layer({"x": [[1.0, 2.0]]}, [numeric_column("x", shape=2)]).tolist()
         [[1.0, 2.0]]
     """
-    return DenseFeatures(feature_columns)(features)
+    columns = _dense_columns(feature_columns)
+    if _in_estimator():
+        layer = _tracked_module("input_layer", _dense_config(columns, trainable),
+                                lambda: DenseFeatures(columns, trainable, name="input_layer"))
+    else:
+        layer = DenseFeatures(columns, trainable)
+    _fill_cols_to_vars(cols_to_vars, layer, with_bias=False)
+    return layer(features)
 
 
 def linear_model(features: Mapping[str, Any], feature_columns: Iterable[FeatureColumn],
-                 units: int = 1, sparse_combiner: str = "sum") -> torch.Tensor:
-    """One-off ``LinearModel(...)(features)`` with fresh (zero) weights (TF's ``linear_model``).
+                 units: int = 1, sparse_combiner: str = "sum", trainable: bool = True,
+                 cols_to_vars: dict[Any, list[torch.Tensor]] | None = None) -> torch.Tensor:
+    """TF's ``linear_model``: logits = weighted sum of the columns + bias, [B, units].
+
+    Inside a running Estimator's ``model_fn`` the weights are tracked variables
+    ``linear_model/<column>/weights`` and ``linear_model/bias_weights`` (zeros at first, then
+    trained, checkpointed, restored; another configuration takes ``linear_model_1``, ...).
+    Outside an Estimator each call builds fresh (zero) weights.
+
+    Args:
+        features: the features dict of one batch.
+        feature_columns: DenseColumns and CategoricalColumns.
+        units: output size.
+        sparse_combiner: 'sum', 'mean' or 'sqrtn'.
+        trainable: whether the weights are trained.
+        cols_to_vars: if a dict, filled with ``column -> [variables]`` and ``'bias'``.
 
     Example:
         >>> linear_model({"x": [1.0]}, [numeric_column("x")]).tolist()
         [[0.0]]
     """
-    return LinearModel(feature_columns, units, sparse_combiner)(features)
+    columns, units, sparse_combiner = _linear_arguments(feature_columns, units, sparse_combiner)
+    if _in_estimator():
+        model = _tracked_module("linear_model", _linear_config(columns, units, sparse_combiner, trainable),
+                                lambda: LinearModel(columns, units, sparse_combiner, trainable,
+                                                    name="linear_model"))
+    else:
+        model = LinearModel(columns, units, sparse_combiner, trainable)
+    _fill_cols_to_vars(cols_to_vars, model, with_bias=True)
+    return model(features)

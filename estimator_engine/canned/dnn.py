@@ -34,8 +34,9 @@ from estimator_engine.model_state import get_module, get_optimizer
 
 __all__ = ["DNNClassifier", "DNNRegressor", "Dense", "dnn_logits"]
 
-# TF's default learning rate for the DNN optimizer given by name.
-_LEARNING_RATE = 0.05
+# TF 2's DNN estimators build a named optimizer with Keras' default learning rate
+# (get_optimizer_instance_v2(optimizer) without one: 0.001, SGD 0.01); TF 1's 0.05 is not used.
+_LEARNING_RATE = None
 
 
 class _BatchNorm(torch.nn.Module):
@@ -205,8 +206,9 @@ class DNNClassifier(Estimator):
         n_classes: number of classes (2: binary head; > 2: multi-class head).
         weight_column: feature key or numeric_column of example weights.
         label_vocabulary: class names when labels are strings.
-        optimizer: a name ('Adagrad', 'Adam', 'Ftrl', 'RMSProp', 'SGD'; learning rate 0.05), an
-            Optimizer class, or a factory ``fn(params) -> Optimizer``.
+        optimizer: a name ('Adagrad', 'Adam', 'Ftrl', 'RMSProp', 'SGD'), built with Keras'
+            default learning rate as in TF 2 (0.001; SGD 0.01), an Optimizer class, or a factory
+            ``fn(params) -> Optimizer`` (e.g. ``functools.partial(torch.optim.Adagrad, lr=0.05)``).
         activation_fn: activation after each hidden layer.
         dropout: probability of dropping a hidden unit during training.
         config: a ``RunConfig``.

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from estimator_engine import metrics
+from estimator_engine import spec as spec_lib
 from estimator_engine.export_output import ClassificationOutput, PredictOutput, RegressionOutput
 from estimator_engine.metric_op import MetricOp
 from estimator_engine.mode_keys import ModeKeys
@@ -156,6 +157,48 @@ class _Vocabulary:
                              f"unknown label(s) {unknown[:10]!r}. Fix the labels or extend "
                              "label_vocabulary.")
         return self.order[pos].reshape(values.shape).astype(np.int64)
+
+
+class _LazyPredictions(Mapping):
+    """A TRAIN spec's predictions, computed on first access (a hook fetching ``predictions`` or
+    ``class_ids``), not on every training step: TF's TRAIN spec carries them for hooks, but a
+    step that nobody asks them of should not pay for softmax, argmax and class names."""
+
+    __slots__ = ("_compute", "_keys", "_values")
+
+    def __init__(self, compute: Callable[[], dict[str, Any]], keys: Sequence[str]) -> None:
+        self._compute = compute
+        self._keys = tuple(keys)
+        self._values: dict[str, Any] | None = None
+
+    def _materialized(self) -> dict[str, Any]:
+        if self._values is None:
+            self._values = self._compute()
+        return self._values
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._keys:
+            raise KeyError(key)
+        return self._materialized()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+    def __iter__(self):
+        return iter(self._materialized() if self._values is not None else self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def __repr__(self) -> str:
+        state = "computed" if self._values is not None else "not computed yet"
+        return f"_LazyPredictions(keys={list(self._keys)}, {state})"
+
+
+def _first_batch_of_call() -> bool:
+    """True until the Estimator has fully validated the first step of this call (then it relaxes
+    the spec checks for the remaining steps, ``spec.cheap_validation``); True outside a loop."""
+    return not getattr(spec_lib._validation, "cheap", False)
 
 
 class Head:
@@ -305,12 +348,18 @@ class Head:
         """
         mode = ModeKeys(mode)
         logits = self._check_logits(logits)
-        predictions = self.predictions(logits)
         if mode == ModeKeys.PREDICT:
+            predictions = self.predictions(logits)
             return EstimatorSpec(mode, predictions=predictions,
                                  export_outputs=self._export_outputs(predictions))
         self._require_labels(labels)
-        labels_t = self._labels(labels, logits)
+        if mode == ModeKeys.EVAL:
+            predictions = self.predictions(logits)
+            labels_t = self._labels(labels, logits)
+        else:
+            # TRAIN: predictions only when a hook asks; label ranges on the first batch of the call.
+            predictions = _LazyPredictions(lambda: self.predictions(logits), self._prediction_keys())
+            labels_t = self._labels(labels, logits, check_range=_first_batch_of_call())
         unweighted = self._unweighted_loss(labels_t, logits)
         weights = self._weights(features, logits)
         loss = self._reduce(unweighted, weights, regularization_losses)
@@ -326,9 +375,13 @@ class Head:
         train_op = minimize(optimizer, loss) if optimizer is not None else train_op_fn(loss)
         return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op)
 
+    def _prediction_keys(self) -> tuple[str, ...]:
+        """The keys ``predictions`` returns (known without computing them)."""
+        raise NotImplementedError
+
     # -- subclass hooks ----------------------------------------------------------------------
 
-    def _labels(self, labels: Any, logits: torch.Tensor) -> torch.Tensor:
+    def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
         raise NotImplementedError
 
     def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
@@ -340,6 +393,11 @@ class Head:
 
     def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
+
+
+def _name_keys() -> tuple[str, ...]:
+    # classes/all_classes are numpy names, left out while torch.export traces (_with_class_names).
+    return () if torch.compiler.is_compiling() else (PredictionKeys.CLASSES, PredictionKeys.ALL_CLASSES)
 
 
 def _tensor_predictions(predictions: Mapping[str, Any]) -> dict[str, torch.Tensor]:
@@ -437,11 +495,16 @@ class BinaryClassHead(_ClassHead):
         super().__init__(2, weight_column, label_vocabulary, loss_reduction, name)
         self.thresholds = tuple(thresholds or ())
 
-    def _labels(self, labels: Any, logits: torch.Tensor) -> torch.Tensor:
+    def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
         labels_t = self._check_label_shape(self._label_ids(labels, logits), logits, 1)
         labels_t = labels_t.to(logits.dtype)
-        self._check_range(labels_t, 1)
+        if check_range:
+            self._check_range(labels_t, 1)
         return labels_t
+
+    def _prediction_keys(self) -> tuple[str, ...]:
+        return (PredictionKeys.LOGITS, PredictionKeys.LOGISTIC, PredictionKeys.PROBABILITIES,
+                PredictionKeys.CLASS_IDS, PredictionKeys.ALL_CLASS_IDS) + _name_keys()
 
     def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         return F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
@@ -510,16 +573,22 @@ class MultiClassHead(_ClassHead):
         super().__init__(int(n_classes), weight_column, label_vocabulary, loss_reduction, name)
         self.logits_dimension = int(n_classes)
 
-    def _labels(self, labels: Any, logits: torch.Tensor) -> torch.Tensor:
+    def _prediction_keys(self) -> tuple[str, ...]:
+        return (PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES, PredictionKeys.CLASS_IDS,
+                PredictionKeys.ALL_CLASS_IDS) + _name_keys()
+
+    def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
         labels_t = self._check_label_shape(self._label_ids(labels, logits), logits, 1)
         if labels_t.is_floating_point():
-            if not bool((labels_t == labels_t.round()).all()):
+            # A value check (a device sync), done with the range check.
+            if check_range and not bool((labels_t == labels_t.round()).all()):
                 raise ValueError(f"Labels dtype should be integer. Instead got {labels_t.dtype} with "
                                  "non-integral values; pass class ids 0..n_classes-1.")
         elif labels_t.dtype == torch.bool:
             raise ValueError("Labels dtype should be integer. Instead got bool.")
         labels_t = labels_t.to(torch.int64)
-        self._check_range(labels_t, self.n_classes - 1)
+        if check_range:
+            self._check_range(labels_t, self.n_classes - 1)
         return labels_t
 
     def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
@@ -577,7 +646,10 @@ class RegressionHead(Head):
         super().__init__(weight_column, loss_reduction, name)
         self.logits_dimension = int(label_dimension)
 
-    def _labels(self, labels: Any, logits: torch.Tensor) -> torch.Tensor:
+    def _prediction_keys(self) -> tuple[str, ...]:
+        return (PredictionKeys.PREDICTIONS,)
+
+    def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
         if not isinstance(labels, torch.Tensor):
             array = np.asarray(labels)
             if array.dtype.kind not in "biuf":

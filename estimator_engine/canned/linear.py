@@ -3,7 +3,8 @@
 The logits come from ``feature_column.LinearModel`` registered as ``linear/linear_model``, so the
 variables are TF's ``linear/linear_model/<column>/weights`` (``[dim, units]``) and
 ``linear/linear_model/bias_weights`` (``[units]``), zero-initialised. The default optimizer is
-FTRL with learning rate ``min(0.2, 1 / sqrt(len(feature_columns)))``.
+``'Ftrl'``, which TF 2 builds with learning rate 0.2 (as every name); ``optimizer=None`` is TF's
+other default, FTRL with ``min(0.2, 1 / sqrt(len(feature_columns)))``.
 """
 
 from __future__ import annotations
@@ -27,9 +28,9 @@ from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec
 from estimator_engine.model_state import get_module, get_optimizer
 
-__all__ = ["LinearClassifier", "LinearRegressor", "linear_logits"]
+__all__ = ["LinearClassifier", "LinearRegressor", "linear_logits", "linear_optimizer_factory"]
 
-# TF's cap on the default FTRL learning rate of a linear model.
+# TF's learning rate of a named linear optimizer, and the cap of optimizer=None's FTRL rate.
 _LEARNING_RATE = 0.2
 _SPARSE_COMBINERS = ("sum", "mean", "sqrtn")
 
@@ -38,6 +39,21 @@ def check_sparse_combiner(sparse_combiner: Any, argument: str = "sparse_combiner
     if sparse_combiner not in _SPARSE_COMBINERS:
         raise ValueError(f"{argument} must be one of {list(_SPARSE_COMBINERS)}, given: {sparse_combiner!r}.")
     return sparse_combiner
+
+
+def linear_optimizer_factory(optimizer: Any, num_columns: int) -> Callable[..., torch.optim.Optimizer]:
+    """TF 2's ``get_optimizer_instance_v2(optimizer or _get_default_optimizer_v2(columns), 0.2)``.
+
+    Example:
+        >>> params = [torch.nn.Parameter(torch.zeros(1))]
+        >>> linear_optimizer_factory('Ftrl', 100)(params).defaults['lr']
+        0.2
+        >>> linear_optimizer_factory(None, 100)(params).defaults['lr']
+        0.1
+    """
+    if optimizer is None:
+        return get_optimizer_factory("Ftrl", default_linear_learning_rate(num_columns, _LEARNING_RATE))
+    return get_optimizer_factory(optimizer, _LEARNING_RATE)
 
 
 def linear_logits(features: Mapping[str, Any], feature_columns: Sequence[Any], units: int,
@@ -75,8 +91,9 @@ class LinearClassifier(Estimator):
         n_classes: number of classes (2: binary head; > 2: multi-class head).
         weight_column: feature key or numeric_column of example weights.
         label_vocabulary: class names when labels are strings.
-        optimizer: a name (default 'Ftrl' with learning rate ``min(0.2, 1/sqrt(n_columns))``), an
-            Optimizer class, or a factory ``fn(params) -> Optimizer``.
+        optimizer: a name (learning rate 0.2, as TF 2 builds a named optimizer; default 'Ftrl'),
+            ``None`` (FTRL with learning rate ``min(0.2, 1/sqrt(n_columns))``), an Optimizer
+            class, or a factory ``fn(params) -> Optimizer``.
         config: a ``RunConfig``.
         warm_start_from: a model_dir, checkpoint or ``WarmStartSettings``.
         loss_reduction: ``'sum_over_batch_size'`` (default) or ``'sum'``.
@@ -95,7 +112,7 @@ class LinearClassifier(Estimator):
         head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
         columns = check_feature_columns(feature_columns)
         combiner = check_sparse_combiner(sparse_combiner)
-        factory = get_optimizer_factory(optimizer, default_linear_learning_rate(len(columns), _LEARNING_RATE))
+        factory = linear_optimizer_factory(optimizer, len(columns))
 
         def _model_fn(features, labels, mode):
             return _linear_model_fn(features, labels, mode, head, columns, factory, combiner)
@@ -124,7 +141,7 @@ class LinearRegressor(Estimator):
         head = RegressionHead(label_dimension, weight_column=weight_column, loss_reduction=loss_reduction)
         columns = check_feature_columns(feature_columns)
         combiner = check_sparse_combiner(sparse_combiner)
-        factory = get_optimizer_factory(optimizer, default_linear_learning_rate(len(columns), _LEARNING_RATE))
+        factory = linear_optimizer_factory(optimizer, len(columns))
 
         def _model_fn(features, labels, mode):
             return _linear_model_fn(features, labels, mode, head, columns, factory, combiner)

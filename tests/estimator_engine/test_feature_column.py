@@ -756,3 +756,136 @@ def test_pandas_input_fn_batches_feed_both_modules():
     cache = fc._Cache(features, torch.device("cpu"))
     assert zip_code._ids(cache).ids.flatten().tolist() == [
         fc.fingerprint64(str(z)) % 100 for z in (75001, 100, 150)]
+
+
+# ------------------------------------------------------------------------------------------------
+# input_layer / linear_model / DenseFeatures / LinearModel inside a model_fn: tracked weights
+# ------------------------------------------------------------------------------------------------
+
+IRIS_CSV = os.path.join(os.path.dirname(__file__), "..", "..", "sample_data", "iris.csv")
+
+
+def _iris_species():
+    import pandas as pd
+
+    frame = pd.read_csv(IRIS_CSV)
+    species = sorted(frame["species"].unique())
+    labels = np.array([species.index(s) for s in frame["species"]], dtype=np.int64)
+    return {"species": frame["species"].to_numpy(dtype=object)}, labels, species
+
+
+def _embedding_model_fn(species, layer_kind):
+    """Class = the species feature itself, seen only through an embedding: learnable exactly
+    when the embedding table is trained and kept between batches."""
+    column = fc.embedding_column(fc.categorical_column_with_vocabulary_list("species", species), 2)
+
+    def model_fn(features, labels, mode):
+        variables = {}
+        if layer_kind == "input_layer":
+            net = fc.input_layer(features, [column], cols_to_vars=variables)
+            table = variables[column]
+        else:  # a DenseFeatures object built anew for every batch, as a TF model_fn would
+            layer = fc.DenseFeatures([column])
+            net = layer(features)
+            table = None
+        logits_layer = ee.get_module("logits", lambda: torch.nn.Linear(2, 3))
+        logits = logits_layer(net)
+        predictions = {"class_ids": logits.argmax(dim=1)}
+        if mode == ee.ModeKeys.PREDICT:
+            return ee.EstimatorSpec(mode, predictions=predictions)
+        loss = torch.nn.functional.cross_entropy(logits, labels.reshape(-1))
+        if mode == ee.ModeKeys.EVAL:
+            return ee.EstimatorSpec(mode, loss=loss, eval_metric_ops={
+                "accuracy": ee.metrics.accuracy(labels.reshape(-1), predictions["class_ids"])})
+        if table is None:
+            tracked = ee.get_module("dense_features", lambda: None)  # registered by the layer
+            table = list(tracked.parameters())
+        params = list(logits_layer.parameters()) + list(table)
+        optimizer = ee.get_optimizer("adam", lambda: torch.optim.Adam(params, lr=0.05))
+        return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss))
+
+    return model_fn
+
+
+@pytest.mark.parametrize(("layer_kind", "variable"), [
+    ("input_layer", "input_layer/species_embedding/embedding_weights"),
+    ("DenseFeatures", "dense_features/species_embedding/embedding_weights"),
+])
+def test_embedding_in_custom_model_fn_is_trained_and_checkpointed(tmp_path, layer_kind, variable):
+    x, y, species = _iris_species()
+    est = ee.Estimator(_embedding_model_fn(species, layer_kind), model_dir=str(tmp_path),
+                       config=ee.RunConfig(tf_random_seed=1))
+    est.train(ee.inputs.numpy_input_fn(x, y, batch_size=30, num_epochs=None, shuffle=True), steps=150)
+    assert variable in est.get_variable_names()
+    assert est.get_variable_value(variable).shape == (3, 2)
+    # evaluate restores the checkpoint in a fresh state: the trained table must come back.
+    result = est.evaluate(ee.inputs.numpy_input_fn(x, y, batch_size=150, shuffle=False))
+    assert result["accuracy"] == 1.0
+    again = est.evaluate(ee.inputs.numpy_input_fn(x, y, batch_size=150, shuffle=False))
+    assert again["loss"] == pytest.approx(result["loss"], rel=1e-6)
+
+
+def test_linear_model_learns_a_known_linear_function(tmp_path):
+    rng = np.random.default_rng(0)
+    x = {"a": rng.normal(size=200).astype(np.float32), "b": rng.normal(size=200).astype(np.float32)}
+    y = (2.0 * x["a"] - 3.0 * x["b"] + 0.5).astype(np.float32)
+    columns = [fc.numeric_column("a"), fc.numeric_column("b")]
+
+    def model_fn(features, labels, mode):
+        variables = {}
+        output = fc.linear_model(features, columns, cols_to_vars=variables)
+        if mode == ee.ModeKeys.PREDICT:
+            return ee.EstimatorSpec(mode, predictions={"y": output})
+        loss = ((output.reshape(-1) - labels.reshape(-1)) ** 2).mean()
+        params = [v for vs in variables.values() for v in vs]
+        optimizer = ee.get_optimizer("sgd", lambda: torch.optim.SGD(params, lr=0.1))
+        return ee.EstimatorSpec(mode, loss=loss, predictions={"y": output},
+                                train_op=ee.minimize(optimizer, loss))
+
+    est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+    est.train(ee.inputs.numpy_input_fn(x, y, batch_size=50, num_epochs=None, shuffle=False), steps=300)
+    assert sorted(est.get_variable_names()) == [
+        "global_step", "linear_model/a/weights", "linear_model/b/weights", "linear_model/bias_weights"]
+    np.testing.assert_allclose(est.get_variable_value("linear_model/a/weights"), [[2.0]], atol=1e-3)
+    np.testing.assert_allclose(est.get_variable_value("linear_model/b/weights"), [[-3.0]], atol=1e-3)
+    np.testing.assert_allclose(est.get_variable_value("linear_model/bias_weights"), [0.5], atol=1e-3)
+    first = next(est.predict(ee.inputs.numpy_input_fn({k: v[:1] for k, v in x.items()}, shuffle=False)))
+    assert first["y"][0] == pytest.approx(y[0], abs=1e-2)
+
+
+def test_layers_of_different_configurations_take_the_next_scope_name(tmp_path):
+    job = fc.categorical_column_with_vocabulary_list("job", ["a", "b"])
+    first = [fc.embedding_column(job, 2)]
+    second = [fc.embedding_column(job, 3)]
+
+    def model_fn(features, labels, mode):
+        out = torch.cat([fc.input_layer(features, first), fc.input_layer(features, second),
+                         fc.LinearModel([job])(features), fc.LinearModel([job], units=2)(features)], dim=1)
+        loss = out.sum() * 0
+        return ee.EstimatorSpec(mode, loss=loss, predictions={"out": out},
+                                train_op=lambda: None)
+
+    est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+    est.train(lambda: ({"job": np.array(["a", "b"], dtype=object)}, torch.zeros(2)), steps=2)
+    assert sorted(est.get_variable_names()) == [
+        "global_step",
+        "input_layer/job_embedding/embedding_weights",
+        "input_layer_1/job_embedding/embedding_weights",
+        "linear_model/bias_weights", "linear_model/job/weights",
+        "linear_model_1/bias_weights", "linear_model_1/job/weights"]
+    assert est.get_variable_value("input_layer_1/job_embedding/embedding_weights").shape == (2, 3)
+    assert est.get_variable_value("linear_model_1/job/weights").shape == (2, 2)
+
+
+def test_layer_object_outside_an_estimator_keeps_its_own_weights():
+    job = fc.categorical_column_with_vocabulary_list("job", ["a", "b"])
+    layer = fc.DenseFeatures([fc.embedding_column(job, 2)])
+    features = {"job": np.array(["a", "b"], dtype=object)}
+    torch.testing.assert_close(layer(features), layer(features))
+    table = layer._modules["job_embedding"].embedding_weights
+    torch.testing.assert_close(layer(features), table)
+    frozen = fc.DenseFeatures([fc.embedding_column(job, 2)], trainable=False)
+    assert not any(p.requires_grad for p in frozen.parameters())
+    import copy
+
+    assert torch.equal(copy.deepcopy(layer)(features), layer(features))

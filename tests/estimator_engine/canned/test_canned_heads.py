@@ -233,3 +233,62 @@ def test_regression_multi_dim_sum_over_batch_size_divides_by_elements():
         head.loss(np.array([[1.0]]), logits)
     with pytest.raises(ValueError, match="Regression labels must be numbers"):
         RegressionHead().loss(np.array([["x"]]), torch.zeros(1, 1))
+
+
+# -- TRAIN fast path: lazy predictions, label checks on the first batch -----------------------------
+
+
+def _multiclass_data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 2)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0).astype(np.int64)  # 0, 1, 2
+    return x, y
+
+
+def test_train_predictions_are_computed_only_when_a_hook_asks(tmp_path, monkeypatch):
+    from estimator_engine import feature_column as fc
+    from estimator_engine.canned import DNNClassifier
+
+    calls = []
+    original = MultiClassHead.predictions
+    monkeypatch.setattr(MultiClassHead, "predictions",
+                        lambda self, logits: calls.append(1) or original(self, logits))
+    x, y = _multiclass_data()
+    train_fn = ee.inputs.numpy_input_fn({"x": x}, y, batch_size=16, num_epochs=None, shuffle=False)
+    est = DNNClassifier(hidden_units=[4], feature_columns=[fc.numeric_column("x", shape=2)], n_classes=3,
+                        model_dir=str(tmp_path))
+    est.train(train_fn, steps=6)
+    assert len(calls) <= 1  # at most the first step's full spec validation looks at them
+
+    fetched = []
+
+    class Fetch(ee.SessionRunHook):
+        def before_run(self, run_context):
+            return ee.SessionRunArgs(["probabilities", "class_ids", "predictions/logits"])
+
+        def after_run(self, run_context, run_values):
+            fetched.append(run_values.results)
+
+    calls.clear()
+    est.train(train_fn, steps=3, hooks=[Fetch()])
+    assert len(fetched) == 3 and len(calls) >= 3
+    probabilities, class_ids, logits = fetched[-1]
+    assert probabilities.shape == (16, 3) and class_ids.shape == (16, 1) and logits.shape == (16, 3)
+    np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(class_ids[:, 0], logits.argmax(axis=1))
+
+
+def test_label_range_is_checked_on_the_first_train_batch_and_every_eval_batch(tmp_path):
+    from estimator_engine import feature_column as fc
+    from estimator_engine.canned import DNNClassifier
+
+    x, y = _multiclass_data()
+    bad = y.copy()
+    bad[40] = 3  # in the third batch of 16
+    est = DNNClassifier(hidden_units=[4], feature_columns=[fc.numeric_column("x", shape=2)], n_classes=3,
+                        model_dir=str(tmp_path))
+    with pytest.raises(ValueError, match=r"Labels must be <= n_classes - 1 = 2; got 3"):
+        est.train(ee.inputs.numpy_input_fn({"x": x[32:]}, bad[32:], batch_size=16, shuffle=False), steps=1)
+    est.train(ee.inputs.numpy_input_fn({"x": x}, y, batch_size=16, shuffle=False), steps=2)
+    with pytest.raises(ValueError, match=r"Labels must be <= n_classes - 1 = 2; got 3"):
+        est.evaluate(ee.inputs.numpy_input_fn({"x": x}, bad, batch_size=16, shuffle=False))

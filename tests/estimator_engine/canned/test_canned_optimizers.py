@@ -67,3 +67,23 @@ def test_named_optimizers_use_tf_hyperparameters():
         get_optimizer_factory(int, 0.1)
     with pytest.raises(TypeError, match="must be a name"):
         get_optimizer_factory(3, 0.1)
+
+
+def test_named_optimizers_use_the_fastest_cpu_kernel_with_the_same_rule():
+    params = [torch.nn.Parameter(torch.zeros(3)), torch.nn.Parameter(torch.zeros(2, 2))]
+    assert get_optimizer_factory("Adam")(params).defaults["fused"] is True
+    assert get_optimizer_factory("Adagrad")(params).defaults["fused"] is True
+    assert get_optimizer_factory("RMSProp")(params).defaults["foreach"] is True
+    # Same updates as the per-tensor loop, to float precision.
+    for name, cls, extra in (("Adam", torch.optim.Adam, {}),
+                             ("Adagrad", torch.optim.Adagrad, {"initial_accumulator_value": 0.1})):
+        fast = [torch.nn.Parameter(torch.ones(4))]
+        slow = [torch.nn.Parameter(torch.ones(4))]
+        fast_opt = get_optimizer_factory(name, 0.1)(fast)
+        slow_opt = cls(slow, lr=0.1, eps=1e-7, foreach=False, **extra)
+        for step in range(5):
+            grad = torch.tensor([0.5, -1.0, 2.0, 0.0]) * (step + 1)
+            fast[0].grad, slow[0].grad = grad.clone(), grad.clone()
+            fast_opt.step()
+            slow_opt.step()
+        torch.testing.assert_close(fast[0].detach(), slow[0].detach(), rtol=1e-6, atol=1e-7)
