@@ -14,7 +14,7 @@ REPLACEABLE = (
     "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps",
     "save_checkpoints_secs", "keep_checkpoint_max", "keep_checkpoint_every_n_hours",
     "log_step_count_steps", "train_distribute", "eval_distribute", "device", "precision",
-    "compile", "session_config", "session_creation_timeout_secs", "device_fn", "protocol",
+    "compile", "num_threads", "session_config", "session_creation_timeout_secs", "device_fn", "protocol",
     "experimental_max_worker_delay_secs", "checkpoint_save_graph_def",
 )
 
@@ -295,14 +295,19 @@ def test_replace_returns_a_new_config():
     assert (config.model_dir, config.keep_checkpoint_max) == ("a", 5)
 
 
+def _device_fn(op):
+    return "/cpu:0"
+
+
 @pytest.mark.parametrize("name", REPLACEABLE)
 def test_every_allowed_property_can_be_replaced(name):
-    values = {"model_dir": "d", "tf_random_seed": 3, "save_summary_steps": 3,
+    # device_fn: TF requires a callable taking exactly ``op`` (a string passed before that rule).
+    values = {"num_threads": 3, "model_dir": "d", "tf_random_seed": 3, "save_summary_steps": 3,
               "save_checkpoints_steps": 3, "save_checkpoints_secs": 3, "keep_checkpoint_max": 3,
               "keep_checkpoint_every_n_hours": 3, "log_step_count_steps": 3,
               "train_distribute": "strategy", "eval_distribute": "strategy", "device": "cpu",
               "precision": "16-mixed", "compile": True, "session_config": "cfg",
-              "session_creation_timeout_secs": 3, "device_fn": "fn", "protocol": "grpc",
+              "session_creation_timeout_secs": 3, "device_fn": _device_fn, "protocol": "grpc",
               "experimental_max_worker_delay_secs": 3, "checkpoint_save_graph_def": False}
     assert getattr(RunConfig().replace(**{name: values[name]}), name) == values[name]
 
@@ -456,3 +461,53 @@ def test_tf_session_arguments_are_accepted_and_said_to_do_nothing(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "RunConfig: session_config, protocol configure TF sessions and graphs and have no effect on PyTorch."]
     assert config.replace(device_fn=None).protocol == "grpc"
+
+
+# -- TF's session arguments are validated as TF does (run_config_test's test_init_invalid_values) --
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"device_fn": lambda x, y: 0}, 'device_fn must be callable with exactly one argument "op"'),
+    ({"device_fn": lambda x: "/cpu:0"}, 'device_fn must be callable with exactly one argument "op"'),
+    ({"device_fn": "/cpu:0"}, 'device_fn must be callable with exactly one argument "op"'),
+    ({"experimental_max_worker_delay_secs": "5"}, "experimental_max_worker_delay_secs must be an integer if set"),
+    ({"experimental_max_worker_delay_secs": 5.0}, "experimental_max_worker_delay_secs must be an integer if set"),
+    ({"session_creation_timeout_secs": 0}, "session_creation_timeout_secs should be > 0"),
+    ({"session_creation_timeout_secs": -1}, "session_creation_timeout_secs should be > 0"),
+    ({"protocol": "http"}, "protocol should be grpc or grpc\\+verbs"),
+    ({"num_threads": 0}, "num_threads should be an int >= 1"),
+    ({"num_threads": 1.5}, "num_threads should be an int >= 1"),
+    ({"session_config": {"intra_op_parallelism_threads": -1}},
+     "session_config.intra_op_parallelism_threads should be an int >= 0"),
+    ({"session_config": {"inter_op_parallelism_threads": "2"}},
+     "session_config.inter_op_parallelism_threads should be an int >= 0"),
+])
+def test_tf_session_arguments_are_validated(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        RunConfig(**kwargs)
+    with pytest.raises(ValueError, match=fragment):
+        RunConfig().replace(**kwargs)
+
+
+def test_valid_tf_session_arguments_are_kept():
+    import functools
+
+    def device_fn(op):
+        return "/cpu:0"
+
+    class Placer:
+        def __call__(self, op):
+            return "/cpu:0"
+
+    for fn in (device_fn, Placer(), functools.partial(lambda a, op: a, 1)):
+        assert RunConfig(device_fn=fn).device_fn is fn
+    config = RunConfig(experimental_max_worker_delay_secs=10, session_creation_timeout_secs=18,
+                       protocol="grpc+verbs", num_threads=3)
+    assert (config.experimental_max_worker_delay_secs, config.session_creation_timeout_secs) == (10, 18)
+    assert (config.protocol, config.num_threads) == ("grpc+verbs", 3)
+
+
+def test_session_config_with_only_threads_is_not_said_to_do_nothing(caplog):
+    with caplog.at_level("WARNING", logger="estimator_engine"):
+        RunConfig(session_config={"intra_op_parallelism_threads": 2, "inter_op_parallelism_threads": 0})
+    assert caplog.records == []
