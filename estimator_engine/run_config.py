@@ -27,7 +27,7 @@ from estimator_engine._fn_args import fn_args
 
 __all__ = [
     "ClusterSpec", "RunConfig", "TaskType", "apply_thread_settings", "available_cores", "thread_settings",
-    "tf_config_process_group",
+    "tf_config_process_group", "usable_cores",
 ]
 
 
@@ -311,24 +311,45 @@ def thread_settings(config: RunConfig) -> tuple[int | None, int | None]:
     return intra, inter
 
 
+def usable_cores(local_processes: int = 1) -> int:
+    """Cores each of ``local_processes`` processes of this host can use now: the affinity mask's cores,
+    less the share of them other work keeps busy (the 1-minute load average beyond these processes,
+    scaled from the whole host to the mask), divided among the processes; at least 1.
+
+    On an idle 2-core machine that is 2; with 6 other runnable processes it is 1, where a second
+    intra-op thread only waits for a core (a tiny canned model ran 7-20x slower with 2 threads).
+    """
+    cores = available_cores()
+    try:
+        busy = max(0.0, os.getloadavg()[0] - local_processes) * cores / max(cores, os.cpu_count() or cores)
+    except (AttributeError, OSError):  # no load average on this platform
+        busy = 0.0
+    return max(1, round(cores - busy) // max(1, local_processes))
+
+
+_TORCH_DEFAULT_THREADS = torch.get_num_threads()  # before anything here changed it
+_chosen_threads: list[int] = []  # the intra-op count apply_thread_settings chose last (none yet)
 _interop_warned: set[int] = set()
 
 
 def apply_thread_settings(config: RunConfig) -> int:
     """Sets torch's process-wide thread counts for a train/evaluate/predict call; returns the intra-op count.
 
-    What the config asks for is applied. Otherwise torch's count is lowered to the cores this process
-    may use (its affinity mask, shared among the processes of a data-parallel run on this host) when
-    torch's default is larger; ``OMP_NUM_THREADS`` set by the user (or torchrun) is left alone.
+    What the config asks for (``num_threads``, session_config's thread settings) is applied.
+    Otherwise, unless ``OMP_NUM_THREADS`` (the user's, or torchrun's) or a direct
+    ``torch.set_num_threads`` call already chose, the intra-op count is torch's default capped at
+    ``usable_cores()`` for the processes of a data-parallel run on this host.
     """
     intra, inter = thread_settings(config)
-    if intra is None and "OMP_NUM_THREADS" not in os.environ:
+    current = torch.get_num_threads()
+    chosen_by_us = current == _TORCH_DEFAULT_THREADS or current in _chosen_threads[-1:]
+    if intra is None and "OMP_NUM_THREADS" not in os.environ and chosen_by_us:
         local_processes = int(os.environ.get("LOCAL_WORLD_SIZE") or config._local_world_size())
-        cores = max(1, available_cores() // max(1, local_processes))
-        if torch.get_num_threads() > cores:
-            intra = cores
-    if intra is not None and torch.get_num_threads() != intra:
+        intra = min(_TORCH_DEFAULT_THREADS, usable_cores(local_processes))
+    if intra is not None and current != intra:
+        _log.info("torch intra-op threads: %d (were %d).", intra, current)
         torch.set_num_threads(intra)
+        _chosen_threads[:] = [intra]
     if inter is not None and torch.get_num_interop_threads() != inter:
         try:
             torch.set_num_interop_threads(inter)
@@ -370,7 +391,8 @@ class RunConfig:
         num_threads: torch's intra-op threads (``torch.set_num_threads``, process-wide, set when
             train/evaluate/predict start). ``None``: session_config's
             ``intra_op_parallelism_threads`` if set, else torch's default capped at the cores this
-            process may use.
+            process can use now (``usable_cores``: its affinity mask less what a busy machine
+            takes, shared among the local processes of a data-parallel run).
         session_config: TF's ``ConfigProto`` (or a dict / object with the same attributes): its
             ``intra_op_parallelism_threads`` / ``inter_op_parallelism_threads`` set torch's thread
             counts (0 leaves them alone, as in TF); its other settings have no effect here.
