@@ -1,7 +1,15 @@
 """Data-parallel training through ``torch.distributed`` (TF's distribution strategies, for PyTorch).
 
-A run started by ``torchrun --nproc-per-node N`` (``WORLD_SIZE > 1``) is distributed automatically;
-``RunConfig(train_distribute=DDPStrategy(...))`` sets the options explicitly. The Estimator then:
+A run started by ``torchrun --nproc-per-node N`` (``WORLD_SIZE > 1``) is distributed automatically,
+and so is a process whose ``TF_CONFIG`` names a cluster with more than one training task (a chief,
+or TF's legacy master, and workers), as TFJob / Kubernetes start Estimators: its rank and world
+size follow TF's global ids over the chief and the workers (chief 0, worker ``i`` -> ``i + 1``), and
+the chief's ``host:port`` is the rendezvous (``MASTER_ADDR`` / ``MASTER_PORT``), so no torchrun
+variables are needed. ``ps`` tasks do not take part: TF's ParameterServerStrategy has no torch
+equivalent, the chief and workers train data-parallel without them, and an Estimator on a ``ps``
+task refuses to train (as TF's does outside ``train_and_evaluate``). An ``evaluator`` task runs on
+its own. ``RunConfig(train_distribute=DDPStrategy(...))`` sets the options explicitly. The
+Estimator then:
 
 * initialises the process group (gloo on CPU, nccl on CUDA) and gives each rank its device
   (``cuda:LOCAL_RANK``);
@@ -25,6 +33,8 @@ from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from estimator_engine.run_config import tf_config_process_group
 
 __all__ = ["DDPStrategy", "InputContext", "strategy_for"]
 
@@ -57,7 +67,7 @@ class InputContext:
 
 
 class DDPStrategy:
-    """``DistributedDataParallel`` over the processes ``torchrun`` started.
+    """``DistributedDataParallel`` over the processes ``torchrun`` started, or those ``TF_CONFIG`` names.
 
     Args:
         backend: ``'gloo'``, ``'nccl'``, or ``None`` (nccl for CUDA devices, gloo otherwise).
@@ -85,21 +95,30 @@ class DDPStrategy:
 
     @property
     def world_size(self) -> int:
-        return dist.get_world_size() if dist.is_initialized() else int(os.environ.get("WORLD_SIZE", "1"))
+        if dist.is_initialized():
+            return dist.get_world_size()
+        return int(_launch_environment().get("WORLD_SIZE", "1"))
 
     @property
     def rank(self) -> int:
-        return dist.get_rank() if dist.is_initialized() else int(os.environ.get("RANK", "0"))
+        return dist.get_rank() if dist.is_initialized() else int(_launch_environment().get("RANK", "0"))
 
     def setup(self, device: torch.device) -> None:
-        """Initialises the default process group from torchrun's environment (once per process)."""
+        """Initialises the default process group (once per process) from torchrun's environment, or
+        from TF_CONFIG's cluster when torchrun's variables are absent (they are then set from it)."""
         if dist.is_initialized():
             return
-        missing = [name for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE") if name not in os.environ]
+        missing = [name for name in _PROCESS_GROUP_VARIABLES if name not in os.environ]
         if missing:
-            raise RuntimeError(
-                f"Distributed training needs the environment torchrun sets; missing {missing}. Start "
-                "the script with `torchrun --nproc-per-node N script.py`, or remove train_distribute.")
+            from_tf_config = tf_config_process_group()
+            if from_tf_config is None:
+                raise RuntimeError(
+                    f"Distributed training needs the environment torchrun sets; missing {missing}. Start "
+                    "the script with `torchrun --nproc-per-node N script.py`, set a TF_CONFIG naming this "
+                    "task's chief and workers, or remove train_distribute. (A TF_CONFIG task of type "
+                    "'ps' or 'evaluator' does not train data-parallel.)")
+            for name, value in from_tf_config.items():  # the same path as torchrun's from here on
+                os.environ.setdefault(name, value)
         backend = self.backend or ("nccl" if device.type == "cuda" else "gloo")
         if device.type == "cuda":
             torch.cuda.set_device(device)
@@ -203,12 +222,23 @@ def _gloo_workers_sleeping(task_dir: str) -> bool:
     return True
 
 
+_PROCESS_GROUP_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE")
+
+
+def _launch_environment() -> dict[str, str]:
+    """torchrun's variables when set, else those TF_CONFIG's cluster gives this task (else none)."""
+    if "WORLD_SIZE" in os.environ:
+        return dict(os.environ)
+    return tf_config_process_group() or {}
+
+
 def strategy_for(distribute: Any) -> DDPStrategy | None:
-    """The strategy a call runs under: the configured one, or DDP when torchrun started N > 1 processes."""
+    """The strategy a call runs under: the configured one, or DDP when torchrun started N > 1
+    processes or TF_CONFIG names more than one training task (chief + workers)."""
     if distribute is not None:
         if not isinstance(distribute, DDPStrategy):
             raise TypeError(f"train_distribute / eval_distribute must be an ee.distribute.DDPStrategy, given: {distribute!r}")
         return distribute
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    if int(_launch_environment().get("WORLD_SIZE", "1")) > 1:
         return DDPStrategy()
     return None

@@ -823,6 +823,7 @@ class Estimator:
     def _build_state(self, mode: ModeKeys, checkpoint_path: str | None,
                      strategy: distribute.DDPStrategy | None = None) -> tuple[ModelState, Mapping[str, Any] | None]:
         """Resume > warm start > fresh: returns the state to run and, for TRAIN, the checkpoint read."""
+        self._config.apply_threads()  # torch's thread counts are process-wide: set per call (RunConfig)
         if self._config.tf_random_seed is not None:
             torch.manual_seed(self._config.tf_random_seed)
             random.seed(self._config.tf_random_seed)

@@ -22,7 +22,6 @@ the very last batch of the stream may be smaller; with ``num_epochs=None`` every
 from __future__ import annotations
 
 import itertools
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +47,7 @@ Structure = Column | dict[Any, Column]
 _STATE_FORMAT = "estimator_engine.inputs.BatchIterator/1"
 _TORCH_KINDS = frozenset("biufc")  # numpy dtype kinds torch.from_numpy can take
 _MASK64 = (1 << 64) - 1
+_MAX_SEED = (1 << 63) - 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -68,7 +68,10 @@ def _epoch_seed(seed: int, epoch: int) -> int:
 
 
 def _random_seed() -> int:
-    return int.from_bytes(os.urandom(8), "little") >> 1
+    """A shuffle seed drawn from torch's global generator: reproducible once it is seeded (the
+    Estimator seeds it from ``RunConfig.tf_random_seed`` before calling the ``input_fn``, as TF
+    derives op seeds from the graph seed), fresh in every unseeded process."""
+    return int(torch.randint(0, _MAX_SEED, (), dtype=torch.int64))
 
 
 def _is_int(value: Any) -> bool:
@@ -141,8 +144,10 @@ class BatchIterator:
         num_epochs: passes over the data; ``None`` repeats forever.
         shuffle: draw a new order for every epoch.
         seed: the shuffle seed; epoch ``e`` uses a ``torch.Generator`` seeded from ``(seed, e)``,
-            so its order is reproducible. ``None`` draws a fresh seed (a different order each time
-            this class is built), as TF does without a graph seed.
+            so its order is reproducible. ``None`` draws one from torch's global generator, as TF
+            derives an op seed from the graph seed: reproducible inside an Estimator call with
+            ``RunConfig(tf_random_seed=...)`` (or after ``torch.manual_seed``), a different order
+            each time this class is built otherwise.
         num_shards / shard_index: with ``num_shards > 1`` this iterator yields only the examples
             at positions ``shard_index, shard_index + num_shards, ...`` of every epoch's order, so
             the shards together cover every example exactly once per epoch.
@@ -442,8 +447,8 @@ def _make_input_fn(
         """Returns a fresh ``BatchIterator`` over the data, from its beginning.
 
         Args:
-            config: a ``RunConfig``; its ``tf_random_seed`` seeds the shuffle (``None``: a fresh
-                random order on every call, as in TF without a graph seed).
+            config: a ``RunConfig``; its ``tf_random_seed`` seeds the shuffle (``None``: a seed
+                drawn from torch's global generator, see ``BatchIterator``).
             input_context: an object with ``num_input_pipelines`` and ``input_pipeline_id``; with
                 more than one pipeline this call yields only its shard of every epoch.
         """

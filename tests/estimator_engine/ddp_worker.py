@@ -1,4 +1,5 @@
-"""Worker for test_distribute.py, run as `torchrun --nproc-per-node 2 ddp_worker.py MODEL_DIR OUT_DIR STEPS`.
+"""Worker for test_distribute.py, run as `torchrun --nproc-per-node 2 ddp_worker.py MODEL_DIR OUT_DIR STEPS`,
+or as 2 plain `python ddp_worker.py ...` processes, each with a TF_CONFIG naming its task.
 
 Each rank trains the known linear model under DDP (gloo), evaluates, and writes what it saw to
 OUT_DIR/rank<R>.json: the example ids it trained on, its parameters after training, the
@@ -15,7 +16,6 @@ import estimator_engine as ee
 from estimator_engine import checkpoints
 
 model_dir, out_dir, steps = sys.argv[1], sys.argv[2], int(sys.argv[3])
-rank = int(os.environ["RANK"])
 saves = []
 real_save = checkpoints.save_checkpoint
 
@@ -60,6 +60,8 @@ class CaptureParameters(ee.SessionRunHook):
 estimator.train(ee.inputs.numpy_input_fn(data, labels, batch_size=8, num_epochs=None, shuffle=True),
                 steps=steps, hooks=[CaptureParameters()])
 result = estimator.evaluate(ee.inputs.numpy_input_fn(data, labels, batch_size=8, shuffle=False))
+rank = estimator.config.global_id_in_cluster  # torchrun's RANK, or TF's global id from TF_CONFIG
 with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
     json.dump({"seen_ids": seen_ids, "state": final_state, "saves": saves, "eval": result,
-               "is_chief": estimator.config.is_chief, "task_type": estimator.config.task_type}, f)
+               "is_chief": estimator.config.is_chief, "task_type": estimator.config.task_type,
+               "world_size": torch.distributed.get_world_size()}, f)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 
@@ -60,6 +61,52 @@ def test_two_process_training_resume_and_evaluate(tmp_path):
     assert second[0]["saves"] == [4, 7] and second[1]["saves"] == []
 
 
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _tf_config_processes(model_dir, out_dir, steps):
+    """Two plain python processes, each told its task by TF_CONFIG alone (as a TFJob starts them)."""
+    out_dir.mkdir(exist_ok=True)
+    cluster = {"chief": [f"127.0.0.1:{_free_port()}"], "worker": [f"127.0.0.1:{_free_port()}"],
+               "ps": ["127.0.0.1:1"]}  # ps tasks do not take part in data-parallel training
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
+    processes = []
+    for task in ({"type": "chief", "index": 0}, {"type": "worker", "index": 0}):
+        env = {**base, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.getcwd(),
+               "TF_CONFIG": json.dumps({"cluster": cluster, "task": task})}
+        processes.append(subprocess.Popen([sys.executable, WORKER, str(model_dir), str(out_dir), str(steps)],
+                                          env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    try:
+        outputs = [p.communicate(timeout=240)[0] for p in processes]
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, output in zip(processes, outputs):
+        assert p.returncode == 0, output[-3000:]
+    return [json.loads((out_dir / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
+@pytest.mark.slow
+def test_two_processes_from_tf_config_train_data_parallel(tmp_path):
+    model_dir = tmp_path / "model"
+    chief, worker = _tf_config_processes(model_dir, tmp_path / "first", steps=4)
+    assert (chief["is_chief"], chief["task_type"], chief["world_size"]) == (True, "chief", 2)
+    assert (worker["is_chief"], worker["task_type"], worker["world_size"]) == (False, "worker", 2)
+    assert chief["state"] == worker["state"] and chief["state"]["global_step"] == 4
+    assert chief["saves"] == [0, 4] and worker["saves"] == []  # only the chief writes checkpoints
+    assert sorted(chief["seen_ids"] + worker["seen_ids"]) == list(range(64))  # sharded by rank
+    assert chief["eval"] == pytest.approx(worker["eval"])
+    # The same cluster again resumes from the chief's checkpoint, as under torchrun.
+    again = _tf_config_processes(model_dir, tmp_path / "second", steps=3)
+    assert again[0]["state"] == again[1]["state"] and again[0]["state"]["global_step"] == 7
+
+
 def _single_model_fn(features, labels, mode):
     net = ee.get_module("linear", lambda: torch.nn.Linear(1, 1))
     predictions = net(features["x"])
@@ -88,6 +135,29 @@ class TestStrategyAndContext:
             strategy_for("mirrored")
         with pytest.raises(ValueError, match="backend must be 'gloo', 'nccl', 'mpi' or None"):
             DDPStrategy(backend="tcp")
+
+    @pytest.mark.parametrize(("task", "distributed", "rank"), [
+        ({"type": "chief", "index": 0}, True, 0), ({"type": "worker", "index": 1}, True, 2),
+        ({"type": "ps", "index": 0}, False, 0), ({"type": "evaluator", "index": 0}, False, 0)])
+    def test_strategy_from_tf_config(self, monkeypatch, task, distributed, rank):
+        for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):
+            monkeypatch.delenv(name, raising=False)
+        cluster = {"chief": ["h0:1"], "worker": ["h1:1", "h2:1"], "ps": ["h3:1"]}
+        monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": task}))
+        strategy = strategy_for(None)
+        assert isinstance(strategy, DDPStrategy) is distributed
+        if distributed:
+            assert (strategy.world_size, strategy.rank) == (3, rank)
+        monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"chief": ["h0:1"]}, "task": {"type": "chief", "index": 0}}))
+        assert strategy_for(None) is None  # a lone chief trains alone
+
+    def test_setup_refuses_a_ps_task(self, monkeypatch):
+        for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"chief": ["h0:1"], "ps": ["h3:1"]},
+                                                    "task": {"type": "ps", "index": 0}}))
+        with pytest.raises(RuntimeError, match="A TF_CONFIG task of type 'ps' or 'evaluator' does not train"):
+            DDPStrategy().setup(torch.device("cpu"))
 
     def test_setup_without_torchrun_environment(self, monkeypatch):
         for name in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"):

@@ -738,3 +738,75 @@ class TestParseInputFnResult:
         assert split_batch({"x": 1}) == ({"x": 1}, None)
         with pytest.raises(ValueError, match=r"as a len 2 tuple; a batch was a tuple of length 3"):
             split_batch((1, 2, 3))
+
+
+# --------------------------------------------------------------------------------------------
+# Reproducibility from RunConfig.tf_random_seed when no seed is given (issue 12.8)
+
+
+def _losses_of_two_runs(tmp_path, input_fn, seed=0):
+    import estimator_engine as ee
+
+    def model_fn(features, labels, mode):
+        net = ee.get_module("linear", lambda: torch.nn.Linear(1, 1))
+        x, y = features["x"].float().reshape(-1, 1), labels.float().reshape(-1, 1)
+        loss = torch.nn.functional.mse_loss(net(x), y)
+        optimizer = ee.get_optimizer("sgd", lambda: torch.optim.SGD(net.parameters(), lr=0.1))
+        return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss))
+
+    class Losses(ee.SessionRunHook):
+        def __init__(self):
+            self.values = []
+
+        def before_run(self, run_context):
+            return ee.SessionRunArgs("loss")
+
+        def after_run(self, run_context, run_values):
+            self.values.append(run_values.results)
+
+    runs = []
+    for name in ("a", "b"):
+        torch.manual_seed(int.from_bytes(name.encode(), "little"))  # unrelated global states
+        hook = Losses()
+        ee.Estimator(model_fn, model_dir=str(tmp_path / name), config=ee.RunConfig(tf_random_seed=seed)).train(
+            input_fn, steps=6, hooks=[hook])
+        runs.append(hook.values)
+    return runs
+
+
+def _rows(n=40):
+    x = np.linspace(-1, 1, n, dtype=np.float32).reshape(n, 1)
+    return {"x": x}, 2 * x + 3
+
+
+def test_hand_written_batch_iterator_shuffles_from_tf_random_seed(tmp_path):
+    features, labels = _rows()
+
+    def input_fn():  # no config argument, no seed: the Estimator's seed decides the order
+        return BatchIterator(features, labels, batch_size=4, num_epochs=None, shuffle=True)
+
+    first, second = _losses_of_two_runs(tmp_path, input_fn)
+    assert len(first) == 6 and first == second
+
+
+@pytest.mark.parametrize("kind", ["numpy", "pandas"])
+def test_input_fns_shuffle_from_tf_random_seed(tmp_path, kind):
+    features, labels = _rows()
+    if kind == "numpy":
+        input_fn = numpy_input_fn(features, labels, batch_size=4, num_epochs=None, shuffle=True)
+    else:
+        input_fn = pandas_input_fn(pd.DataFrame({"x": features["x"][:, 0]}), pd.Series(labels[:, 0]),
+                                   batch_size=4, num_epochs=None, shuffle=True)
+    first, second = _losses_of_two_runs(tmp_path, input_fn)
+    assert first == second
+
+
+def test_unseeded_batch_iterator_follows_torchs_global_generator():
+    def order():
+        return [y.tolist() for _, y in BatchIterator(np.arange(20), np.arange(20), batch_size=20, shuffle=True)]
+
+    torch.manual_seed(5)
+    first = order()
+    torch.manual_seed(5)
+    assert order() == first
+    assert order() != first  # the next draw of the generator: another order

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import pathlib
 
 import pytest
@@ -14,7 +15,7 @@ REPLACEABLE = (
     "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps",
     "save_checkpoints_secs", "keep_checkpoint_max", "keep_checkpoint_every_n_hours",
     "log_step_count_steps", "train_distribute", "eval_distribute", "device", "precision",
-    "compile", "session_config", "session_creation_timeout_secs", "device_fn", "protocol",
+    "compile", "num_threads", "session_config", "session_creation_timeout_secs", "device_fn", "protocol",
     "experimental_max_worker_delay_secs", "checkpoint_save_graph_def",
 )
 
@@ -295,14 +296,19 @@ def test_replace_returns_a_new_config():
     assert (config.model_dir, config.keep_checkpoint_max) == ("a", 5)
 
 
+def _device_fn(op):
+    return "/cpu:0"
+
+
 @pytest.mark.parametrize("name", REPLACEABLE)
 def test_every_allowed_property_can_be_replaced(name):
-    values = {"model_dir": "d", "tf_random_seed": 3, "save_summary_steps": 3,
+    # device_fn: TF requires a callable taking exactly ``op`` (a string passed before that rule).
+    values = {"num_threads": 3, "model_dir": "d", "tf_random_seed": 3, "save_summary_steps": 3,
               "save_checkpoints_steps": 3, "save_checkpoints_secs": 3, "keep_checkpoint_max": 3,
               "keep_checkpoint_every_n_hours": 3, "log_step_count_steps": 3,
               "train_distribute": "strategy", "eval_distribute": "strategy", "device": "cpu",
               "precision": "16-mixed", "compile": True, "session_config": "cfg",
-              "session_creation_timeout_secs": 3, "device_fn": "fn", "protocol": "grpc",
+              "session_creation_timeout_secs": 3, "device_fn": _device_fn, "protocol": "grpc",
               "experimental_max_worker_delay_secs": 3, "checkpoint_save_graph_def": False}
     assert getattr(RunConfig().replace(**{name: values[name]}), name) == values[name]
 
@@ -456,3 +462,193 @@ def test_tf_session_arguments_are_accepted_and_said_to_do_nothing(caplog):
     assert [r.getMessage() for r in caplog.records] == [
         "RunConfig: session_config, protocol configure TF sessions and graphs and have no effect on PyTorch."]
     assert config.replace(device_fn=None).protocol == "grpc"
+
+
+# -- TF's session arguments are validated as TF does (run_config_test's test_init_invalid_values) --
+
+
+@pytest.mark.parametrize(("kwargs", "fragment"), [
+    ({"device_fn": lambda x, y: 0}, 'device_fn must be callable with exactly one argument "op"'),
+    ({"device_fn": lambda x: "/cpu:0"}, 'device_fn must be callable with exactly one argument "op"'),
+    ({"device_fn": "/cpu:0"}, 'device_fn must be callable with exactly one argument "op"'),
+    ({"experimental_max_worker_delay_secs": "5"}, "experimental_max_worker_delay_secs must be an integer if set"),
+    ({"experimental_max_worker_delay_secs": 5.0}, "experimental_max_worker_delay_secs must be an integer if set"),
+    ({"session_creation_timeout_secs": 0}, "session_creation_timeout_secs should be > 0"),
+    ({"session_creation_timeout_secs": -1}, "session_creation_timeout_secs should be > 0"),
+    ({"protocol": "http"}, "protocol should be grpc or grpc\\+verbs"),
+    ({"num_threads": 0}, "num_threads should be an int >= 1"),
+    ({"num_threads": 1.5}, "num_threads should be an int >= 1"),
+    ({"session_config": {"intra_op_parallelism_threads": -1}},
+     "session_config.intra_op_parallelism_threads should be an int >= 0"),
+    ({"session_config": {"inter_op_parallelism_threads": "2"}},
+     "session_config.inter_op_parallelism_threads should be an int >= 0"),
+])
+def test_tf_session_arguments_are_validated(kwargs, fragment):
+    with pytest.raises(ValueError, match=fragment):
+        RunConfig(**kwargs)
+    with pytest.raises(ValueError, match=fragment):
+        RunConfig().replace(**kwargs)
+
+
+def test_valid_tf_session_arguments_are_kept():
+    import functools
+
+    def device_fn(op):
+        return "/cpu:0"
+
+    class Placer:
+        def __call__(self, op):
+            return "/cpu:0"
+
+    for fn in (device_fn, Placer(), functools.partial(lambda a, op: a, 1)):
+        assert RunConfig(device_fn=fn).device_fn is fn
+    config = RunConfig(experimental_max_worker_delay_secs=10, session_creation_timeout_secs=18,
+                       protocol="grpc+verbs", num_threads=3)
+    assert (config.experimental_max_worker_delay_secs, config.session_creation_timeout_secs) == (10, 18)
+    assert (config.protocol, config.num_threads) == ("grpc+verbs", 3)
+
+
+def test_session_config_with_only_threads_is_not_said_to_do_nothing(caplog):
+    with caplog.at_level("WARNING", logger="estimator_engine"):
+        RunConfig(session_config={"intra_op_parallelism_threads": 2, "inter_op_parallelism_threads": 0})
+    assert caplog.records == []
+
+
+# -- threads: session_config's intra/inter-op settings and num_threads map to torch's ------------
+
+
+@pytest.fixture
+def torch_threads(monkeypatch):
+    """torch's thread counts, recorded instead of changed (they are process-wide)."""
+    from estimator_engine import run_config
+
+    state = {"intra": 8, "inter": 4, "intra_calls": [], "inter_calls": []}
+    monkeypatch.setattr(run_config, "_TORCH_DEFAULT_THREADS", 8)
+    monkeypatch.setattr(run_config, "_chosen_threads", [])
+    monkeypatch.setattr(run_config, "_interop_warned", set())
+    monkeypatch.setattr(torch, "get_num_threads", lambda: state["intra"])
+    monkeypatch.setattr(torch, "get_num_interop_threads", lambda: state["inter"])
+
+    def set_intra(n):
+        state["intra_calls"].append(n)
+        state["intra"] = n
+
+    def set_inter(n):
+        state["inter_calls"].append(n)
+        if state.get("inter_locked"):
+            raise RuntimeError("Error: cannot set number of interop threads after parallel work has started")
+        state["inter"] = n
+
+    monkeypatch.setattr(torch, "set_num_threads", set_intra)
+    monkeypatch.setattr(torch, "set_num_interop_threads", set_inter)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0), raising=False)
+    for name in ("OMP_NUM_THREADS", "LOCAL_WORLD_SIZE", "TF_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    return state
+
+
+class _ConfigProto:
+    """Stands in for tf.compat.v1.ConfigProto: a protobuf message listing the fields it sets."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+    def ListFields(self):
+        return [(type("Field", (), {"name": name}), value) for name, value in vars(self).items()]
+
+
+def test_num_threads_is_applied(torch_threads):
+    from estimator_engine.run_config import apply_thread_settings
+
+    assert apply_thread_settings(RunConfig(num_threads=3)) == 3
+    assert torch_threads["intra_calls"] == [3]
+    apply_thread_settings(RunConfig(num_threads=3))
+    assert torch_threads["intra_calls"] == [3]  # already set: not set again
+
+
+@pytest.mark.parametrize("session_config", [
+    {"intra_op_parallelism_threads": 2, "inter_op_parallelism_threads": 1},
+    _ConfigProto(intra_op_parallelism_threads=2, inter_op_parallelism_threads=1)])
+def test_session_config_threads_map_to_torch(torch_threads, session_config, caplog):
+    from estimator_engine.run_config import apply_thread_settings
+
+    with caplog.at_level("WARNING", logger="estimator_engine"):
+        config = RunConfig(session_config=session_config)
+    assert caplog.records == []  # thread settings act on torch: not "no effect"
+    assert apply_thread_settings(config) == 2
+    assert (torch_threads["intra_calls"], torch_threads["inter_calls"]) == ([2], [1])
+
+
+def test_num_threads_wins_over_session_config_and_zero_means_unset(torch_threads):
+    from estimator_engine.run_config import thread_settings
+
+    session = {"intra_op_parallelism_threads": 2, "inter_op_parallelism_threads": 0}
+    assert thread_settings(RunConfig(num_threads=1, session_config=session)) == (1, None)
+    assert thread_settings(RunConfig(session_config={"intra_op_parallelism_threads": 0})) == (None, None)
+
+
+def test_interop_threads_after_parallel_work_warn_once(torch_threads, caplog):
+    from estimator_engine.run_config import apply_thread_settings
+
+    torch_threads["inter_locked"] = True
+    config = RunConfig(session_config={"inter_op_parallelism_threads": 1})
+    with caplog.at_level("WARNING", logger="estimator_engine"):
+        apply_thread_settings(config)
+        apply_thread_settings(config)
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 1 and "call torch.set_num_interop_threads(1) at the start" in messages[0]
+
+
+@pytest.mark.parametrize(("load", "local_processes", "expected"), [
+    (1.0, None, 4),   # idle 4-core mask: torch's default (8) capped at the 4 cores
+    (4.0, None, 1),   # 3 other runnable processes on 4 cores: 1 thread
+    (2.5, None, 2),
+    (2.0, "2", 2),    # 2 data-parallel processes on this host share the 4 cores
+    (9.0, "2", 1),
+])
+def test_default_threads_follow_the_cores_this_process_can_use(torch_threads, monkeypatch, load,
+                                                               local_processes, expected):
+    from estimator_engine.run_config import apply_thread_settings
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, load, load), raising=False)
+    if local_processes:
+        monkeypatch.setenv("LOCAL_WORLD_SIZE", local_processes)
+    assert apply_thread_settings(RunConfig()) == expected
+
+
+def test_default_threads_come_back_when_the_machine_is_free_again(torch_threads, monkeypatch):
+    from estimator_engine.run_config import apply_thread_settings
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (6.0, 6.0, 6.0), raising=False)
+    assert apply_thread_settings(RunConfig()) == 1
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5), raising=False)
+    assert apply_thread_settings(RunConfig()) == 4
+
+
+def test_user_choices_outside_the_config_are_left_alone(torch_threads, monkeypatch):
+    from estimator_engine.run_config import apply_thread_settings
+
+    monkeypatch.setenv("OMP_NUM_THREADS", "6")
+    torch_threads["intra"] = 6
+    assert apply_thread_settings(RunConfig()) == 6
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    torch_threads["intra"] = 5  # torch.set_num_threads(5) called by the user
+    assert apply_thread_settings(RunConfig()) == 5
+    assert torch_threads["intra_calls"] == []
+
+
+def test_estimator_applies_the_threads_when_a_call_starts(torch_threads, tmp_path):
+    import estimator_engine as ee
+
+    def model_fn(features, labels, mode):
+        net = ee.get_module("linear", lambda: torch.nn.Linear(1, 1))
+        loss = torch.nn.functional.mse_loss(net(features["x"]), labels)
+        optimizer = ee.get_optimizer("sgd", lambda: torch.optim.SGD(net.parameters(), lr=0.1))
+        return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss),
+                                predictions={"y": loss})
+
+    est = ee.Estimator(model_fn, model_dir=str(tmp_path), config=RunConfig(num_threads=2))
+    est.train(ee.inputs.numpy_input_fn({"x": torch.ones(4, 1)}, torch.ones(4, 1), shuffle=False), steps=1)
+    assert torch_threads["intra_calls"] == [2]
