@@ -710,7 +710,7 @@ class LoadedModel:
     An export with a preprocessing stage (a model with vocabulary, hash-bucket, identity or crossed
     columns) takes the raw values (strings, ints), maps them to ids as the feature columns did in
     training, and runs the program on them. One made with ``build_parsing_serving_input_receiver_fn``
-    also takes records: a list of dicts, one dict, or JSON lines text.
+    also takes records: a list of dicts, one dict of scalars (one record), or JSON lines text.
 
     Attributes:
         signature_key: the signature this callable returns.
@@ -741,8 +741,11 @@ class LoadedModel:
         return f"LoadedModel(path={self.path!r}, signature={self.signature_key!r}, outputs={self.output_names})"
 
     def __call__(self, features: Any) -> dict[str, torch.Tensor]:
-        if isinstance(features, (str, bytes)) or serving._sequence_of_records(features):
-            features = self.parse(features)
+        if isinstance(features, (str, bytes)) or serving._sequence_of_records(features) or (
+                isinstance(features, Mapping) and self.preprocessing is not None
+                and self.preprocessing.parse_spec is not None and features
+                and all(isinstance(v, (str, bytes, int, float)) or v is None for v in features.values())):
+            features = self.parse(features)  # records; a dict of scalars is one record
         if not isinstance(features, Mapping):
             raise TypeError("features must be a dict of input name -> array or tensor (or, for an export made "
                             "with build_parsing_serving_input_receiver_fn, records: a list of dicts or JSON "
