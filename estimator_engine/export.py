@@ -10,9 +10,15 @@ A TF SavedModel cannot be reproduced on PyTorch, so an export is a directory wit
     signature.json         inputs (names, dtypes, shapes with -1 for the batch), and per signature
                            key (default ``serving_default``) its method and named outputs.
     variables.pt           the restored variables {name: tensor} (``torch.load(weights_only=True)``).
+    preprocessing.json     only for a model with vocabulary / hash-bucket / identity / crossed feature
+                           columns (format version 2): their lookups as plain data, run by ``load``
+                           on the raw strings and ints before the program, which takes the ids
+                           (``ids/<column name>``); plus the parse spec of a parsing receiver.
+    assets/                vocabulary files of those columns (copies).
     assets.extra/          copies of ``assets_extra`` ({destination: source}).
 
-``load(path)`` returns a callable ``features dict -> outputs dict``. It loads nothing that can run
+``load(path)`` returns a callable ``features dict -> outputs dict`` (raw values; an export made with
+``build_parsing_serving_input_receiver_fn`` also takes records: dicts or JSON lines). It loads nothing that can run
 arbitrary Python: ``torch.export.load`` unpickles tensor subclasses, custom objects and sample
 inputs with a ``weights_only=False`` fallback, so the archive is checked first and refused if it
 holds any such entry; TorchScript archives hold TorchScript code and tensors only.
@@ -32,7 +38,7 @@ import tempfile
 import time
 import warnings
 import zipfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -670,9 +676,9 @@ def _check_trace_generalises(program: _ServingProgram, traced: Any, inputs: dict
                 f"Cannot export this model: {reason.splitlines()[0]}, and the TorchScript fallback "
                 f"does not reproduce the model on inputs other than the example batch ({detail}). "
                 "The trace recorded values the model_fn took out of tensors (.numpy(), .tolist(), "
-                "Python branches on tensor values; feature columns with categorical ids do this) as "
-                "constants. Export a model_fn whose PREDICT path uses torch operations only, e.g. "
-                "with ids already numeric and an embedding/one-hot computed with torch.")
+                "Python branches on tensor values) as constants. Export a model_fn whose PREDICT path "
+                "uses torch operations only; categorical ids are best mapped by feature columns, "
+                "whose lookups the export runs before the program.")
 
 
 # -- load -------------------------------------------------------------------------------------

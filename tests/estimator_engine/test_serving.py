@@ -12,7 +12,6 @@ from estimator_engine import feature_column as fc
 from estimator_engine import serving
 from estimator_engine.serving import (
     FixedLenFeature,
-    Preprocessor,
     VarLenFeature,
     build_parsing_serving_input_receiver_fn,
     column_from_config,
@@ -42,7 +41,7 @@ def vocab_file(tmp_path):
 
 
 def test_make_parse_example_spec_like_tf(vocab_file):
-    age, education, codes, relationship, occupation, workclass, age_buckets, crossed = _columns(vocab_file)
+    _age, education, codes, relationship, occupation, workclass, age_buckets, crossed = _columns(vocab_file)
     spec = make_parse_example_spec([fc.embedding_column(occupation, 3), fc.indicator_column(relationship),
                                     crossed, codes, workclass, age_buckets,
                                     fc.weighted_categorical_column(education, "education_weight")])
@@ -135,7 +134,7 @@ def test_unsupported_columns_are_refused_by_name():
 
 def test_preprocessing_stage_gives_the_columns_ids_including_oov(vocab_file, tmp_path):
     """Ids from the saved stage equal the training columns' ids (FarmHash buckets for OOV values)."""
-    age, education, codes, relationship, occupation, workclass, age_buckets, crossed = _columns(vocab_file)
+    _age, education, codes, relationship, occupation, workclass, _age_buckets, crossed = _columns(vocab_file)
     columns = {serving.ids_input_name(c): c for c in (education, codes, relationship, occupation, workclass, crossed)}
     directory = tmp_path / "export"
     directory.mkdir()

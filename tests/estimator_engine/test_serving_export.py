@@ -168,7 +168,7 @@ def test_dicts_of_raw_values_and_single_rows_serve_like_predict(wide_and_deep):
 
 def test_multivalent_records_serve_like_the_columns(wide_and_deep):
     """A VarLenFeature may hold several values per record: the id inputs have a dynamic width."""
-    estimator, path, columns, _ = wide_and_deep
+    estimator, path, _columns, _ = wide_and_deep
     model = export_lib.load(path, signature="predict")
     records = _records(_serving_rows().iloc[:3])
     records[0]["education"] = ["Masters", "Doctorate", "Preschool"]
