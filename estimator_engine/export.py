@@ -445,6 +445,19 @@ def _check_same_outputs(expected: Mapping[str, ExportOutput], got: Mapping[str, 
                          "categorical features only through feature columns to be exported.")
 
 
+def _cpu_model_fn_caller(estimator: Any) -> Callable[[Any, Any], Any]:
+    """The estimator's PREDICT model_fn caller, without moving features to its training device:
+    the program is traced on CPU (and a move would copy the export's features mapping into a dict)."""
+    device = getattr(estimator, "_device", None)
+    if device is None or device.type == "cpu":
+        return estimator._model_fn_caller(ModeKeys.PREDICT)
+    estimator._device = torch.device("cpu")
+    try:
+        return estimator._model_fn_caller(ModeKeys.PREDICT)
+    finally:
+        estimator._device = device
+
+
 def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLike,
                        serving_input_receiver_fn: Callable[[], ServingInputReceiver],
                        assets_extra: Mapping[str, str] | None = None,
@@ -505,7 +518,7 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
         raw_inputs = {name: _tensor_info(t, not static_batch) for name, t in receiver_tensors.items()}
 
     state = ModelState(torch.device("cpu"), checkpoint_path=path, checkpoint=checkpoint)
-    call_model_fn = estimator._model_fn_caller(ModeKeys.PREDICT)
+    call_model_fn = _cpu_model_fn_caller(estimator)
 
     layouts: list[list[tuple[str, str, int]]] = []  # of every call, to check tracing saw the same outputs
 

@@ -260,3 +260,22 @@ def test_weighted_categorical_columns_are_refused_by_name(tmp_path):
     with pytest.raises(ValueError, match=r"weighted_categorical_column 'tag_weighted_by_tag_weight' cannot be "
                                          r"exported for serving yet"):
         export_lib.export_saved_model(est, str(tmp_path / "e"), receiver_fn)
+
+
+def test_an_estimator_configured_for_another_device_exports_on_cpu(tmp_path):
+    """The program is traced on CPU: features are not moved to the training device (which would
+    also turn the export's features mapping into a plain dict and lose the precomputed ids)."""
+    column = fc.categorical_column_with_vocabulary_list("job", ["a", "b", "c"], num_oov_buckets=1)
+    est = ee.LinearClassifier([column, fc.numeric_column("x")], model_dir=str(tmp_path / "m"))
+    jobs = np.array(["a", "b", "c", "d"] * 8, dtype=object)
+    x = np.linspace(-1, 1, 32).astype(np.float32)
+    est.train(ee.inputs.numpy_input_fn({"job": jobs, "x": x}, (x > 0).astype(int), batch_size=8, shuffle=False), steps=4)
+    est._device = torch.device("meta")  # stands for a GPU: any tensor moved there could not be computed on
+    receiver_fn = export_lib.build_parsing_serving_input_receiver_fn(serving.make_parse_example_spec([column]) | {
+        "x": export_lib.FixedLenFeature([1], torch.float32)})
+    path = export_lib.export_saved_model(est, str(tmp_path / "e"), receiver_fn)
+    est._device = torch.device("cpu")
+    expected = next(est.predict(ee.inputs.numpy_input_fn({"job": jobs, "x": x}, batch_size=32, shuffle=False),
+                                yield_single_examples=False))["probabilities"]
+    served = export_lib.load(path)([{"job": j, "x": float(v)} for j, v in zip(jobs, x)])["scores"]
+    np.testing.assert_allclose(served.numpy(), expected, atol=1e-6)
