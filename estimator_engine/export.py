@@ -538,7 +538,15 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
         with state.activated(ModeKeys.PREDICT), torch.no_grad(), _full_validation():
             if raw_values is not None:
                 # One eager call creates and restores the modules and finds the categorical columns.
-                plan = _plan_precomputed_ids(call, raw_values, feature_sources, parsing)
+                try:
+                    plan = _plan_precomputed_ids(call, raw_values, feature_sources, parsing)
+                except (AttributeError, TypeError) as exc:
+                    if parsing:
+                        raise
+                    # e.g. a model_fn using dict-only methods (features.pop): export it as before
+                    _log.info("Exporting without a preprocessing stage: the model_fn needs a dict of "
+                              "features (%s: %s).", type(exc).__name__, exc)
+                    plan = None
             if plan is not None:
                 export_outputs, program_inputs = plan.export_outputs, plan.example_inputs
             else:

@@ -70,6 +70,7 @@ class ExporterError(EstimatorError, RuntimeError):
 
     def __init__(self, exporter_name: str, eval_result: Mapping[str, Any] | None, detail: str = "") -> None:
         self.exporter_name = exporter_name
+        self.detail = detail
         self.eval_result = dict(eval_result) if eval_result is not None else None
         self.global_step = (eval_result or {}).get("global_step")
         super().__init__(
@@ -78,7 +79,7 @@ class ExporterError(EstimatorError, RuntimeError):
             f"summaries and in this error's eval_result): {self.eval_result}.")
 
     def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes, like other exceptions
-        return (type(self), (self.exporter_name, self.eval_result))
+        return (type(self), (self.exporter_name, self.eval_result, self.detail))
 
 
 def call_exporter(exporter: Exporter, estimator: Any, export_path: str, checkpoint_path: str | None,

@@ -183,3 +183,13 @@ def test_an_exporter_error_names_the_exporter_and_keeps_the_evaluation(tmp_path,
     assert list(written) == [3]
     assert written[3]["loss"] == pytest.approx(error.eval_result["loss"], rel=1e-6)
     assert any("Exporter 'broken' failed" in r.getMessage() and "'loss'" in r.getMessage() for r in caplog.records)
+
+
+def test_exporter_error_pickles_with_its_result():
+    import pickle
+
+    from estimator_engine.exporter import ExporterError
+
+    error = pickle.loads(pickle.dumps(ExporterError("latest", {"loss": 0.25, "global_step": 7}, "OSError: x")))
+    assert (error.exporter_name, error.global_step, error.eval_result["loss"]) == ("latest", 7, 0.25)
+    assert str(error).startswith("Exporter 'latest' failed after the evaluation at global step 7: OSError: x.")

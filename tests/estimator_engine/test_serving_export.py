@@ -279,3 +279,27 @@ def test_an_estimator_configured_for_another_device_exports_on_cpu(tmp_path):
                                 yield_single_examples=False))["probabilities"]
     served = export_lib.load(path)([{"job": j, "x": float(v)} for j, v in zip(jobs, x)])["scores"]
     np.testing.assert_allclose(served.numpy(), expected, atol=1e-6)
+
+
+def _popping_model_fn(features, labels, mode):
+    features = dict(features) if mode != ee.ModeKeys.PREDICT else features
+    x = features.pop("x")  # a dict method: the export's features mapping has none
+    net = ee.get_module("net", lambda: torch.nn.Linear(1, 1))
+    y = net(x.reshape(-1, 1)).squeeze(-1)
+    if mode == ee.ModeKeys.PREDICT:
+        return ee.EstimatorSpec(mode, predictions={"y": y})
+    loss = torch.nn.functional.mse_loss(y, labels)
+    opt = ee.get_optimizer("sgd", lambda: torch.optim.SGD(net.parameters(), lr=0.1))
+    return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(opt, loss))
+
+
+def test_a_model_fn_using_dict_methods_still_exports_from_raw_tensors(tmp_path):
+    est = ee.Estimator(_popping_model_fn, model_dir=str(tmp_path / "m"))
+    x = np.linspace(0, 1, 16).astype(np.float32)
+    est.train(ee.inputs.numpy_input_fn({"x": x}, 2 * x, batch_size=8, shuffle=False), steps=2)
+    path = export_lib.export_saved_model(est, str(tmp_path / "e"),
+                                         export_lib.build_raw_serving_input_receiver_fn({"x": torch.zeros(2)}))
+    assert not os.path.exists(os.path.join(path, "preprocessing.json"))
+    expected = next(est.predict(ee.inputs.numpy_input_fn({"x": x}, batch_size=16, shuffle=False),
+                                yield_single_examples=False))["y"]
+    np.testing.assert_allclose(export_lib.load(path)({"x": x})["y"].numpy(), expected, atol=1e-6)
