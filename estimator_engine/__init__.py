@@ -139,3 +139,10 @@ __all__ = [
     "train_and_evaluate",
     "trainable_variables",
 ]
+
+# Serving exports of string/categorical feature columns, and the exporter error of train_and_evaluate.
+from estimator_engine import serving
+from estimator_engine.exporter import ExporterError
+from estimator_engine.serving import make_parse_example_spec
+
+__all__ += ["ExporterError", "make_parse_example_spec", "serving"]

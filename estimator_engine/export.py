@@ -10,9 +10,15 @@ A TF SavedModel cannot be reproduced on PyTorch, so an export is a directory wit
     signature.json         inputs (names, dtypes, shapes with -1 for the batch), and per signature
                            key (default ``serving_default``) its method and named outputs.
     variables.pt           the restored variables {name: tensor} (``torch.load(weights_only=True)``).
+    preprocessing.json     only for a model with vocabulary / hash-bucket / identity / crossed feature
+                           columns (format version 2): their lookups as plain data, run by ``load``
+                           on the raw strings and ints before the program, which takes the ids
+                           (``ids/<column name>``); plus the parse spec of a parsing receiver.
+    assets/                vocabulary files of those columns (copies).
     assets.extra/          copies of ``assets_extra`` ({destination: source}).
 
-``load(path)`` returns a callable ``features dict -> outputs dict``. It loads nothing that can run
+``load(path)`` returns a callable ``features dict -> outputs dict`` (raw values; an export made with
+``build_parsing_serving_input_receiver_fn`` also takes records: dicts or JSON lines). It loads nothing that can run
 arbitrary Python: ``torch.export.load`` unpickles tensor subclasses, custom objects and sample
 inputs with a ``weights_only=False`` fallback, so the archive is checked first and refused if it
 holds any such entry; TorchScript archives hold TorchScript code and tensors only.
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -31,13 +38,14 @@ import tempfile
 import time
 import warnings
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-from estimator_engine import checkpoints
+from estimator_engine import checkpoints, serving
+from estimator_engine import feature_column as fc
 from estimator_engine import spec as spec_lib
 from estimator_engine.export_output import (
     ClassificationOutput,
@@ -46,27 +54,41 @@ from estimator_engine.export_output import (
     RegressionOutput,
 )
 from estimator_engine.mode_keys import ModeKeys
+from estimator_engine.serving import (
+    FixedLenFeature,
+    ParsingServingInputReceiver,
+    VarLenFeature,
+    build_parsing_serving_input_receiver_fn,
+    make_parse_example_spec,
+    parse_records,
+)
 from estimator_engine.model_state import ModelState
 
 __all__ = [
     "DEFAULT_SERVING_SIGNATURE_DEF_KEY",
     "ClassificationOutput",
     "ExportOutput",
+    "FixedLenFeature",
     "LoadedModel",
+    "ParsingServingInputReceiver",
     "PredictOutput",
     "RegressionOutput",
     "ServingInputReceiver",
     "TensorServingInputReceiver",
+    "VarLenFeature",
+    "build_parsing_serving_input_receiver_fn",
     "build_raw_serving_input_receiver_fn",
     "export_saved_model",
     "load",
+    "make_parse_example_spec",
+    "parse_records",
 ]
 
 _log = logging.getLogger("estimator_engine")
 
 DEFAULT_SERVING_SIGNATURE_DEF_KEY = "serving_default"
 EXPORT_FORMAT = "estimator_engine.export"
-EXPORT_FORMAT_VERSION = 1
+EXPORT_FORMAT_VERSION = 2  # 2: a preprocessing stage computes categorical ids before the program
 SIGNATURE_FILENAME = "signature.json"
 VARIABLES_FILENAME = "variables.pt"
 EXPORT_PROGRAM_FILENAME = "program.pt2"
@@ -218,16 +240,20 @@ class _ServingProgram(torch.nn.Module):
     """receiver tensors (a dict) -> the flattened signature outputs (a tuple), for tracing."""
 
     def __init__(self, state: ModelState, call: Callable[[Any], Any], features: Any,
-                 receiver_tensors: Mapping[str, torch.Tensor]) -> None:
+                 receiver_tensors: Mapping[str, torch.Tensor],
+                 features_from: Callable[[Mapping[str, torch.Tensor]], Any] | None = None) -> None:
         super().__init__()
         # Registering the modules makes their parameters the program's parameters, not constants.
         self.modules_by_name = torch.nn.ModuleDict(
             {f"m{i}": state.unwrapped(name) for i, name in enumerate(state.modules)})
         self._call = call
         self._features = features
-        self._source = None if callable(features) else _feature_sources(features, receiver_tensors)
+        self._features_from = features_from
+        self._source = None if callable(features) or features_from else _feature_sources(features, receiver_tensors)
 
     def features_from(self, inputs: Mapping[str, torch.Tensor]) -> Any:
+        if self._features_from is not None:
+            return self._features_from(inputs)
         if self._source is None:
             return self._features(dict(inputs))
         return {key: inputs[name] for key, name in self._source.items()}
@@ -316,6 +342,122 @@ def _tensor_info(tensor: torch.Tensor, batch_dynamic: bool) -> dict[str, Any]:
     return {"dtype": str(tensor.dtype).removeprefix("torch."), "shape": shape}
 
 
+def _spec_info(spec: FixedLenFeature | VarLenFeature, static_batch: bool, rows: int) -> dict[str, Any]:
+    batch = rows if static_batch else -1
+    if isinstance(spec, FixedLenFeature):
+        return {"dtype": spec.dtype, "shape": [batch, *spec.shape], "parse": "FixedLenFeature"}
+    return {"dtype": spec.dtype, "shape": [batch, -1], "parse": "VarLenFeature"}
+
+
+@dataclasses.dataclass
+class _IdsPlan:
+    """How the program gets categorical ids: which columns, which dense inputs, example inputs."""
+
+    export_outputs: Mapping[str, ExportOutput]
+    example_inputs: dict[str, torch.Tensor]
+    columns: dict[str, Any]  # program input name -> column
+    dense_inputs: list[str]  # program input names of dense features (= raw input names)
+    source_keys: list[str]  # feature keys the preprocessing stage reads (dense and categorical)
+    raw_input_names: set[str]
+    features_from: Callable[[Mapping[str, torch.Tensor]], Any]
+
+    @property
+    def ids_inputs(self) -> frozenset[str]:
+        return frozenset(self.columns)
+
+
+def _at_least_two_wide(ids: torch.Tensor) -> torch.Tensor:
+    """Pads ids [B, K] with -1 (no id) to K >= 2, so that torch.export keeps K dynamic (not 1)."""
+    if ids.shape[1] >= 2:
+        return ids
+    return torch.cat([ids, torch.full((ids.shape[0], 2 - ids.shape[1]), -1, dtype=ids.dtype)], dim=1)
+
+
+def _plan_precomputed_ids(call: Callable[[Any], Mapping[str, ExportOutput]], raw_values: Mapping[str, Any],
+                          feature_sources: Mapping[str, str], parsing: bool) -> _IdsPlan | None:
+    """Finds the categorical columns the model_fn maps in numpy; ``None`` when there are none.
+
+    The model_fn runs on the raw example (recording the columns asked for ids), then on the ids
+    computed by those columns (recording what it reads); both runs must give the same outputs.
+    """
+    text_keys = [key for key, value in raw_values.items() if not isinstance(value, torch.Tensor)]
+    first = serving.ServingFeatures(raw_values, supply=lambda column: None)
+    export_outputs = call(first)
+    if not first.asked_columns and not text_keys and not parsing:
+        return None
+    by_name: dict[str, Any] = {}
+    for column in first.asked_columns:
+        other = by_name.setdefault(column.name, column)
+        if other != column:
+            raise ValueError(f"Two different feature columns are named {column.name!r} ({other!r:.150} and "
+                             f"{column!r:.150}); an export needs unique names. Use one column for both uses.")
+    cache = fc._Cache(dict(raw_values), torch.device("cpu"))
+    ids = {name: _at_least_two_wide(column._ids(cache).ids.cpu().to(torch.int64)) for name, column in by_name.items()}
+
+    def supplier(table: Mapping[str, torch.Tensor]) -> Callable[[Any], torch.Tensor | None]:
+        def supply(column: Any) -> torch.Tensor | None:
+            known = by_name.get(column.name)
+            if known is None or not (known is column or known == column):
+                return None
+            return table.get(serving.ids_input_name(known))
+        return supply
+
+    dense_values = {key: value for key, value in raw_values.items() if key not in text_keys}
+    second = serving.ServingFeatures(dense_values, text_keys, supplier(
+        {serving.ids_input_name(by_name[name]): value for name, value in ids.items()}))
+    second_outputs = call(second)
+    _check_same_outputs(export_outputs, second_outputs)
+    columns = {serving.ids_input_name(column): column for column in second.asked_columns}
+    dense_keys = list(second.read_keys)
+    example: dict[str, torch.Tensor] = {}
+    for key in dense_keys:
+        name = feature_sources[key]
+        if name.startswith(serving.IDS_INPUT_PREFIX):
+            raise ValueError(f"Serving input {name!r} starts with {serving.IDS_INPUT_PREFIX!r}, which names "
+                             "the categorical id inputs of an export; rename it.")
+        example[name] = dense_values[key]
+    example.update({name: ids[column.name] for name, column in columns.items()})
+    if not example:
+        raise ValueError("The model_fn reads no serving input (no dense feature, no categorical column); "
+                         "there is nothing to export.")
+    column_keys = {key for column in columns.values() for key in serving._raw_keys(column)}
+    source_keys = sorted(set(dense_keys) | (column_keys & set(feature_sources)))
+    other_keys = [key for key in raw_values if key not in dense_keys]
+
+    def features_from(inputs: Mapping[str, torch.Tensor]) -> serving.ServingFeatures:
+        return serving.ServingFeatures({key: inputs[feature_sources[key]] for key in dense_keys}, other_keys,
+                                       supplier({name: inputs[name] for name in columns}))
+
+    return _IdsPlan(export_outputs, example, columns, [feature_sources[k] for k in dense_keys], source_keys,
+                    {feature_sources[k] for k in source_keys}, features_from)
+
+
+def _check_same_outputs(expected: Mapping[str, ExportOutput], got: Mapping[str, ExportOutput]) -> None:
+    layout_e, tensors_e, _ = _flatten_outputs(expected)
+    layout_g, tensors_g, _ = _flatten_outputs(got)
+    same = layout_e == layout_g and all(
+        e.shape == g.shape and (torch.allclose(e, g, rtol=1e-5, atol=1e-6, equal_nan=True)
+                                if e.is_floating_point() else torch.equal(e, g))
+        for e, g in zip(tensors_e, tensors_g))
+    if not same:
+        raise ValueError("The model's outputs differ when its categorical ids are computed before the program "
+                         "(as an export serves them) from when it computes them itself; the model_fn must read "
+                         "categorical features only through feature columns to be exported.")
+
+
+def _cpu_model_fn_caller(estimator: Any) -> Callable[[Any, Any], Any]:
+    """The estimator's PREDICT model_fn caller, without moving features to its training device:
+    the program is traced on CPU (and a move would copy the export's features mapping into a dict)."""
+    device = getattr(estimator, "_device", None)
+    if device is None or device.type == "cpu":
+        return estimator._model_fn_caller(ModeKeys.PREDICT)
+    estimator._device = torch.device("cpu")
+    try:
+        return estimator._model_fn_caller(ModeKeys.PREDICT)
+    finally:
+        estimator._device = device
+
+
 def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLike,
                        serving_input_receiver_fn: Callable[[], ServingInputReceiver],
                        assets_extra: Mapping[str, str] | None = None,
@@ -345,21 +487,38 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
     checkpoint = checkpoints.load_checkpoint(path)
 
     receiver = serving_input_receiver_fn()
-    if not isinstance(receiver, (ServingInputReceiver, TensorServingInputReceiver)):
+    parsing = isinstance(receiver, serving.ParsingServingInputReceiver)
+    if not parsing and not isinstance(receiver, (ServingInputReceiver, TensorServingInputReceiver)):
         raise TypeError("serving_input_receiver_fn must return a ServingInputReceiver (or "
-                        f"TensorServingInputReceiver), returned: {receiver!r:.200}")
+                        "TensorServingInputReceiver, or the ParsingServingInputReceiver of "
+                        f"build_parsing_serving_input_receiver_fn), returned: {receiver!r:.200}")
     static_batch = getattr(serving_input_receiver_fn, "default_batch_size", None) is not None
-    receiver_tensors = {name: t.detach().cpu() for name, t in receiver.receiver_tensors.items()}
-    # Features that are receiver tensors must stay the same objects as the (moved) inputs.
-    moved = {id(t): receiver_tensors[name] for name, t in receiver.receiver_tensors.items()}
-    features = receiver.features
-    if isinstance(features, torch.Tensor):
-        features = moved.get(id(features), features)
-    elif isinstance(features, Mapping):
-        features = {k: moved.get(id(v), v) for k, v in features.items()}
+    if parsing:
+        receiver_tensors = {}
+        features: Any = dict(receiver.features)
+        raw_values: dict[str, Any] | None = features
+        feature_sources = {key: key for key in features}
+        raw_inputs = {name: _spec_info(spec, static_batch, len(next(iter(features.values()))))
+                      for name, spec in receiver.feature_spec.items()}
+    else:
+        receiver_tensors = {name: t.detach().cpu() for name, t in receiver.receiver_tensors.items()}
+        # Features that are receiver tensors must stay the same objects as the (moved) inputs.
+        moved = {id(t): receiver_tensors[name] for name, t in receiver.receiver_tensors.items()}
+        features = receiver.features
+        if isinstance(features, torch.Tensor):
+            features = moved.get(id(features), features)
+        elif isinstance(features, Mapping):
+            features = {k: moved.get(id(v), v) for k, v in features.items()}
+        raw_values, feature_sources = None, {}
+        if isinstance(features, Mapping) and isinstance(receiver, ServingInputReceiver):
+            # Plain receiver tensors as features: categorical columns over them can be served.
+            sources = _feature_sources(features, receiver_tensors)
+            if all(isinstance(k, str) for k in sources):
+                raw_values, feature_sources = dict(features), sources
+        raw_inputs = {name: _tensor_info(t, not static_batch) for name, t in receiver_tensors.items()}
 
     state = ModelState(torch.device("cpu"), checkpoint_path=path, checkpoint=checkpoint)
-    call_model_fn = estimator._model_fn_caller(ModeKeys.PREDICT)
+    call_model_fn = _cpu_model_fn_caller(estimator)
 
     layouts: list[list[tuple[str, str, int]]] = []  # of every call, to check tracing saw the same outputs
 
@@ -371,44 +530,68 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
         layouts.append(_flatten_outputs(spec.export_outputs)[0])
         return spec.export_outputs
 
-    program = _ServingProgram(state, call, features, receiver_tensors)
     base = os.fsdecode(export_dir_base)  # TF code may pass bytes
     os.makedirs(base, exist_ok=True)
     temp_dir = tempfile.mkdtemp(prefix="temp-", dir=base)
     try:
+        plan = None
         with state.activated(ModeKeys.PREDICT), torch.no_grad(), _full_validation():
-            # One eager call creates and restores the modules and tells the signatures.
-            eager_features = program.features_from(receiver_tensors)
-            if isinstance(features, torch.Tensor):
-                eager_features = eager_features[_SINGLE_FEATURE_DEFAULT_NAME]
-            export_outputs = call(eager_features)
+            if raw_values is not None:
+                # One eager call creates and restores the modules and finds the categorical columns.
+                try:
+                    plan = _plan_precomputed_ids(call, raw_values, feature_sources, parsing)
+                except (AttributeError, TypeError) as exc:
+                    if parsing:
+                        raise
+                    # e.g. a model_fn using dict-only methods (features.pop): export it as before
+                    _log.info("Exporting without a preprocessing stage: the model_fn needs a dict of "
+                              "features (%s: %s).", type(exc).__name__, exc)
+                    plan = None
+            if plan is not None:
+                export_outputs, program_inputs = plan.export_outputs, plan.example_inputs
+            else:
+                program = _ServingProgram(state, call, features, receiver_tensors)
+                program_inputs = receiver_tensors
+                # One eager call creates and restores the modules and tells the signatures.
+                eager_features = program.features_from(receiver_tensors)
+                if isinstance(features, torch.Tensor):
+                    eager_features = eager_features[_SINGLE_FEATURE_DEFAULT_NAME]
+                export_outputs = call(eager_features)
             layout, tensors, skipped = _flatten_outputs(export_outputs)
             if not tensors:
                 raise ValueError("export_outputs hold no tensors to export; skipped: "
                                  f"{[s['output'] for s in skipped]}.")
-            program = _ServingProgram(state, call, features, receiver_tensors)  # modules now exist
+            program = _ServingProgram(state, call, features, program_inputs,  # modules now exist
+                                      features_from=plan.features_from if plan else None)
             program.eval()
-            program_file, fallback_reason, dynamic_outputs = _trace(program, receiver_tensors, static_batch, temp_dir)
+            program_file, fallback_reason, dynamic_outputs = _trace(
+                program, program_inputs, static_batch, temp_dir, plan.ids_inputs if plan else ())
             if layouts[-1] != layout:
                 raise RuntimeError("model_fn returned different export_outputs while tracing than when called "
                                    f"eagerly ({layouts[-1]} vs {layout}); it must be deterministic in PREDICT mode.")
         variables = {k: v.detach().cpu().contiguous() for k, v in state.variables().items()}
         torch.save(variables, os.path.join(temp_dir, VARIABLES_FILENAME))
+        if plan is not None:
+            serving.write_preprocessing(
+                temp_dir, {key: feature_sources[key] for key in plan.source_keys},
+                {name: name for name in plan.dense_inputs}, plan.columns,
+                receiver.feature_spec if parsing else None)
         signatures: dict[str, Any] = {}
         for key in sorted(export_outputs):
             signatures[key] = {"method": _method(export_outputs[key]), "outputs": {}}
+        batch_rows = next(iter(program_inputs.values())).shape[0]
         for key, name, index in layout:
             dynamic = dynamic_outputs[index] if dynamic_outputs is not None else (
-                not static_batch and tensors[index].dim() > 0
-                and tensors[index].shape[0] == next(iter(receiver_tensors.values())).shape[0])
+                not static_batch and tensors[index].dim() > 0 and tensors[index].shape[0] == batch_rows)
             signatures[key]["outputs"][name] = {"index": index, **_tensor_info(tensors[index], dynamic)}
         signature = {
             "format": EXPORT_FORMAT,
-            "format_version": EXPORT_FORMAT_VERSION,
+            "format_version": EXPORT_FORMAT_VERSION if plan is not None else 1,
             "program": program_file,
             "program_format": "torch.export" if program_file == EXPORT_PROGRAM_FILENAME else "torchscript",
             "fallback_reason": fallback_reason,
-            "inputs": {name: _tensor_info(t, not static_batch) for name, t in receiver_tensors.items()},
+            "inputs": (raw_inputs if plan is None else
+                       {name: info for name, info in raw_inputs.items() if parsing or name in plan.raw_input_names}),
             "default_signature": DEFAULT_SERVING_SIGNATURE_DEF_KEY,
             "signatures": signatures,
             "skipped_outputs": skipped,
@@ -417,6 +600,12 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
             "checkpoint_path": path,
             "torch_version": torch.__version__,
         }
+        if plan is not None:
+            signature["preprocessing"] = serving.PREPROCESSING_FILENAME
+            signature["program_inputs"] = {
+                name: {**_tensor_info(t, not static_batch),
+                       **({"shape": [-1 if not static_batch else t.shape[0], -1]} if name in plan.ids_inputs else {})}
+                for name, t in program_inputs.items()}
         with open(os.path.join(temp_dir, SIGNATURE_FILENAME), "w", encoding="utf-8") as f:
             json.dump(signature, f, indent=2)
         for dest, source in (assets_extra or {}).items():
@@ -439,12 +628,23 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
 
 
 def _trace(program: _ServingProgram, inputs: dict[str, torch.Tensor], static_batch: bool,
-           directory: str) -> tuple[str, str | None, list[bool] | None]:
-    """Writes the program; returns (file name, why torch.export failed or None, dynamic batch per output)."""
-    dynamic_shapes = None
-    if not static_batch:
-        batch = torch.export.Dim("batch", min=1)
-        dynamic_shapes = ({name: ({0: batch} if t.dim() > 0 else None) for name, t in inputs.items()},)
+           directory: str, ids_inputs: Iterable[str] = ()) -> tuple[str, str | None, list[bool] | None]:
+    """Writes the program; returns (file name, why torch.export failed or None, dynamic batch per output).
+
+    The batch dimension is dynamic unless ``static_batch``; so is the width (values per row) of the
+    categorical id inputs ``ids_inputs``.
+    """
+    ids_inputs = set(ids_inputs)
+    batch = None if static_batch else torch.export.Dim("batch", min=1)
+    shapes: dict[str, dict[int, Any] | None] = {}
+    for number, (name, tensor) in enumerate(inputs.items()):
+        dims: dict[int, Any] = {}
+        if batch is not None and tensor.dim() > 0:
+            dims[0] = batch
+        if name in ids_inputs:
+            dims[1] = torch.export.Dim(f"ids_width_{number}", min=1)
+        shapes[name] = dims or None
+    dynamic_shapes = (shapes,) if any(shapes.values()) else None
     try:
         exported = torch.export.export(program, (inputs,), dynamic_shapes=dynamic_shapes, strict=False)
         exported._example_inputs = None  # sample inputs would be unpickled on load; not needed
@@ -497,9 +697,9 @@ def _check_trace_generalises(program: _ServingProgram, traced: Any, inputs: dict
                 f"Cannot export this model: {reason.splitlines()[0]}, and the TorchScript fallback "
                 f"does not reproduce the model on inputs other than the example batch ({detail}). "
                 "The trace recorded values the model_fn took out of tensors (.numpy(), .tolist(), "
-                "Python branches on tensor values; feature columns with categorical ids do this) as "
-                "constants. Export a model_fn whose PREDICT path uses torch operations only, e.g. "
-                "with ids already numeric and an embedding/one-hot computed with torch.")
+                "Python branches on tensor values) as constants. Export a model_fn whose PREDICT path "
+                "uses torch operations only; categorical ids are best mapped by feature columns, "
+                "whose lookups the export runs before the program.")
 
 
 # -- load -------------------------------------------------------------------------------------
@@ -532,19 +732,27 @@ def _check_export_archive(path: str) -> None:
 
 
 class LoadedModel:
-    """A loaded export: call it with a features dict (numpy arrays or tensors) to get the outputs.
+    """A loaded export: call it with a features dict (numpy arrays, lists or tensors) to get the outputs.
+
+    An export with a preprocessing stage (a model with vocabulary, hash-bucket, identity or crossed
+    columns) takes the raw values (strings, ints), maps them to ids as the feature columns did in
+    training, and runs the program on them. One made with ``build_parsing_serving_input_receiver_fn``
+    also takes records: a list of dicts, one dict of scalars (one record), or JSON lines text.
 
     Attributes:
         signature_key: the signature this callable returns.
         signature: the parsed ``signature.json``.
-        inputs: input name -> {'dtype', 'shape'} (-1 is the batch dimension).
+        inputs: raw input name -> {'dtype', 'shape'} (-1 is the batch dimension; dtype 'string' for text).
         output_names: the names of the returned outputs.
+        preprocessing: the preprocessing stage (``serving.Preprocessor``) or ``None``.
 
     Example:
         >>> # model = load('/tmp/export/1764660000'); model({'x': np.zeros((4, 1), np.float32)})['y']
+        >>> # model([{'age': 39, 'occupation': 'Sales'}])['scores']     # a parsing export
     """
 
-    def __init__(self, path: str, signature: Mapping[str, Any], signature_key: str, program: Callable[..., Any]) -> None:
+    def __init__(self, path: str, signature: Mapping[str, Any], signature_key: str, program: Callable[..., Any],
+                 preprocessing: serving.Preprocessor | None = None) -> None:
         self.path = path
         self.signature = dict(signature)
         self.signature_key = signature_key
@@ -552,26 +760,54 @@ class LoadedModel:
         self._outputs = dict(signature["signatures"][signature_key]["outputs"])
         self.output_names = list(self._outputs)
         self._program = program
-        self._dtypes = {name: getattr(torch, info["dtype"]) for name, info in self.inputs.items()}
+        self.preprocessing = preprocessing
+        self._program_inputs: dict[str, Any] = dict(signature.get("program_inputs") or signature["inputs"])
+        self._dtypes = {name: getattr(torch, info["dtype"]) for name, info in self._program_inputs.items()}
 
     def __repr__(self) -> str:
         return f"LoadedModel(path={self.path!r}, signature={self.signature_key!r}, outputs={self.output_names})"
 
-    def __call__(self, features: Mapping[str, Any]) -> dict[str, torch.Tensor]:
+    def __call__(self, features: Any) -> dict[str, torch.Tensor]:
+        if isinstance(features, (str, bytes)) or serving._sequence_of_records(features) or (
+                isinstance(features, Mapping) and self.preprocessing is not None
+                and self.preprocessing.parse_spec is not None and features
+                and all(isinstance(v, (str, bytes, int, float)) or v is None for v in features.values())):
+            features = self.parse(features)  # records; a dict of scalars is one record
         if not isinstance(features, Mapping):
-            raise TypeError(f"features must be a dict of input name -> array or tensor, given: {features!r:.200}")
-        missing = [name for name in self.inputs if name not in features]
+            raise TypeError("features must be a dict of input name -> array or tensor (or, for an export made "
+                            "with build_parsing_serving_input_receiver_fn, records: a list of dicts or JSON "
+                            f"lines), given: {features!r:.200}")
+        needed = self.preprocessing.raw_inputs if self.preprocessing else list(self._program_inputs)
+        missing = [name for name in needed if name not in features]
         if missing:
             raise ValueError(f"Missing inputs {missing}; this export expects {sorted(self.inputs)}, given {sorted(features)}.")
+        if self.preprocessing is not None:
+            features = self.preprocessing(features)
         inputs = {}
         for name, dtype in self._dtypes.items():
             value = features[name]
             # np.array copies read-only arrays (pandas 3 hands those out), which torch cannot wrap.
             tensor = value if isinstance(value, torch.Tensor) else torch.from_numpy(np.array(value))
+            shape = self._program_inputs[name]["shape"]
+            if self.preprocessing is not None and tensor.dim() != len(shape) and -1 not in shape[1:] and tensor.dim() > 0:
+                # a column of scalars for a [batch, 1] input, as predict() accepts it
+                tensor = tensor.reshape(tensor.shape[0], *shape[1:])
             inputs[name] = tensor.to(device="cpu", dtype=dtype)
         with torch.no_grad():
             results = self._program(inputs)
         return {name: results[info["index"]] for name, info in self._outputs.items()}
+
+    def parse(self, records: Any) -> dict[str, np.ndarray]:
+        """Raw features from records (dicts or JSON lines) with the export's parse spec.
+
+        Example:
+            >>> # model.parse('{"age": 39, "occupation": "Sales"}')['occupation']
+        """
+        spec = self.preprocessing.parse_spec if self.preprocessing is not None else None
+        if spec is None:
+            raise ValueError(f"The export {self.path} was not made with build_parsing_serving_input_receiver_fn, "
+                             f"so it has no parse spec for records; pass a dict of inputs {sorted(self.inputs)}.")
+        return parse_records(records, spec)
 
 
 def load(path: str | os.PathLike, signature: str = DEFAULT_SERVING_SIGNATURE_DEF_KEY) -> LoadedModel:
@@ -605,4 +841,9 @@ def load(path: str | os.PathLike, signature: str = DEFAULT_SERVING_SIGNATURE_DEF
             module = torch.jit.load(program_file, map_location="cpu")
     else:
         raise ValueError(f"Unknown program file {meta['program']!r} in {signature_file}.")
-    return LoadedModel(path, meta, signature, module)
+    preprocessing = None
+    if meta.get("preprocessing"):
+        preprocessing = serving.read_preprocessing(path)
+        if preprocessing is None:
+            raise ValueError(f"{path} names a preprocessing stage, but {meta['preprocessing']} is missing.")
+    return LoadedModel(path, meta, signature, module, preprocessing)

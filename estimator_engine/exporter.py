@@ -5,6 +5,10 @@ decides whether to export: ``LatestExporter`` always, ``FinalExporter`` only at 
 ``BestExporter`` when the metrics beat the best seen so far (also across restarts: it reads past
 results from the eval directory). Exports go to ``<model_dir>/export/<exporter name>/<timestamp>/``;
 ``exports_to_keep`` deletes all but the newest N folders whose names are exactly 10 digits.
+
+An exporter that raises inside ``train_and_evaluate`` stops training, as in TF, but the evaluation
+it was called for is not lost: it is already in the eval summaries, it is logged, and the raised
+``ExporterError`` names the exporter and carries the result (``eval_result``, ``global_step``).
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from estimator_engine._fn_args import fn_args
+from estimator_engine.errors import EstimatorError
 from estimator_engine.summary import read_eval_metrics
 
-__all__ = ["BestExporter", "Exporter", "FinalExporter", "LatestExporter"]
+__all__ = ["BestExporter", "Exporter", "ExporterError", "FinalExporter", "LatestExporter", "call_exporter"]
 
 _log = logging.getLogger("estimator_engine")
 
@@ -47,6 +52,58 @@ class Exporter:
                eval_result: Mapping[str, Any] | None, is_the_final_export: bool) -> str | None:
         """Exports (or not) the model of ``checkpoint_path``; returns the export dir or ``None``."""
         raise NotImplementedError
+
+
+class ExporterError(EstimatorError, RuntimeError):
+    """An exporter failed after an evaluation; the evaluation's result travels with the error.
+
+    Attributes:
+        exporter_name: the failing exporter's ``name``.
+        eval_result: the metrics of the evaluation it was exporting (also in the eval summaries).
+        global_step: the evaluated global step.
+
+    Example:
+        >>> error = ExporterError('latest', {'loss': 0.5, 'global_step': 10})
+        >>> error.exporter_name, error.eval_result['loss']
+        ('latest', 0.5)
+    """
+
+    def __init__(self, exporter_name: str, eval_result: Mapping[str, Any] | None, detail: str = "") -> None:
+        self.exporter_name = exporter_name
+        self.detail = detail
+        self.eval_result = dict(eval_result) if eval_result is not None else None
+        self.global_step = (eval_result or {}).get("global_step")
+        super().__init__(
+            f"Exporter {exporter_name!r} failed after the evaluation at global step {self.global_step}"
+            f"{': ' + detail if detail else ''}. The evaluation result is kept (written to the eval "
+            f"summaries and in this error's eval_result): {self.eval_result}.")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across processes, like other exceptions
+        return (type(self), (self.exporter_name, self.eval_result, self.detail))
+
+
+def call_exporter(exporter: Exporter, estimator: Any, export_path: str, checkpoint_path: str | None,
+                  eval_result: Mapping[str, Any] | None, is_the_final_export: bool) -> str | None:
+    """Calls ``exporter.export``; its error is re-raised as ``ExporterError`` naming it, with the result.
+
+    Example:
+        >>> class Broken(Exporter):
+        ...     name = 'broken'
+        ...     def export(self, *args, **kwargs):
+        ...         raise OSError('disk full')
+        >>> try:
+        ...     call_exporter(Broken(), None, '/tmp/x', None, {'loss': 1.0, 'global_step': 3}, False)
+        ... except ExporterError as error:
+        ...     print(error.exporter_name, error.global_step)
+        broken 3
+    """
+    try:
+        return exporter.export(estimator=estimator, export_path=export_path, checkpoint_path=checkpoint_path,
+                               eval_result=eval_result, is_the_final_export=is_the_final_export)
+    except Exception as exc:
+        error = ExporterError(exporter.name, eval_result, f"{type(exc).__name__}: {exc}")
+        _log.error("%s", error)
+        raise error from exc
 
 
 def _export_saved_model(estimator: Any, export_path: str, receiver_fn: Callable[..., Any],

@@ -57,6 +57,7 @@ from torch import nn
 
 __all__ = [
     "DOT_REPLACEMENT",
+    "PRECOMPUTED_IDS_METHOD",
     "BucketizedColumn",
     "CategoricalColumn",
     "CrossedColumn",
@@ -90,6 +91,8 @@ __all__ = [
 ]
 
 DOT_REPLACEMENT = "_DOT_"
+# A features mapping with this method (``column -> int64 ids [B, K] or None``) supplies categorical ids.
+PRECOMPUTED_IDS_METHOD = "precomputed_ids"
 _DEFAULT_HASH_KEY = 0xDECAFCAFFE  # TF's default crossed_column hash_key (sparse_ops._DEFAULT_HASH_KEY)
 _COMBINERS = ("mean", "sqrtn", "sum")
 
@@ -525,6 +528,13 @@ class CategoricalColumn(FeatureColumn):
         raise NotImplementedError
 
     def _ids(self, cache: _Cache) -> _Ids:
+        # An exported program takes the ids of numpy-mapped columns as inputs (estimator_engine.serving):
+        # its features mapping supplies them through this method instead of the raw values.
+        supply = getattr(cache.features, PRECOMPUTED_IDS_METHOD, None)
+        if supply is not None:
+            ids = supply(self)
+            if ids is not None:
+                return _Ids(ids)
         return cache.get(self, self._build_ids)
 
     def _build_ids(self, cache: _Cache) -> _Ids:

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from estimator_engine._validation import step_count
-from estimator_engine.exporter import Exporter
+from estimator_engine.exporter import Exporter, call_exporter
 from estimator_engine.hooks.base import (
     CheckpointSaverListener,
     Session,
@@ -234,15 +234,16 @@ class _Evaluator:
         metrics = _verify_eval_result(metrics)
         global_step = int(metrics["global_step"])
         is_the_final_export = (global_step >= self._max_training_steps if self._max_training_steps else False)
-        export_results = []
+        export_results: list[Any] = []
+        # Kept before exporting: an exporter's error must not lose the evaluation (already in eval/).
+        self.eval_result, self.export_results, self.evaluated_step = metrics, export_results, global_step
         if self._eval_spec.exporters and self._estimator.config.is_chief:
             export_dir_base = os.path.join(self._estimator.model_dir, "export")
             for exporter in self._eval_spec.exporters:
-                export_results.append(exporter.export(
-                    estimator=self._estimator, export_path=os.path.join(export_dir_base, exporter.name),
+                export_results.append(call_exporter(
+                    exporter, estimator=self._estimator, export_path=os.path.join(export_dir_base, exporter.name),
                     checkpoint_path=checkpoint_path, eval_result=metrics,
                     is_the_final_export=is_the_final_export))
-        self.eval_result, self.export_results, self.evaluated_step = metrics, export_results, global_step
 
 
 class _NewCheckpointListenerForEvaluate(CheckpointSaverListener):

@@ -234,17 +234,27 @@ def test_torchscript_fallback_records_why(tmp_path, monkeypatch):
     np.testing.assert_allclose(export_lib.load(path)({"x": FEATURES["x"]})["y"].numpy(), expected, atol=1e-6)
 
 
+def _ids_through_python_model_fn(features, labels, mode):
+    """Reads category ids into Python (.tolist()): a trace records them as constants."""
+    ids = torch.tensor([int(v) % 3 for v in features["cat"].tolist()])
+    table = ee.get_module("table", lambda: torch.nn.Embedding(3, 1))
+    y = table(ids).squeeze(-1) + features["x"]
+    if mode == ee.ModeKeys.PREDICT:
+        return ee.EstimatorSpec(mode, predictions={"y": y})
+    loss = torch.nn.functional.mse_loss(y, labels)
+    opt = ee.get_optimizer("sgd", lambda: torch.optim.SGD(table.parameters(), lr=0.1))
+    return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(opt, loss))
+
+
 @pytest.mark.parametrize("batch", [1, 4])
 def test_a_trace_that_baked_in_the_example_is_refused(tmp_path, batch):
-    """Categorical ids read through numpy make torch.export fail; the trace then records the
-    example's ids as constants and would serve its answer for every input: refused, nothing written."""
-    fc = ee.feature_column
-    rng = np.random.RandomState(0)
-    cat, x = rng.randint(0, 3, 200), rng.randn(200).astype("float32")
-    est = ee.DNNClassifier([4], [fc.numeric_column("x"), fc.indicator_column(fc.categorical_column_with_identity("cat", 3))],
-                           model_dir=str(tmp_path / "m"), config=ee.RunConfig(tf_random_seed=0))
-    est.train(ee.inputs.numpy_input_fn({"x": x, "cat": cat}, (cat == 1).astype(int), batch_size=32,
-                                       num_epochs=None, shuffle=True), steps=5)
+    """Ids read into Python make torch.export fail; the trace then records the example's ids as
+    constants and would serve its answer for every input: refused, nothing written. (Feature
+    columns no longer do this: their ids are computed before the program, see test_serving_export.)"""
+    cat, x = np.arange(60) % 3, np.zeros(60, np.float32)
+    est = ee.Estimator(_ids_through_python_model_fn, model_dir=str(tmp_path / "m"))
+    est.train(ee.inputs.numpy_input_fn({"x": x, "cat": cat}, cat.astype(np.float32), batch_size=20,
+                                       shuffle=False), steps=2)
     receiver = build_raw_serving_input_receiver_fn({"x": torch.zeros(batch), "cat": torch.arange(batch) % 3})
     with pytest.raises(ValueError, match=r"Cannot export this model: torch.export failed: .*, and the TorchScript "
                                          r"fallback does not reproduce the model on inputs other than the example batch"):

@@ -148,3 +148,48 @@ def test_best_exporter_with_train_and_evaluate(tmp_path):
                  every_n_steps=3, exporters=exporter))
     assert results[0] is not None  # loss keeps falling: the last evaluation is exported
     assert os.listdir(os.path.join(est.model_dir, "export", "best_exporter")) == [os.path.basename(results[0])]
+
+
+class _FailingExporter(Exporter):
+    name = "broken"
+
+    def export(self, estimator, export_path, checkpoint_path, eval_result, is_the_final_export):
+        raise OSError("disk full")
+
+
+@pytest.mark.parametrize("every_n_steps", [None, 3])
+def test_an_exporter_error_names_the_exporter_and_keeps_the_evaluation(tmp_path, every_n_steps, caplog):
+    """TF lets the exporter's error propagate after the result was written to eval/: here too, and
+    the error names the exporter and carries the result, which is also logged and in the summaries."""
+    from estimator_engine.exporter import ExporterError
+    from estimator_engine.summary import read_eval_metrics
+    from estimator_engine.testing import make_linear_data
+    from estimator_engine.training_loop import EvalSpec, TrainSpec, train_and_evaluate
+
+    features, labels = make_linear_data(n=64)
+    est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={"learning_rate": 0.2},
+                       config=ee.RunConfig(save_checkpoints_steps=3, save_checkpoints_secs=None))
+    with pytest.raises(ExporterError, match=r"Exporter 'broken' failed after the evaluation at global step 3: "
+                                            r"OSError: disk full\. The evaluation result is kept") as caught:
+        train_and_evaluate(
+            est, TrainSpec(ee.inputs.numpy_input_fn(features, labels, batch_size=16, shuffle=False, num_epochs=None),
+                           max_steps=9),
+            EvalSpec(ee.inputs.numpy_input_fn(features, labels, batch_size=64, shuffle=False), steps=None,
+                     throttle_secs=0, every_n_steps=every_n_steps, exporters=[_FailingExporter()]))
+    error = caught.value
+    assert isinstance(error.__cause__, OSError)
+    assert error.exporter_name == "broken" and error.global_step == 3
+    written = read_eval_metrics(est.eval_dir())
+    assert list(written) == [3]
+    assert written[3]["loss"] == pytest.approx(error.eval_result["loss"], rel=1e-6)
+    assert any("Exporter 'broken' failed" in r.getMessage() and "'loss'" in r.getMessage() for r in caplog.records)
+
+
+def test_exporter_error_pickles_with_its_result():
+    import pickle
+
+    from estimator_engine.exporter import ExporterError
+
+    error = pickle.loads(pickle.dumps(ExporterError("latest", {"loss": 0.25, "global_step": 7}, "OSError: x")))
+    assert (error.exporter_name, error.global_step, error.eval_result["loss"]) == ("latest", 7, 0.25)
+    assert str(error).startswith("Exporter 'latest' failed after the evaluation at global step 7: OSError: x.")
