@@ -18,6 +18,7 @@ from estimator_engine import (
     inputs,
     metrics,
 )
+from estimator_engine._version import __version__ as __version__
 from estimator_engine.canned import (
     BaselineClassifier,
     BaselineRegressor,
@@ -63,8 +64,6 @@ from estimator_engine.summary import read_eval_metrics
 from estimator_engine.training import TrainOp, get_global_step, get_module, get_optimizer, minimize
 from estimator_engine.training_loop import EvalSpec, TrainSpec, train_and_evaluate
 from estimator_engine.warm_start import VocabInfo, WarmStartSettings
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BaselineClassifier",
