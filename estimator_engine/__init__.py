@@ -19,6 +19,7 @@ from estimator_engine import (
     metrics,
     summary,
 )
+from estimator_engine._version import __version__ as __version__
 from estimator_engine.canned import (
     BaselineClassifier,
     BaselineRegressor,
@@ -72,8 +73,6 @@ from estimator_engine.model_state import (
 )
 from estimator_engine.train_eval import EvalSpec, TrainSpec, train_and_evaluate
 from estimator_engine.warm_start import VocabInfo, WarmStartSettings
-
-__version__ = "0.1.0"
 
 __all__ = [
     "BaselineClassifier",

@@ -18,11 +18,10 @@ again. The Estimator validates the spec fully on the first step of each call and
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import threading
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -38,10 +37,6 @@ LOSS_METRIC_KEY = "loss"
 AVERAGE_LOSS_METRIC_KEY = "average_loss"
 DEFAULT_SERVING_KEY = "serving_default"
 
-_FIELDS = (
-    "mode", "predictions", "loss", "train_op", "eval_metric_ops", "export_outputs",
-    "training_chief_hooks", "training_hooks", "scaffold", "evaluation_hooks", "prediction_hooks",
-)
 _HOOK_FIELDS = ("training_chief_hooks", "training_hooks", "evaluation_hooks", "prediction_hooks")
 
 # Set by the Estimator after the first step of a call has passed full validation. Per thread, so
@@ -183,6 +178,7 @@ def _validate_export_outputs(mode: Any, export_outputs: Any, predictions: Any) -
     if mode != ModeKeys.PREDICT:
         return {} if export_outputs is None else dict(export_outputs)
     if export_outputs is None:
+        tensors: torch.Tensor | dict[Any, torch.Tensor]
         if isinstance(predictions, Mapping):
             tensors = {k: v for k, v in predictions.items() if isinstance(v, torch.Tensor)}
         else:
@@ -220,7 +216,20 @@ def _validate_hooks(mode: Any, field: str, hooks: Any) -> tuple[SessionRunHook, 
     return hooks
 
 
-_SpecBase = collections.namedtuple("EstimatorSpec", _FIELDS)
+# A typed namedtuple (TF's EstimatorSpec is a namedtuple too), so type checkers see the fields.
+class _SpecBase(NamedTuple):
+    mode: ModeKeys | None
+    predictions: Any
+    loss: torch.Tensor | None
+    train_op: Callable[[], Any] | None
+    eval_metric_ops: Mapping[str, MetricOp]
+    export_outputs: Mapping[str, ExportOutput]
+    training_chief_hooks: tuple[SessionRunHook, ...]
+    training_hooks: tuple[SessionRunHook, ...]
+    scaffold: Scaffold | None
+    evaluation_hooks: tuple[SessionRunHook, ...]
+    prediction_hooks: tuple[SessionRunHook, ...]
+_FIELDS = _SpecBase._fields
 
 
 class EstimatorSpec(_SpecBase):
@@ -266,7 +275,8 @@ class EstimatorSpec(_SpecBase):
             elif mode == ModeKeys.PREDICT and predictions is None:
                 _validate_predictions(mode, predictions)
             return _SpecBase.__new__(
-                cls, mode, {} if predictions is None else predictions, loss, train_op,
+                cls, mode if isinstance(mode, ModeKeys) else _validate_mode(mode),
+                {} if predictions is None else predictions, loss, train_op,
                 {} if eval_metric_ops is None else eval_metric_ops, export_outputs or {},
                 training_chief_hooks or (), training_hooks or (), scaffold,
                 evaluation_hooks or (), prediction_hooks or (),
