@@ -66,11 +66,16 @@ def noise(values: Sequence[float]) -> float:
 
 
 def paired(fns: dict[str, Callable[[], float]], pairs: int) -> dict[str, list[float]]:
-    """Runs every fn once per round, rotating the order each round; returns name -> values."""
+    """Runs every fn once per round in an alternating order; returns name -> values.
+
+    Round r rotates the names by r // 2 and reverses them on odd rounds: ab, ba, ba, ab, ... for two
+    (ABBA: each side goes first equally often), and every position for more. (Rotating by r *and*
+    reversing on odd rounds, as before, gave ab, ab, ab, ... for two sides: never alternated.)
+    """
     names = list(fns)
     out: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(pairs):
-        shift = round_ % len(names)
+        shift = (round_ // 2) % len(names)
         order = names[shift:] + names[:shift]
         if round_ % 2 == 1:
             order = order[::-1]
