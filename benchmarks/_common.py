@@ -26,10 +26,15 @@ __all__ = [
     "REPO_ROOT",
     "RESULTS_DIR",
     "PeakRSS",
+    "Stats",
+    "load_1m",
     "machine_info",
+    "measure_pairs",
     "median",
     "noise",
     "paired",
+    "stats",
+    "target_row",
     "print_table",
     "quiet_engine",
     "rss_mb",
@@ -61,17 +66,87 @@ def noise(values: Sequence[float]) -> float:
 
 
 def paired(fns: dict[str, Callable[[], float]], pairs: int) -> dict[str, list[float]]:
-    """Runs every fn once per round, rotating the order each round; returns name -> values."""
+    """Runs every fn once per round in an alternating order; returns name -> values.
+
+    Round r rotates the names by r // 2 and reverses them on odd rounds: ab, ba, ba, ab, ... for two
+    (ABBA: each side goes first equally often), and every position for more. (Rotating by r *and*
+    reversing on odd rounds, as before, gave ab, ab, ab, ... for two sides: never alternated.)
+    """
     names = list(fns)
     out: dict[str, list[float]] = {name: [] for name in names}
     for round_ in range(pairs):
-        shift = round_ % len(names)
+        shift = (round_ // 2) % len(names)
         order = names[shift:] + names[:shift]
         if round_ % 2 == 1:
             order = order[::-1]
         for name in order:
             out[name].append(fns[name]())
     return out
+
+
+Stats = dict[str, Any]  # {"median", "min", "max", "n", "raw"}
+
+
+def stats(values: Sequence[float]) -> Stats:
+    """Median, min and max of repeated measurements, with the raw values kept."""
+    vals = [float(v) for v in values]
+    if not vals:
+        return {"median": None, "min": None, "max": None, "n": 0, "raw": []}
+    return {"median": median(vals), "min": min(vals), "max": max(vals), "n": len(vals), "raw": vals}
+
+
+def load_1m() -> float:
+    """The 1-minute load average (other processes on the shared machine)."""
+    return float(os.getloadavg()[0])
+
+
+def _torch_threads() -> int | None:
+    torch = sys.modules.get("torch")
+    return torch.get_num_threads() if torch is not None else None
+
+
+def measure_pairs(fns: dict[str, Callable[[], float]], rounds: int,
+                  ratios: dict[str, tuple[str, str]] | None = None) -> dict[str, Any]:
+    """Alternated pairs: every fn once per round, the order rotated and reversed round by round.
+
+    ``fns`` map a side's name to a call returning one measurement (e.g. steps/s). ``ratios`` map a
+    ratio's name to ``(numerator side, denominator side)``; each ratio is taken within a round (the
+    two sides ran back to back, under the same load) and then summarised over the rounds.
+
+    Returns ``{"rounds", "sides": {name: Stats}, "ratios": {name: Stats}, "load_1m_before",
+    "load_1m_after", "torch_threads"}``; every benchmark reports through it, so every figure is a
+    median with its min and max and the load it was measured under.
+
+    Example:
+        >>> r = measure_pairs({"a": lambda: 2.0, "b": lambda: 1.0}, 3, {"a/b": ("a", "b")})
+        >>> r["ratios"]["a/b"]["median"], r["sides"]["a"]["n"]
+        (2.0, 3)
+    """
+    before = load_1m()
+    values = paired(fns, rounds)
+    after = load_1m()
+    out_ratios = {name: stats([a / b for a, b in zip(values[num], values[den])])
+                  for name, (num, den) in (ratios or {}).items()}
+    return {"rounds": rounds, "sides": {name: stats(v) for name, v in values.items()},
+            "ratios": out_ratios, "load_1m_before": before, "load_1m_after": after,
+            "torch_threads": _torch_threads()}
+
+
+def target_row(key: str, measure: str, figure: Stats, target: str, *, unit: str = "",
+               higher_is_better: bool | None = None, threshold: float | None = None,
+               load: tuple[float, float] | None = None, note: str = "") -> dict[str, Any]:
+    """One row of RESULTS.md's targets table: a figure (median, min, max) against its target.
+
+    ``threshold`` with ``higher_is_better`` decides "met" on the median (``>=`` when higher is
+    better, ``<`` otherwise); without them the row is informational. ``key`` is the stable name
+    under which ``benchmarks/limits.md`` keeps a hand-written "what limits it" note.
+    """
+    met = None
+    if threshold is not None and higher_is_better is not None and figure.get("median") is not None:
+        met = figure["median"] >= threshold if higher_is_better else figure["median"] < threshold
+    return {"key": key, "measure": measure, "median": figure.get("median"), "min": figure.get("min"),
+            "max": figure.get("max"), "n": figure.get("n"), "unit": unit, "target": target, "met": met,
+            "load_1m": list(load) if load else None, "note": note}
 
 
 def rss_mb() -> float:
@@ -180,7 +255,7 @@ def write_json(result: dict[str, Any], path: str | os.PathLike[str] | None) -> N
     """Writes ``result`` (with machine info) as JSON to ``path`` when one is given."""
     if not path:
         return
-    result = {**result, "machine": machine_info()}
+    result = {**result, "machine": machine_info(), "command": " ".join([Path(sys.executable).name, *sys.argv])}
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w") as f:
         json.dump(result, f, indent=2, default=str)

@@ -63,23 +63,29 @@ def train(name: str, x: torch.Tensor, y: torch.Tensor, steps: int, every: int | 
 
 def run(models: list[str], rounds: int, steps: int) -> dict[str, Any]:
     results: dict[str, Any] = {}
+    targets = []
     for name in models:
         x, y = make_data(name)
         train(name, x, y, 100, 1)  # warm-up
         lines: list[int] = []
-        values = c.paired({
+        measured = c.measure_pairs({
             "no_hook": functools.partial(train, name, x, y, steps, None),
             "every_10": functools.partial(train, name, x, y, steps, 10),
             "every_1": functools.partial(train, name, x, y, steps, 1, lines),
-        }, rounds)
+        }, rounds, {"every_10/no_hook": ("every_10", "no_hook"), "every_1/no_hook": ("every_1", "no_hook")})
+        values = {k: v["raw"] for k, v in measured["sides"].items()}
         entry = {"steps": steps, "steps_per_sec": {k: c.median(v) for k, v in values.items()},
                  "noise": {k: c.noise(v) for k, v in values.items()}, "raw": values,
-                 "every_1_lines_written": lines[:1]}
+                 "every_1_lines_written": lines[:1], "measured": measured}
         for key in ("every_10", "every_1"):
-            entry[f"{key}_over_no_hook"] = c.median([h / b for h, b in zip(values[key], values["no_hook"])])
+            entry[f"{key}_over_no_hook"] = measured["ratios"][f"{key}/no_hook"]["median"]
         entry["met"] = entry["every_10_over_no_hook"] >= TARGET
+        load = (measured["load_1m_before"], measured["load_1m_after"])
+        targets.append(c.target_row(f"metrics_hook_{name}", f"MetricsWriterHook every 10 steps / no hook, {name}",
+                                    measured["ratios"]["every_10/no_hook"], ">= 0.97", higher_is_better=True,
+                                    threshold=TARGET, load=load))
         results[name] = entry
-    return {"benchmark": "metrics_hook", "rounds": rounds, "models": results, "target": TARGET,
+    return {"benchmark": "metrics_hook", "rounds": rounds, "models": results, "target": TARGET, "targets": targets,
             "met": all(e["met"] for e in results.values())}
 
 
@@ -88,8 +94,11 @@ def main() -> None:
     parser.add_argument("--models", default="tiny,mid")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 round of 200 steps")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.quick:
+        args.rounds, args.steps = 1, 200
     c.quiet_engine()
     torch.set_num_threads(1)
     try:

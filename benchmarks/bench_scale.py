@@ -119,10 +119,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--json", default=None)
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 round of 200 steps")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(*json.loads(args.child))))
         return
+    if args.quick:
+        args.rounds, args.steps = 1, 200
     data = [_spawn(rows, 64, args.steps, args.rounds) for rows in DATA_SIZES]
     model = [_spawn(10_000, width, args.steps, args.rounds) for width in WIDTHS]
     data_ms = [1e3 / r["engine_steps_per_sec"] for r in data]

@@ -50,7 +50,7 @@ from typing import Any
 
 import _common as c
 
-LAUNCH_TARGET_S = 3.0
+LAUNCH_TARGET_S = 2.0  # issue 16: CLI launch -> first metric line < 2 s
 TAIL_TARGET_MS = 50.0
 RUN_PAGE_TARGET_S = 1.0
 
@@ -162,6 +162,7 @@ def bench_launch(launches: int, steps: int) -> dict[str, Any]:
     raw: dict[str, list[Any]] = {"cli": [], "cli_checked": [], "launcher": [], "launcher_warm": [],
                                  "bare": []}
     cli_ret, statuses = [], []
+    load_before = c.load_1m()
     kinds = ("cli", "cli_checked", "launcher", "launcher_warm", "bare")
     for i in range(launches):
         work = Path(tempfile.mkdtemp(prefix="bench_wb_"))
@@ -195,8 +196,10 @@ def bench_launch(launches: int, steps: int) -> dict[str, Any]:
         "bare_import_torch_engine_s": med("bare"),
         "raw": raw, "run_statuses": statuses,
         "target_s": LAUNCH_TARGET_S,
+        "load_1m": [load_before, c.load_1m()],
     }
-    out["met"] = out["cli_first_metric_s"] is not None and out["cli_first_metric_s"] < LAUNCH_TARGET_S
+    out["met"] = (out["cli_checked_first_metric_s"] is not None
+                  and out["cli_checked_first_metric_s"] < LAUNCH_TARGET_S)
     return out
 
 
@@ -404,6 +407,25 @@ def _pending(part: str, exc: BaseException) -> dict[str, Any]:
     return {"status": "pending", "reason": f"{type(exc).__name__}: {exc}", "part": part}
 
 
+def _target_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    """RESULTS.md rows: median (min-max) of the launches, with the load they ran under."""
+    rows = []
+    launch = result.get("launch", {})
+    if "raw" in launch:
+        load = tuple(launch.get("load_1m", [None, None]))
+        for kind, label, target in (
+                ("cli_checked", "CLI `run --detach` (pre-flight check, the default) launch -> first metric line",
+                 True),
+                ("cli", "the same with `--no-preflight`", False),
+                ("launcher_warm", "UI Train button (launcher with a warm spare) -> first metric line", False),
+                ("bare", "reference: `python -c 'import torch, estimator_engine'`", False)):
+            figure = c.stats([v for v in launch["raw"][kind] if v is not None])
+            rows.append(c.target_row(f"launch_{kind}", label, figure, "< 2 s" if target else "(info)", unit="s",
+                                     higher_is_better=False if target else None,
+                                     threshold=LAUNCH_TARGET_S if target else None, load=load))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--launches", type=int, default=3)
@@ -412,8 +434,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=500)
     parser.add_argument("--points", type=int, default=100_000)
     parser.add_argument("--parts", default="launch,tail,runs_listing,run_page")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 launch, small files")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
+    if args.quick:
+        args.launches, args.tail_lines, args.runs, args.points = 1, 200_000, 100, 10_000
     c.quiet_engine()
     result: dict[str, Any] = {"benchmark": "workbench"}
     parts = {"launch": lambda: bench_launch(args.launches, args.steps),
@@ -425,16 +450,18 @@ def main() -> None:
             result[part] = parts[part]()
         except Exception as exc:  # a workbench piece still being written: report, go on
             result[part] = _pending(part, exc)
+    result["targets"] = _target_rows(result)
     skipped = {"status": "skipped", "reason": "not in --parts"}
     launch, tail, listing = (result.get(k, skipped) for k in ("launch", "tail", "runs_listing"))
     run_page = result.get("run_page", skipped)
     rows = []
     if "met" in launch:
-        rows.append(["launch -> first metric line (CLI)", f"{launch['cli_first_metric_s']:.2f} s",
-                     f"< {LAUNCH_TARGET_S} s", "yes" if launch["met"] else "NO"])
+        rows.append(["launch -> first metric line (CLI --no-preflight)", f"{launch['cli_first_metric_s']:.2f} s",
+                     "(info)", ""])
         if launch.get("cli_checked_first_metric_s") is not None:
-            rows.append(["launch -> first metric line (CLI, with the pre-flight check)",
-                         f"{launch['cli_checked_first_metric_s']:.2f} s", "", ""])
+            rows.append(["launch -> first metric line (CLI default, with the pre-flight check)",
+                         f"{launch['cli_checked_first_metric_s']:.2f} s", f"< {LAUNCH_TARGET_S} s",
+                         "yes" if launch["met"] else "NO"])
         rows.append(["launch -> first metric line (in-process launcher)",
                      f"{launch['launcher_first_metric_s']:.2f} s", "", ""])
         if launch.get("launcher_warm_first_metric_s") is not None:

@@ -1,16 +1,22 @@
-"""Runs every benchmark, one after the other, writing ``benchmarks/results/<name>.json``.
+"""Runs the benchmarks and regenerates ``benchmarks/RESULTS.md`` from their JSON, in one command.
+
+    .venv/bin/python benchmarks/run_all.py                  # every benchmark, then RESULTS.md
+    .venv/bin/python benchmarks/run_all.py --quick          # smoke run: writes benchmarks/results/quick/
+    .venv/bin/python benchmarks/run_all.py --only train_overhead,tf_peer
+    .venv/bin/python benchmarks/run_all.py --results-only   # rebuild RESULTS.md from the JSON present
 
 Each benchmark runs in its own process (so memory figures and lazy imports are its own) and
-prints its table; at the end a summary of every target (met / missed / pending) is printed and
-written to ``benchmarks/results/summary.md``. Benchmarks never fail the build: a benchmark that
-crashes is reported as failed and the others still run.
+writes ``benchmarks/results/<name>.json``; every JSON carries a ``targets`` list of rows
+(``_common.target_row``: median, min and max of alternated pairs, the load average before and
+after). RESULTS.md is generated from those rows: never edit it by hand. The "what limits it"
+note of a missed target lives in ``benchmarks/limits.md`` under a ``## <row key>`` heading, so a
+regeneration keeps it; a missed row without a note says so.
 
-    python benchmarks/run_all.py [--quick] [--only train_overhead,input_pipeline,...]
-        [--lightning-python PATH] [--tf-python PATH]
-
-``--quick`` shrinks rounds and sizes (a smoke run, about 3 minutes) and writes to
-``benchmarks/results/quick/`` instead, so it never overwrites the figures behind RESULTS.md.
-The TF peer runs only when ``--tf-python`` (or the default /tmp/tfpeer_venv) exists.
+``--quick`` writes to ``benchmarks/results/quick/`` (RESULTS.md included), so a smoke run never
+overwrites the figures behind ``benchmarks/RESULTS.md``. The TF peer runs when ``--tf-python``
+(default ``/tmp/tfpeer_venv/bin/python``) exists; see ``tf_estimator_peer.md``. A benchmark that
+crashes is reported and the others still run; the exit status is non-zero only for ``--quick``
+(a smoke test must notice a broken script).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ import argparse
 import datetime as _dt
 import json
 import os
+import platform
+import re
 import subprocess
 import sys
 import time
@@ -27,162 +35,200 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
+RESULTS_MD = HERE / "RESULTS.md"
+LIMITS_MD = HERE / "limits.md"
 
-# name -> (script, full args, quick args)
-BENCHMARKS: dict[str, tuple[str, list[str], list[str]]] = {
-    "engine_overhead": ("engine_overhead.py", [], ["--pairs", "2", "--steps", "500"]),
-    "train_overhead": ("bench_train_overhead.py", [], ["--rounds", "1", "--steps-scale", "0.25"]),
-    "input_pipeline": ("bench_input_pipeline.py", [], ["--rows", "200000", "--rounds", "1",
-                                                       "--dataloader-rows", "50000"]),
-    "repeated_eval": ("bench_repeated_eval.py", [], ["--rounds", "1"]),
-    "predict_csv": ("bench_predict_csv.py", [], ["--rows", "200000", "--rounds", "1"]),
-    "metrics_hook": ("bench_metrics_hook.py", [], ["--rounds", "1", "--steps", "500"]),
-    "workbench": ("bench_workbench.py", [], ["--launches", "1", "--tail-lines", "200000", "--runs", "100"]),
-    "scale": ("bench_scale.py", [], ["--rounds", "1", "--steps", "300"]),
+__all__ = ["BENCHMARKS", "load_limits", "render_results", "main"]
+
+# name -> (script, full-run args); every script also takes --quick and --json
+BENCHMARKS: dict[str, tuple[str, list[str]]] = {
+    "train_overhead": ("bench_train_overhead.py", []),
+    "input_pipeline": ("bench_input_pipeline.py", []),
+    "repeated_eval": ("bench_repeated_eval.py", []),
+    "predict_csv": ("bench_predict_csv.py", []),
+    "metrics_hook": ("bench_metrics_hook.py", []),
+    "workbench": ("bench_workbench.py", []),
+    "scale": ("bench_scale.py", []),
+    "tf_peer": ("tf_peer/run_peer.py", []),
 }
+# The order of RESULTS.md's sections (issue 16's targets first).
+ORDER = ("train_overhead", "tf_peer", "repeated_eval", "predict_csv", "input_pipeline", "workbench",
+         "metrics_hook", "scale")
 
 
-def _load_from(name: str, folder: Path = RESULTS) -> dict[str, Any] | None:
-    path = folder / f"{name}.json"
+def load_limits(path: Path = LIMITS_MD) -> dict[str, str]:
+    """``## key`` sections of the hand-edited limits file -> their text (one paragraph each)."""
     if not path.exists():
-        return None
-    return json.loads(path.read_text())
+        return {}
+    notes: dict[str, str] = {}
+    key, lines = None, []
+    for line in path.read_text().splitlines():
+        match = re.match(r"^##\s+(\S+)\s*$", line)
+        if match:
+            if key:
+                notes[key] = " ".join(x.strip() for x in lines if x.strip())
+            key, lines = match.group(1), []
+        elif key:
+            lines.append(line)
+    if key:
+        notes[key] = " ".join(x.strip() for x in lines if x.strip())
+    return notes
 
 
-def _flag(ok: Any) -> str:
-    return "pending" if ok is None else ("met" if ok else "MISSED")
+def _num(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "MB":
+        return f"{value:.0f}"
+    if unit == "s":
+        return f"{value:.2f}"
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.3f}" if unit != "x" else f"{value:.2f}"
 
 
-def summary_lines(folder: Path = RESULTS) -> list[str]:
-    """One markdown table row per target, from the JSON files present in ``folder``."""
-    def _load(name: str) -> dict[str, Any] | None:  # bound to this folder
-        return _load_from(name, folder)
+def _figure(row: dict[str, Any]) -> str:
+    unit = row.get("unit", "")
+    suffix = {"x": "x", "s": " s", "MB": " MB"}.get(unit, "")
+    text = f"{_num(row['median'], unit)}{suffix}"
+    if row.get("n", 0) and row["n"] > 1:
+        text += f" ({_num(row['min'], unit)}-{_num(row['max'], unit)})"
+    return text + (f", n={row['n']}" if row.get("n") else "")
 
-    rows: list[tuple[str, str, str, str]] = []
-    r = _load("train_overhead")
-    if r:
-        for model, e in r["models"].items():
-            rows.append((f"1. Estimator.train / plain loop, {model}", f"{e['engine_over_plain']:.3f}", ">= 0.95",
-                         _flag(e["met"])))
-            if "lightning_over_plain" in e:
-                rows.append((f"   Lightning / plain loop, {model} (defaults / lean)",
-                             f"{e['lightning_over_plain']:.3f} / {e['lightning_lean_over_plain']:.3f}", "(info)", ""))
-    r = _load("engine_overhead")
-    if r:
-        rows.append(("1. engine_overhead.py (mid MLP) Estimator.train / plain", f"{r['ratio_median_of_pairs']:.3f}",
-                     ">= 0.95", _flag(r["ratio_median_of_pairs"] >= 0.95)))
-    r = _load("input_pipeline")
-    if r:
-        for name in ("pandas_input_fn", "numpy_input_fn", "numpy_input_fn_codes"):
-            s = r["systems"][name]
-            rows.append((f"2. {name} rows/s / DataLoader", f"{s['over_dataloader']:.1f}x", ">= 3x",
-                         _flag(s["over_dataloader"] >= 3)))
-    r = _load("repeated_eval")
-    if r:
-        for kind, e in r["results"].items():
-            rows.append((f"3. {kind}: later call / first call", f"{e['later_over_first']:.3f}", "< 0.3",
-                         _flag(e["met"])))
-    r = _load("predict_csv")
-    if r:
-        rows.append((f"4. predict -> CSV, {r['rows']:,} rows: peak RSS growth",
-                     f"{r['engine_peak_rss_growth_mb']:.0f} MB ({r['engine_rows_per_sec']:,.0f} rows/s)",
-                     "< 200 MB", _flag(r["met"])))
-    r = _load("metrics_hook")
-    if r:
-        if r.get("status") == "pending":
-            rows.append(("5. MetricsWriterHook every 10 / no hook", "-", ">= 0.97", "pending"))
-        else:
-            for model, e in r["models"].items():
-                rows.append((f"5. MetricsWriterHook every 10 / no hook, {model}",
-                             f"{e['every_10_over_no_hook']:.3f} (every 1: {e['every_1_over_no_hook']:.3f})",
-                             ">= 0.97", _flag(e["met"])))
-    r = _load("workbench")
-    if r:
-        launch, tail = r.get("launch", {}), r.get("tail", {})
-        if "met" in launch:
-            rows.append(("6. launch (CLI) -> first metric line", f"{launch['cli_first_metric_s']:.2f} s", "< 3 s",
-                         _flag(launch["met"])))
-            rows.append(("   launch (in-process launcher) -> first metric line",
-                         f"{launch['launcher_first_metric_s']:.2f} s", "(info)", ""))
-        else:
-            rows.append(("6. launch -> first metric line", "-", "< 3 s", "pending"))
-        if "met" in tail:
-            rows.append(("6. MetricsTail: 1,000 new lines of a 1M-line file", f"{tail['tail_read_ms']:.1f} ms",
-                         "< 50 ms", _flag(tail["met"])))
-        else:
-            rows.append(("6. MetricsTail", "-", "< 50 ms", "pending"))
-        listing = r.get("runs_listing", {})
-        for n, e in listing.items():
-            if isinstance(e, dict) and "total_ms" in e:
-                page = e.get("page_rerun_ms")
-                rows.append((f"6. runs listing, {n} runs (list + table; page rerun)",
-                             f"{e['total_ms']:.0f} ms; {'n/a' if page is None else f'{page:.0f} ms'}",
-                             "(no target)", ""))
-    r = _load("scale")
-    if r:
-        rows.append(("7. step time vs rows 10k->1M (log-log slope)", f"{r['data_step_time_slope']:.2f}",
-                     "~0 (flat)", ""))
-        rows.append(("7. peak RSS growth per MB of data", f"{r['data_extra_mb_per_data_mb']:.2f}", "~1 (linear)", ""))
-        rows.append(("7. step time vs params (log-log slope)", f"{r['model_step_time_slope_vs_params']:.2f}",
-                     "<= 1", ""))
-    for name, label in (("tf_peer", "TF peer"), ("tf_peer_fused_adam", "TF peer, engine with fused Adam")):
-        r = _load(name)
-        if not r:
-            continue
-        ratios, met = r["ratios"], r["met"]
-        rows.append((f"{label}: engine / tf.estimator train steps/s, first train() of a fresh process",
-                     f"{ratios['train_speed_engine_over_tf']:.2f}", ">= 2", _flag(met["train_speed_engine_over_tf"])))
-        if "second_train_speed_engine_over_tf" in ratios:
-            rows.append((f"{label}: the same, second train() call (steady state)",
-                         f"{ratios['second_train_speed_engine_over_tf']:.2f}", ">= 2",
-                         _flag(met["second_train_speed_engine_over_tf"])))
-        rows.append((f"{label}: whole script wall, engine / TF", f"{ratios['process_wall_engine_over_tf']:.2f}",
-                     "< 0.33", _flag(met["process_wall_engine_over_tf"])))
-    out = ["| measure | figure | target | result |", "|---|---|---|---|"]
-    out += [f"| {a} | {b} | {t} | {m} |" for a, b, t, m in rows]
+
+def _scale_rows(r: dict[str, Any]) -> list[dict[str, Any]]:
+    """bench_scale has no paired target; its slopes are shown for information."""
+    out = []
+    for key, label, value, target in (
+            ("scale_data_slope", "step time vs rows 10k -> 1M (log-log slope)", r.get("data_step_time_slope"), "~0"),
+            ("scale_rss_per_data", "peak RSS growth per MB of data", r.get("data_extra_mb_per_data_mb"), "~1"),
+            ("scale_params_slope", "step time vs parameters (log-log slope)",
+             r.get("model_step_time_slope_vs_params"), "<= 1")):
+        out.append({"key": key, "measure": label, "median": value, "min": value, "max": value, "n": 1,
+                    "unit": "", "target": f"{target} (info)", "met": None,
+                    "load_1m": [r.get("machine", {}).get("load_avg_1m")] * 2, "note": ""})
     return out
 
 
-def main() -> None:
+def render_results(folder: Path = RESULTS, limits: dict[str, str] | None = None, quick: bool = False) -> str:
+    """RESULTS.md's text from the JSON results in ``folder`` and the notes of ``limits.md``."""
+    limits = load_limits() if limits is None else limits
+    results = {}
+    for name in ORDER:
+        path = folder / f"{name}.json"
+        if path.exists():
+            results[name] = json.loads(path.read_text())
+    machines = [r["machine"] for r in results.values() if "machine" in r]
+    dates = sorted(m["date"] for m in machines if m.get("date"))
+    first = machines[0] if machines else {}
+    lines = [
+        "# Benchmark results",
+        "",
+        "<!-- Generated by benchmarks/run_all.py from benchmarks/results/*.json and benchmarks/limits.md."
+        " Do not edit: change limits.md (notes) or re-run the benchmarks. -->",
+        "",
+        f"* **Measured**: {dates[0] if dates else '-'} to {dates[-1] if dates else '-'}"
+        f"{' (QUICK smoke run: sizes and rounds shrunk, figures meaningless)' if quick else ''}.",
+        f"* **Machine**: {first.get('platform', platform.platform())}, {first.get('cpus', os.cpu_count())} CPUs, "
+        f"Python {first.get('python', platform.python_version())}, torch {first.get('torch', '?')}, "
+        f"torch threads {first.get('torch_threads', '?')}.",
+        "* **Command**: `.venv/bin/python benchmarks/run_all.py` (add `--only NAME,...` for some; "
+        "`--results-only` to regenerate this file from the JSON). The TF peer needs `/tmp/tfpeer_venv` "
+        "([tf_estimator_peer.md](tf_estimator_peer.md)).",
+        "* **Method**: every figure is the median of alternated pairs (engine and reference back to back, the "
+        "order rotated each round) with the min and max over the rounds; ratios are taken within a round. "
+        "`load` is the 1-minute load average before / after (2 cores: above ~1 the machine was shared, and "
+        "figures from a loaded machine are not verdicts).",
+        "",
+        "## Targets",
+        "",
+        "| measure | median (min-max), rounds | target | result | load | what limits it |",
+        "|---|---|---|---|---|---|",
+    ]
+    missing = []
+    for name in ORDER:
+        r = results.get(name)
+        if r is None:
+            missing.append(name)
+            continue
+        rows = r.get("targets")
+        if rows is None and name == "scale":
+            rows = _scale_rows(r)
+        if rows is None:
+            lines.append(f"| {name}: result in an old format | - | - | pending: re-run `run_all.py --only {name}` | - | |")
+            continue
+        for row in rows:
+            met = row.get("met")
+            verdict = "" if met is None else ("met" if met else "**MISSED**")
+            load = row.get("load_1m") or [None, None]
+            load_text = "/".join("-" if v is None else f"{v:.1f}" for v in load)
+            note = ""
+            if met is False:
+                note = limits.get(row["key"], f"(no note yet: add `## {row['key']}` to benchmarks/limits.md)")
+            elif row["key"] in limits and met is None:
+                note = limits[row["key"]]
+            lines.append(f"| {row['measure']} | {_figure(row)} | {row['target']} | {verdict} | {load_text} | {note} |")
+    if missing:
+        lines += ["", f"Not measured yet (no JSON in `{folder.relative_to(HERE.parent) if folder.is_relative_to(HERE.parent) else folder}`): "
+                  + ", ".join(missing) + "."]
+    lines += ["", "## Runs", "", "| benchmark | date | load at the end | command |", "|---|---|---|---|"]
+    for name in ORDER:
+        r = results.get(name)
+        if r is None:
+            continue
+        m = r.get("machine", {})
+        lines.append(f"| {name} | {m.get('date', '-')} | {m.get('load_avg_1m', 0):.1f} | "
+                     f"`{r.get('command', '-')}` |")
+    lines += ["", "Raw values (every round), per-side figures and the machine of each run: "
+              "`benchmarks/results/<benchmark>.json`.", ""]
+    return "\n".join(lines)
+
+
+def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
+    parser.add_argument("--quick", action="store_true", help="small sizes, 1 round: a smoke run")
     parser.add_argument("--only", default=None, help="comma-separated names: " + ",".join(BENCHMARKS))
     parser.add_argument("--lightning-python", default="/tmp/lightning_venv/bin/python",
-                        help="an interpreter where pytorch_lightning imports, for train_overhead")
+                        help="an interpreter where pytorch_lightning imports, for train_overhead (optional)")
     parser.add_argument("--tf-python", default="/tmp/tfpeer_venv/bin/python",
                         help="the TF 2.15 venv's python, for the TF peer (skipped when missing)")
-    parser.add_argument("--summary-only", action="store_true", help="only rebuild the summary from the JSON")
+    parser.add_argument("--results-only", "--summary-only", action="store_true", dest="results_only",
+                        help="only regenerate RESULTS.md from the JSON present")
     args = parser.parse_args()
-    out_dir = RESULTS / "quick" if args.quick else RESULTS  # a smoke run never overwrites the figures
+    out_dir = RESULTS / "quick" if args.quick else RESULTS
     out_dir.mkdir(parents=True, exist_ok=True)
-    names = [*BENCHMARKS, "tf_peer"] if not args.only else args.only.split(",")
+    names = list(BENCHMARKS) if not args.only else args.only.split(",")
+    unknown = [n for n in names if n not in BENCHMARKS]
+    if unknown:
+        parser.error(f"unknown benchmark(s) {unknown}; known: {', '.join(BENCHMARKS)}")
     status: dict[str, str] = {}
-    for name in [] if args.summary_only else names:
+    for name in [] if args.results_only else names:
+        script, full = BENCHMARKS[name]
+        python = sys.executable
+        extra: list[str] = []
         if name == "tf_peer":
             if not os.path.exists(args.tf_python):
-                status[name] = f"skipped ({args.tf_python} missing)"
+                status[name] = f"skipped ({args.tf_python} missing; see benchmarks/tf_estimator_peer.md)"
                 continue
-            cmd = [sys.executable, str(HERE / "tf_peer" / "run_peer.py"), "--tf-python", args.tf_python,
-                   "--json", str(out_dir / "tf_peer.json")] + (["--rounds", "1"] if args.quick else [])
-        else:
-            script, full, quick = BENCHMARKS[name]
-            python = sys.executable
-            if name == "train_overhead" and args.lightning_python and os.path.exists(args.lightning_python):
-                python = args.lightning_python
-            cmd = [python, str(HERE / script), *(quick if args.quick else full), "--json", str(out_dir / f"{name}.json")]
+            extra = ["--tf-python", args.tf_python]
+        if name == "train_overhead" and args.lightning_python and os.path.exists(args.lightning_python):
+            python = args.lightning_python
+        cmd = [python, str(HERE / script), *(["--quick"] if args.quick else full), *extra,
+               "--json", str(out_dir / f"{name}.json")]
         print(f"\n=== {name}: {' '.join(cmd)}", flush=True)
         start = time.perf_counter()
         code = subprocess.call(cmd, cwd=str(HERE.parent))
         status[name] = f"{'ok' if code == 0 else f'FAILED ({code})'} in {time.perf_counter() - start:.0f} s"
-    lines = summary_lines(out_dir)
-    header = [f"# Benchmark summary ({_dt.datetime.now().isoformat(timespec='seconds')}, "
-              f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}{', QUICK run' if args.quick else ''})", ""]
-    (out_dir / "summary.md").write_text("\n".join(header + lines) + "\n")
-    print("\n" + "\n".join(lines))
-    for name, text in status.items():
-        print(f"{name}: {text}")
-    print(f"wrote {out_dir / 'summary.md'}")
+    text = render_results(out_dir, quick=args.quick)
+    target = out_dir / "RESULTS.md" if args.quick else RESULTS_MD
+    target.write_text(text)
+    print()
+    for name, text_ in status.items():
+        print(f"{name}: {text_}")
+    print(f"wrote {target} ({_dt.datetime.now().isoformat(timespec='seconds')})")
+    failed = [n for n, s in status.items() if s.startswith("FAILED")]
+    return 1 if failed and args.quick else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

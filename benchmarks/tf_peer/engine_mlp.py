@@ -5,6 +5,7 @@ rows, custom ``model_fn``, default ``RunConfig``, then ``evaluate`` and ``predic
 Prints one JSON line with the same keys as ``tf_mlp.py``.
 
     .venv/bin/python benchmarks/tf_peer/engine_mlp.py [--steps 2000] [--threads 1] [--fused-adam]
+        [--model custom|canned] [--size tiny|mid]
 """
 
 from __future__ import annotations
@@ -28,7 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import estimator_engine as ee  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
-N_ROWS, N_FEATURES, N_CLASSES, BATCH = 10_000, 20, 3, 128
+N_ROWS = 10_000
+# size -> (features, hidden units, classes, batch): the same table as tf_mlp.py
+SIZES = {"tiny": (8, (16,), 2, 32), "mid": (20, (64, 32), 3, 128)}
+N_FEATURES, HIDDEN, N_CLASSES, BATCH = SIZES["mid"]
 
 
 def make_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -38,8 +42,12 @@ def make_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _mlp() -> torch.nn.Module:
-    return torch.nn.Sequential(torch.nn.Linear(N_FEATURES, 64), torch.nn.ReLU(), torch.nn.Linear(64, 32),
-                               torch.nn.ReLU(), torch.nn.Linear(32, N_CLASSES))
+    layers: list[torch.nn.Module] = []
+    width = N_FEATURES
+    for units in HIDDEN:
+        layers += [torch.nn.Linear(width, units), torch.nn.ReLU()]
+        width = units
+    return torch.nn.Sequential(*layers, torch.nn.Linear(width, N_CLASSES))
 
 
 def model_fn(features, labels, mode, params):
@@ -63,7 +71,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch default)")
     parser.add_argument("--fused-adam", action="store_true", help="torch.optim.Adam(fused=True)")
+    parser.add_argument("--model", choices=("custom", "canned"), default="custom",
+                        help="custom model_fn, or the canned ee.DNNClassifier (default Adagrad, as TF's)")
+    parser.add_argument("--size", choices=tuple(SIZES), default="mid")
     args = parser.parse_args()
+    global N_FEATURES, HIDDEN, N_CLASSES, BATCH
+    N_FEATURES, HIDDEN, N_CLASSES, BATCH = SIZES[args.size]
     logging.getLogger("estimator_engine").setLevel(logging.WARNING)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -71,8 +84,13 @@ def main() -> None:
     model_dir = tempfile.mkdtemp(prefix="tfpeer_engine_")
     try:
         start = time.perf_counter()
-        estimator = ee.Estimator(model_fn, model_dir=model_dir, config=ee.RunConfig(),
-                                 params={"fused_adam": args.fused_adam})
+        if args.model == "canned":
+            estimator = ee.DNNClassifier(
+                hidden_units=list(HIDDEN), n_classes=N_CLASSES, model_dir=model_dir, config=ee.RunConfig(),
+                feature_columns=[ee.feature_column.numeric_column("x", shape=(N_FEATURES,))])
+        else:
+            estimator = ee.Estimator(model_fn, model_dir=model_dir, config=ee.RunConfig(),
+                                     params={"fused_adam": args.fused_adam})
         estimator.train(ee.inputs.numpy_input_fn({"x": x}, y, batch_size=BATCH, num_epochs=None, shuffle=True),
                         steps=args.steps)
         train_s = time.perf_counter() - start
@@ -82,7 +100,8 @@ def main() -> None:
         evaluate_s = time.perf_counter() - t
         t = time.perf_counter()
         n = sum(1 for _ in estimator.predict(ee.inputs.numpy_input_fn({"x": x[:2000]}, batch_size=BATCH,
-                                                                      shuffle=False)))
+                                                                      shuffle=False),
+                                             predict_keys=["class_ids"]))
         predict_s = time.perf_counter() - t
         script_s = time.perf_counter() - start
         # Steady state: a second train() call of as many steps on the same estimator.
@@ -93,6 +112,7 @@ def main() -> None:
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
     print(json.dumps({"system": f"estimator_engine {ee.__version__} (torch {torch.__version__})",
+                      "model": args.model, "size": args.size,
                       "input": "numpy_input_fn", "threads": args.threads, "fused_adam": args.fused_adam, "steps": args.steps,
                       "train_s": train_s, "train_steps_per_sec": args.steps / train_s,
                       "evaluate_s": evaluate_s, "predict_s": predict_s, "predicted": n,

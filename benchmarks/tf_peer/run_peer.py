@@ -1,20 +1,28 @@
-"""Runs the TF peer comparison: ``tf_mlp.py`` (TF 2.15 venv) and ``engine_mlp.py``, alternated.
+"""Runs the TF peer comparison: tf.estimator 2.15 (its own venv) vs the engine vs plain PyTorch.
 
-Each round starts both scripts as fresh processes, in alternating order, and records their own
-timings (train, evaluate, predict, import) and the process's whole wall time. Reports medians and
-the ratios that the targets are about:
+Three workloads, each a set of scripts started as fresh processes, in an order rotated round by
+round (``_common.paired``), recording their own timings (train, second train, evaluate, predict,
+import) and the process's wall time:
 
-* train speed: engine train steps/s / tf.estimator train steps/s (target >= 2);
-* steady state: the same for a second ``train()`` call of as many steps on the same estimator
-  (TF rebuilds its graph and restores the checkpoint on every call; the engine does not);
-* whole script: engine process wall / TF process wall (target < 1/3; the second ``train()`` call,
-  made after the script's own work, is subtracted), and the same without the interpreter start
-  and imports (train + evaluate + predict inside the script).
+* ``custom_mid``: the 20-64-32-3 MLP with a custom ``model_fn`` (``tf_mlp.py`` / ``engine_mlp.py``)
+  and the same job as a plain PyTorch script (``plain_mlp.py``);
+* ``canned_tiny`` / ``canned_mid``: ``tf.estimator.DNNClassifier`` vs ``ee.DNNClassifier``
+  (8-16-2 batch 32 / 20-64-32-3 batch 128, default Adagrad on both sides).
+
+Figures (median, min, max of the per-round ratios; load average before and after):
+
+* steady state: engine / TF steps/s of the **second** ``train()`` call of as many steps on the
+  same estimator (target >= 2), for custom and both canned sizes;
+* first ``train()`` of a fresh process: the same for the first call (information);
+* whole script: the engine's process wall time / TF's (target <= 0.5) and / the plain PyTorch
+  script's (target <= 1.05); the second ``train()``, made after the script's own work, is
+  subtracted from the engine's and TF's wall time (the plain script has none).
 
 Not run in CI (it needs the separate TF venv; see ``benchmarks/tf_estimator_peer.md``).
 
-    .venv/bin/python benchmarks/tf_peer/run_peer.py --tf-python /tmp/tfpeer_venv/bin/python \
-        [--rounds 5] [--threads 1] [--json benchmarks/results/tf_peer.json]
+    .venv/bin/python benchmarks/tf_peer/run_peer.py [--tf-python /tmp/tfpeer_venv/bin/python] \
+        [--rounds 5] [--workloads custom_mid,canned_tiny,canned_mid] [--quick] \
+        [--json benchmarks/results/tf_peer.json]
 """
 
 from __future__ import annotations
@@ -23,7 +31,6 @@ import argparse
 import datetime as _dt
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -32,6 +39,21 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
+sys.path.insert(0, str(HERE.parent))
+import _common as c  # noqa: E402
+
+# workload -> system -> (script, extra args); the plain script is the whole-script reference
+WORKLOADS: dict[str, dict[str, tuple[str, list[str]]]] = {
+    "custom_mid": {"tf": ("tf_mlp.py", ["--model", "custom", "--size", "mid"]),
+                   "engine": ("engine_mlp.py", ["--model", "custom", "--size", "mid"]),
+                   "plain": ("plain_mlp.py", ["--size", "mid"])},
+    "canned_tiny": {"tf": ("tf_mlp.py", ["--model", "canned", "--size", "tiny"]),
+                    "engine": ("engine_mlp.py", ["--model", "canned", "--size", "tiny"])},
+    "canned_mid": {"tf": ("tf_mlp.py", ["--model", "canned", "--size", "mid"]),
+                   "engine": ("engine_mlp.py", ["--model", "canned", "--size", "mid"])},
+}
+KEYS = ("train_steps_per_sec", "train2_steps_per_sec", "train_s", "evaluate_s", "predict_s", "script_s",
+        "import_s", "process_wall_s")
 
 
 def _one(python: str, script: str, args: list[str]) -> dict[str, Any]:
@@ -57,53 +79,73 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--tf-input", choices=("dataset", "numpy"), default="dataset")
     parser.add_argument("--fused-adam", action="store_true", help="the engine uses torch.optim.Adam(fused=True)")
+    parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated: " + ",".join(WORKLOADS))
+    parser.add_argument("--quick", action="store_true", help="smoke run: 1 round of 200 steps")
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
     if not os.path.exists(args.tf_python):
         sys.exit(f"{args.tf_python} does not exist: create the TF venv first (benchmarks/tf_estimator_peer.md).")
+    if args.quick:
+        args.rounds, args.steps = 1, 200
     common = ["--steps", str(args.steps), "--threads", str(args.threads)]
-    runs: dict[str, list[dict[str, Any]]] = {"tf": [], "engine": []}
-    for round_ in range(args.rounds):
-        order = ("tf", "engine") if round_ % 2 == 0 else ("engine", "tf")
-        for system in order:
-            if system == "tf":
-                runs["tf"].append(_one(args.tf_python, "tf_mlp.py", [*common, "--input", args.tf_input]))
-            else:
-                runs["engine"].append(_one(args.engine_python, "engine_mlp.py",
-                                           [*common, *(["--fused-adam"] if args.fused_adam else [])]))
+    workloads: dict[str, Any] = {}
+    targets: list[dict[str, Any]] = []
+    for workload in args.workloads.split(","):
+        systems = WORKLOADS[workload]
+        runs: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
 
-    def med(system: str, key: str) -> float:
-        return statistics.median(r[key] for r in runs[system])
+        def runner(name: str, script: str, extra: list[str], runs=runs) -> Any:
+            def fn() -> float:
+                python = args.tf_python if name == "tf" else args.engine_python
+                more = ["--input", args.tf_input] if name == "tf" else []
+                if name == "engine" and args.fused_adam:
+                    more = ["--fused-adam"]
+                runs[name].append(_one(python, script, [*common, *extra, *more]))
+                return runs[name][-1]["process_wall_s"]
+            return fn
 
-    keys = ("train_steps_per_sec", "train2_steps_per_sec", "train_s", "evaluate_s", "predict_s", "script_s", "import_s", "process_wall_s")
-    summary = {system: {key: med(system, key) for key in keys} for system in runs}
-    pairs = list(zip(runs["engine"], runs["tf"]))
-    ratios = {
-        "train_speed_engine_over_tf": statistics.median(e["train_steps_per_sec"] / t["train_steps_per_sec"]
-                                                        for e, t in pairs),
-        "second_train_speed_engine_over_tf": statistics.median(
-            e["train2_steps_per_sec"] / t["train2_steps_per_sec"] for e, t in pairs),
-        "process_wall_engine_over_tf": statistics.median(e["process_wall_s"] / t["process_wall_s"] for e, t in pairs),
-        "in_script_wall_engine_over_tf": statistics.median(e["script_s"] / t["script_s"] for e, t in pairs),
-    }
-    targets = {"train_speed_engine_over_tf": (">=", 2.0), "second_train_speed_engine_over_tf": (">=", 2.0), "process_wall_engine_over_tf": ("<", 1 / 3),
-               "in_script_wall_engine_over_tf": ("<", 1 / 3)}
-    met = {k: (ratios[k] >= v if op == ">=" else ratios[k] < v) for k, (op, v) in targets.items()}
-    print(f"{'':<22}{'tf.estimator':>14}{'engine':>12}")
-    for key in keys:
-        print(f"{key:<22}{summary['tf'][key]:>14.3f}{summary['engine'][key]:>12.3f}")
-    for key, value in ratios.items():
-        op, target = targets[key]
-        print(f"{key:<36} {value:.3f}  (target {op} {target:.3g}: {'met' if met[key] else 'MISSED'})")
-    if args.json:
-        result = {"benchmark": "tf_peer", "date": _dt.datetime.now().isoformat(timespec="seconds"),
-                  "rounds": args.rounds, "steps": args.steps, "threads": args.threads, "tf_input": args.tf_input,
-                  "engine_fused_adam": args.fused_adam,
-                  "systems": {k: runs[k][0]["system"] for k in runs}, "summary": summary, "ratios": ratios,
-                  "met": met, "runs": runs, "load_avg_1m": os.getloadavg()[0]}
-        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps(result, indent=2))
-        print(f"wrote {args.json}")
+        load_before = c.load_1m()
+        c.paired({name: runner(name, script, extra) for name, (script, extra) in systems.items()}, args.rounds)
+        load = (load_before, c.load_1m())
+
+        def ratio(num: str, den: str, key: str, runs=runs) -> c.Stats:
+            return c.stats([a[key] / b[key] for a, b in zip(runs[num], runs[den])])
+
+        ratios = {"train2_steps_per_sec engine/tf": ratio("engine", "tf", "train2_steps_per_sec"),
+                  "train_steps_per_sec engine/tf": ratio("engine", "tf", "train_steps_per_sec"),
+                  "process_wall_s engine/tf": ratio("engine", "tf", "process_wall_s"),
+                  "script_s engine/tf": ratio("engine", "tf", "script_s")}
+        if "plain" in runs:
+            ratios["process_wall_s engine/plain"] = ratio("engine", "plain", "process_wall_s")
+            ratios["script_s engine/plain"] = ratio("engine", "plain", "script_s")
+        summary = {name: {key: c.stats([r[key] for r in rs if key in r]) for key in KEYS} for name, rs in runs.items()}
+        workloads[workload] = {"systems": {name: rs[0]["system"] for name, rs in runs.items()},
+                               "summary": summary, "ratios": ratios, "load_1m": list(load), "runs": runs}
+        kind = "custom model_fn" if workload.startswith("custom") else f"canned DNNClassifier {workload.split('_')[1]}"
+        targets.append(c.target_row(f"peer_{workload}_steady", f"{kind} / tf.estimator, steady state "
+                                    "(second train() steps/s)", ratios["train2_steps_per_sec engine/tf"], ">= 2",
+                                    unit="x", higher_is_better=True, threshold=2.0, load=load))
+        targets.append(c.target_row(f"peer_{workload}_first", f"{kind} / tf.estimator, first train() of a "
+                                    "fresh process (steps/s)", ratios["train_steps_per_sec engine/tf"], "(info)",
+                                    unit="x", load=load))
+        if "plain" in runs:
+            for den, label, limit in (("tf", "TF's", 0.5), ("plain", "a plain PyTorch script's", 1.05)):
+                row = c.target_row(f"peer_script_vs_{den}", f"whole train+evaluate+predict script wall time / "
+                                   f"{label}", ratios[f"process_wall_s engine/{den}"], f"<= {limit}", load=load)
+                row["met"] = row["median"] <= limit
+                targets.append(row)
+    print(f"{'workload':<12} {'system':<7} " + " ".join(f"{k:>20}" for k in KEYS))
+    for workload, w in workloads.items():
+        for name, summary in w["summary"].items():
+            print(f"{workload:<12} {name:<7} " + " ".join(
+                f"{summary[k]['median']:>20.3f}" if summary[k]["median"] is not None else f"{'-':>20}" for k in KEYS))
+    for row in targets:
+        print(f"{row['measure']:<80} {row['median']:.3f} ({row['min']:.2f}-{row['max']:.2f})  target {row['target']}: "
+              f"{'' if row['met'] is None else ('met' if row['met'] else 'MISSED')}")
+    result = {"benchmark": "tf_peer", "date": _dt.datetime.now().isoformat(timespec="seconds"),
+              "rounds": args.rounds, "steps": args.steps, "threads": args.threads, "tf_input": args.tf_input,
+              "engine_fused_adam": args.fused_adam, "workloads": workloads, "targets": targets}
+    c.write_json(result, args.json)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ is the same script on estimator_engine. Prints one JSON line:
 script's own work: the steady state).
 
     /tmp/tfpeer_venv/bin/python benchmarks/tf_peer/tf_mlp.py [--steps 2000] [--threads 1] [--input dataset|numpy]
+        [--model custom|canned] [--size tiny|mid]
 """
 
 from __future__ import annotations
@@ -32,7 +33,10 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 _IMPORT_S = time.perf_counter() - _T0
-N_ROWS, N_FEATURES, N_CLASSES, BATCH = 10_000, 20, 3, 128
+N_ROWS = 10_000
+# size -> (features, hidden units, classes, batch): the same table as engine_mlp.py
+SIZES = {"tiny": (8, (16,), 2, 32), "mid": (20, (64, 32), 3, 128)}
+N_FEATURES, HIDDEN, N_CLASSES, BATCH = SIZES["mid"]
 
 
 def make_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -42,8 +46,9 @@ def make_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def model_fn(features, labels, mode):
-    net = tf.compat.v1.layers.dense(features["x"], 64, activation=tf.nn.relu)
-    net = tf.compat.v1.layers.dense(net, 32, activation=tf.nn.relu)
+    net = features["x"]
+    for units in HIDDEN:
+        net = tf.compat.v1.layers.dense(net, units, activation=tf.nn.relu)
     logits = tf.compat.v1.layers.dense(net, N_CLASSES)
     class_ids = tf.argmax(logits, axis=1)
     if mode == tf.estimator.ModeKeys.PREDICT:
@@ -78,7 +83,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1, help="intra- and inter-op threads (0: TF default)")
     parser.add_argument("--input", choices=("dataset", "numpy"), default="dataset")
+    parser.add_argument("--model", choices=("custom", "canned"), default="custom",
+                        help="custom model_fn, or the canned tf.estimator.DNNClassifier (default Adagrad)")
+    parser.add_argument("--size", choices=tuple(SIZES), default="mid")
     args = parser.parse_args()
+    global N_FEATURES, HIDDEN, N_CLASSES, BATCH
+    N_FEATURES, HIDDEN, N_CLASSES, BATCH = SIZES[args.size]
     tf.compat.v1.logging.set_verbosity(tf.compat.v1.logging.ERROR)
     warnings.filterwarnings("ignore")
     session_config = None
@@ -89,15 +99,21 @@ def main() -> None:
     model_dir = tempfile.mkdtemp(prefix="tfpeer_tf_")
     try:
         start = time.perf_counter()
-        estimator = tf.estimator.Estimator(model_fn, model_dir=model_dir,
-                                           config=tf.estimator.RunConfig(session_config=session_config))
+        config = tf.estimator.RunConfig(session_config=session_config)
+        if args.model == "canned":
+            estimator = tf.estimator.DNNClassifier(
+                hidden_units=list(HIDDEN), n_classes=N_CLASSES, model_dir=model_dir, config=config,
+                feature_columns=[tf.feature_column.numeric_column("x", shape=(N_FEATURES,))])
+        else:
+            estimator = tf.estimator.Estimator(model_fn, model_dir=model_dir, config=config)
         estimator.train(input_fn(x, y, True, True, args.input), steps=args.steps)
         train_s = time.perf_counter() - start
         t = time.perf_counter()
         metrics = estimator.evaluate(input_fn(x[:2000], y[:2000], False, False, args.input))
         evaluate_s = time.perf_counter() - t
         t = time.perf_counter()
-        n = sum(1 for _ in estimator.predict(input_fn(x[:2000], None, False, False, args.input)))
+        n = sum(1 for _ in estimator.predict(input_fn(x[:2000], None, False, False, args.input),
+                                             predict_keys=["class_ids"]))
         predict_s = time.perf_counter() - t
         script_s = time.perf_counter() - start
         # Steady state: a second train() call of as many steps on the same estimator (TF rebuilds
@@ -107,7 +123,8 @@ def main() -> None:
         train2_s = time.perf_counter() - t
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
-    print(json.dumps({"system": f"tf.estimator {tf.__version__}", "input": args.input, "threads": args.threads,
+    print(json.dumps({"system": f"tf.estimator {tf.__version__}", "model": args.model, "size": args.size,
+                      "input": args.input, "threads": args.threads,
                       "steps": args.steps, "train_s": train_s, "train_steps_per_sec": args.steps / train_s,
                       "evaluate_s": evaluate_s, "predict_s": predict_s, "predicted": n,
                       "accuracy": float(metrics["accuracy"]), "script_s": script_s,
