@@ -1415,7 +1415,7 @@ def _tracked_module(default_name: str, config: tuple[Any, ...], factory: Callabl
     ``model_fn`` runs once per batch, so the same call finds its own module again); a different
     configuration takes the next free name, as TF's ``variable_scope(default_name=...)`` does.
     """
-    from estimator_engine.training import get_module  # sibling module, imported on use
+    from estimator_engine.model_state import get_module  # sibling module, imported on use
 
     index = 0
     while True:
@@ -1458,7 +1458,7 @@ class _Tracking:
 
     def _delegate(self) -> nn.Module | None:
         """The module to call instead of computing here, or None to compute with own weights."""
-        from estimator_engine import training  # sibling module, imported on use
+        from estimator_engine import model_state as training  # sibling module, imported on use
 
         state = training._active  # the running Estimator's ModelState (None outside one)
         if state is None or self._routing:
@@ -1676,7 +1676,7 @@ def _linear_config(columns: tuple[FeatureColumn, ...], units: int, sparse_combin
 
 
 def _in_estimator() -> bool:
-    from estimator_engine.training import get_global_step  # sibling module, imported on use
+    from estimator_engine.model_state import get_global_step  # sibling module, imported on use
 
     return get_global_step() is not None
 

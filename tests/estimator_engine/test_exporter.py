@@ -164,7 +164,7 @@ def test_an_exporter_error_names_the_exporter_and_keeps_the_evaluation(tmp_path,
     from estimator_engine.exporter import ExporterError
     from estimator_engine.summary import read_eval_metrics
     from estimator_engine.testing import make_linear_data
-    from estimator_engine.training_loop import EvalSpec, TrainSpec, train_and_evaluate
+    from estimator_engine.train_eval import EvalSpec, TrainSpec, train_and_evaluate
 
     features, labels = make_linear_data(n=64)
     est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={"learning_rate": 0.2},
