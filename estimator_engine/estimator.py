@@ -154,7 +154,7 @@ def default_training_hooks(config: RunConfig, model_dir: str, *, steps: int | No
 class _Session:
     """What hooks see of a running call (the ``Session`` protocol of ``hooks.base``)."""
 
-    __slots__ = ("_last_saved_path", "_last_saved_step", "batches", "config", "estimator", "failed", "features",
+    __slots__ = ("_last_saved_path", "_last_saved_step", "_restored_from", "batches", "config", "estimator", "failed", "features",
                  "hooks", "labels", "metrics", "mode", "model_dir", "spec", "state", "writer")
 
     def __init__(self, estimator: Estimator, state: ModelState, mode: ModeKeys, batches: Any) -> None:
@@ -172,6 +172,9 @@ class _Session:
         self.failed = False
         self._last_saved_step: int | None = None
         self._last_saved_path: str | None = None
+        # The checkpoint file this state was restored from: saving again before any step would
+        # write the same state under the same name (a resumed call's first save).
+        self._restored_from = (os.path.abspath(state.checkpoint_path), state.global_step) if state.restored else None
         self.writer = _CheckpointWriter()
 
     @property
@@ -249,20 +252,24 @@ class _Session:
             return None
         if not self.config.is_chief:
             return None
+        directory, step = checkpoint_dir or self.model_dir, self.global_step
+        path = os.path.abspath(os.path.join(directory, f"{checkpoint_basename}-{step}"))
+        if self._restored_from == (path, step):
+            # Nothing trained since the restore from this very file: it already holds this state.
+            self._last_saved_step, self._last_saved_path = step, path
+            return path
         # The snapshot is taken now (tensors copied), so training can go on while it is written.
         state = _snapshot(self.state.state_dict())
         state["rng"] = _rng_state()
         state["input"] = self.batches.state_dict() if hasattr(self.batches, "state_dict") else None
         state["hooks"] = _snapshot({_hook_key(h): h.state_dict() for h in self.hooks
                                     if hasattr(h, "state_dict") and hasattr(h, "load_state_dict")})
-        directory, step = checkpoint_dir or self.model_dir, self.global_step
         self.writer.submit(lambda: checkpoints.save_checkpoint(
             directory, state, step, keep_checkpoint_max=self.config.keep_checkpoint_max,
             keep_checkpoint_every_n_hours=self.config.keep_checkpoint_every_n_hours,
             basename=checkpoint_basename))
-        self._last_saved_step = step
-        self._last_saved_path = os.path.abspath(os.path.join(directory, f"{checkpoint_basename}-{step}"))
-        return self._last_saved_path
+        self._last_saved_step, self._last_saved_path = step, path
+        return path
 
     def wait_for_checkpoints(self) -> None:
         """Blocks until every submitted checkpoint is on disk; re-raises a failed write."""
@@ -771,7 +778,7 @@ class Estimator:
         first = True
         with _hook_lifecycle(session, hooks):
             while True:
-                with state.activated(ModeKeys.PREDICT), torch.no_grad(), spec_lib.cheap_validation():
+                with state.reentered(), torch.no_grad(), spec_lib.cheap_validation():
                     if not first:
                         batch = next(batches, _END)
                         if batch is _END:
@@ -1044,8 +1051,10 @@ def _unbatch(predictions: Any, single: bool) -> Iterator[Any]:
             if length != lengths[first_key]:
                 raise ValueError(f"Batch length of predictions should be same. {key} has different "
                                  f"batch length than others ({length} vs {lengths[first_key]} for {first_key}).")
-        for i in range(lengths[first_key]):
-            yield {k: v[i] for k, v in arrays.items()}
+        # Rows are split at C speed (list() of an array), then zipped into one dict per example.
+        keys = list(arrays)
+        for row in zip(*(list(arrays[k]) for k in keys)):
+            yield dict(zip(keys, row))
     else:
         array = predictions
         if not single:

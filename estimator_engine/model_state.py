@@ -200,6 +200,14 @@ class ModelState:
         finally:
             _active = previous
 
+    def reentered(self) -> _Reentry:
+        """Makes this state active again, in the mode last set by ``activated`` (modules untouched).
+
+        For ``predict``, which leaves the state between batches (it yields to its caller) and
+        re-enters it per batch: cheaper than ``activated``, which also sets every module's mode.
+        """
+        return _Reentry(self)
+
     def create_module(self, name: str, factory: Callable[[], torch.nn.Module]) -> torch.nn.Module:
         if not isinstance(name, str) or not name or name.startswith("/") or name.endswith("/"):
             raise ValueError(f"get_module name must be a non-empty string without leading or trailing '/', given: {name!r}")
@@ -325,6 +333,25 @@ class ModelState:
             return []
         used = set(self.variables())
         return sorted(set(self.checkpoint["variables"]) - used)
+
+
+class _Reentry:
+    """Context manager of ``ModelState.reentered`` (a class: entered once per predict batch)."""
+
+    __slots__ = ("_previous", "_state")
+
+    def __init__(self, state: ModelState) -> None:
+        self._state = state
+        self._previous: ModelState | None = None
+
+    def __enter__(self) -> ModelState:
+        global _active
+        self._previous, _active = _active, self._state
+        return self._state
+
+    def __exit__(self, *exc_info: Any) -> None:
+        global _active
+        _active = self._previous
 
 
 def _require_active(what: str) -> ModelState:

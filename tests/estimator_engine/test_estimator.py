@@ -317,6 +317,27 @@ class TestResume:
             np.testing.assert_array_equal(whole.get_variable_value(name), second.get_variable_value(name))
 
 
+    def test_resumed_call_does_not_rewrite_the_checkpoint_it_restored(self, tmp_path, monkeypatch):
+        """A resumed call's first save (the starting step) is the restored file itself: no write,
+        but its listeners still see the save, and the run resumes exactly (test above)."""
+        est = _estimator(tmp_path, save_checkpoints_steps=100)
+        est.train(_linear_input_fn(), steps=3)
+        saved = []
+        real_save = checkpoints.save_checkpoint
+        monkeypatch.setattr(checkpoints, "save_checkpoint",
+                            lambda directory, state, step, **kw: saved.append(step) or real_save(directory, state, step, **kw))
+
+        class Listener(ee.CheckpointSaverListener):
+            steps: list = []
+
+            def after_save(self, session, global_step_value):
+                self.steps.append(global_step_value)
+
+        ee.Estimator(linear_model_fn, model_dir=est.model_dir, params={},
+                     config=est.config).train(_linear_input_fn(), steps=2, saving_listeners=[Listener()])
+        assert saved == [5] and Listener.steps == [3, 5]
+        assert est.latest_checkpoint().endswith("model.ckpt-5")
+
     def test_a_finite_input_starts_over_on_every_train_call(self, tmp_path):
         """TF runs input_fn afresh on each call: an epoch loop trains one epoch per call (4, 8, 12),
         and train(steps=3) on a 4-batch epoch gives 3, 6, 9, not 3, 4, 4."""
