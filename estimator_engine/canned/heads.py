@@ -37,9 +37,12 @@ from estimator_engine.training import minimize
 __all__ = [
     "BinaryClassHead",
     "Head",
+    "LogisticRegressionHead",
     "LossReduction",
     "MetricKeys",
     "MultiClassHead",
+    "MultiLabelHead",
+    "PoissonRegressionHead",
     "PredictionKeys",
     "RegressionHead",
     "classification_head",
@@ -520,7 +523,7 @@ class BinaryClassHead(_ClassHead):
             PredictionKeys.LOGISTIC: logistic,
             PredictionKeys.PROBABILITIES: probabilities,
             PredictionKeys.CLASS_IDS: class_ids,
-            PredictionKeys.ALL_CLASS_IDS: torch.arange(2, device=logits.device).expand(logits.shape[0], 2),
+            PredictionKeys.ALL_CLASS_IDS: torch.arange(2, dtype=torch.int32, device=logits.device).expand(logits.shape[0], 2),
         })
 
     def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
@@ -602,7 +605,7 @@ class MultiClassHead(_ClassHead):
             PredictionKeys.LOGITS: logits,
             PredictionKeys.PROBABILITIES: torch.softmax(logits, dim=-1),
             PredictionKeys.CLASS_IDS: class_ids,
-            PredictionKeys.ALL_CLASS_IDS: torch.arange(n, device=logits.device).expand(logits.shape[0], n),
+            PredictionKeys.ALL_CLASS_IDS: torch.arange(n, dtype=torch.int32, device=logits.device).expand(logits.shape[0], n),
         })
 
     def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
@@ -621,15 +624,112 @@ class MultiClassHead(_ClassHead):
         }
 
 
+class MultiLabelHead(_ClassHead):
+    """Multi-label classification: an independent sigmoid per class (TF's ``MultiLabelHead``).
+
+    Labels are multi-hot ``[B, n_classes]`` (0/1 numbers). The per-example loss is the sigmoid
+    cross-entropy averaged over the classes (TF's), then weighted and reduced.
+    Predictions: ``logits``, ``probabilities`` [B,n] (sigmoid), ``classes`` [B,n] (every class
+    name, bytes). Eval metrics: ``average_loss``, ``auc``, ``auc_precision_recall`` and, per
+    threshold ``t`` in ``thresholds``, ``accuracy/positive_threshold_<t>``,
+    ``precision/positive_threshold_<t>``, ``recall/positive_threshold_<t>``.
+
+    Args:
+        n_classes: number of classes, > 1.
+        weight_column: feature key (or numeric_column) of per-example weights.
+        thresholds: probabilities in (0, 1) for the thresholded metrics.
+        label_vocabulary: class names (used for ``classes``; labels stay multi-hot).
+        loss_reduction: ``'sum_over_batch_size'`` (default) or ``'sum'``.
+        name: suffix of the metric keys.
+
+    Example:
+        >>> head = MultiLabelHead(3)
+        >>> round(float(head.loss(torch.tensor([[1, 0, 1]]), torch.zeros(1, 3))), 4)
+        0.6931
+    """
+
+    def __init__(self, n_classes: int, weight_column: Any = None, thresholds: Sequence[float] | None = None,
+                 label_vocabulary: Sequence[str] | None = None,
+                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, name: str | None = None) -> None:
+        if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes <= 1:
+            raise ValueError(f"n_classes must be > 1 for multi-label classification. Given: {n_classes!r}")
+        thresholds = tuple(thresholds or ())
+        for threshold in thresholds:
+            if not 0 < threshold < 1:
+                raise ValueError(f"thresholds must be in (0, 1) range. Given: {threshold!r}")
+        super().__init__(int(n_classes), weight_column, label_vocabulary, loss_reduction, name)
+        self.logits_dimension = int(n_classes)
+        self.thresholds = thresholds
+
+    def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
+        if not isinstance(labels, torch.Tensor):
+            array = np.asarray(labels)
+            if array.dtype.kind not in "biuf":
+                raise ValueError(f"labels must be a multi-hot tensor of 0/1 numbers [batch, "
+                                 f"{self.n_classes}], got dtype {array.dtype}.")
+            labels = torch.as_tensor(array)
+        labels_t = self._check_label_shape(labels.to(logits.device), logits, self.n_classes)
+        if check_range and labels_t.numel() and not bool(((labels_t == 0) | (labels_t == 1)).all()):
+            raise ValueError("labels must be an integer indicator Tensor with values in [0, 1] "
+                             f"(multi-hot, shape [batch, {self.n_classes}]).")
+        return labels_t.to(logits.dtype)
+
+    def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        losses = F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+        return losses.mean(dim=-1, keepdim=True)
+
+    def _prediction_keys(self) -> tuple[str, ...]:
+        names = () if torch.compiler.is_compiling() else (PredictionKeys.CLASSES,)
+        return (PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES) + names
+
+    def predictions(self, logits: torch.Tensor) -> dict[str, Any]:
+        logits = self._check_logits(logits)
+        predictions: dict[str, Any] = {PredictionKeys.LOGITS: logits,
+                                       PredictionKeys.PROBABILITIES: torch.sigmoid(logits)}
+        if not torch.compiler.is_compiling():
+            predictions[PredictionKeys.CLASSES] = np.broadcast_to(
+                self._class_names, (logits.shape[0], self.n_classes)).copy()
+        return predictions
+
+    def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
+        probabilities = predictions[PredictionKeys.PROBABILITIES]
+        element_weights = None if weights is None else weights.expand_as(probabilities)
+        ops = {
+            MetricKeys.LOSS_MEAN: metrics.mean(unweighted, weights=weights),
+            MetricKeys.AUC: metrics.auc(labels, probabilities, weights=element_weights, curve="ROC"),
+            MetricKeys.AUC_PR: metrics.auc(labels, probabilities, weights=element_weights, curve="PR"),
+        }
+        for threshold in self.thresholds:
+            above = (probabilities > threshold).to(labels.dtype)
+            ops[f"accuracy/positive_threshold_{threshold:g}"] = metrics.accuracy(
+                labels, above, weights=element_weights)
+            ops[f"precision/positive_threshold_{threshold:g}"] = metrics.precision(
+                labels, above, weights=element_weights)
+            ops[f"recall/positive_threshold_{threshold:g}"] = metrics.recall(
+                labels, above, weights=element_weights)
+        return ops
+
+    def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
+        classification = ClassificationOutput(scores=predictions[PredictionKeys.PROBABILITIES])
+        return {
+            DEFAULT_SERVING_KEY: classification,
+            _CLASSIFY_KEY: classification,
+            _PREDICT_KEY: PredictOutput(_tensor_predictions(predictions)),
+        }
+
+
 class RegressionHead(Head):
     """Regression: mean squared error on ``label_dimension`` outputs (TF's ``RegressionHead``).
 
-    Predictions: ``predictions`` [B, label_dimension]. Eval metrics: ``average_loss``,
-    ``label/mean``, ``prediction/mean``.
+    Predictions: ``predictions`` [B, label_dimension] (``inverse_link_fn(logits)`` when given,
+    then also ``logits``). Eval metrics: ``average_loss``, ``label/mean``, ``prediction/mean``.
 
     Args:
         label_dimension: number of regression targets per example, >= 1.
         weight_column, loss_reduction, name: as in ``BinaryClassHead``.
+        loss_fn: ``fn(labels, logits) -> per-element loss`` of ``logits``' shape (default: squared
+            error), as TF's ``loss_fn``.
+        inverse_link_fn: maps logits to the predicted values (e.g. ``torch.exp``).
 
     Example:
         >>> head = RegressionHead()
@@ -640,14 +740,19 @@ class RegressionHead(Head):
     _per_element_weights = True
 
     def __init__(self, label_dimension: int = 1, weight_column: Any = None,
-                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, name: str | None = None) -> None:
+                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE,
+                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+                 inverse_link_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 name: str | None = None) -> None:
         if isinstance(label_dimension, bool) or not isinstance(label_dimension, (int, np.integer)) or label_dimension < 1:
             raise ValueError(f"Invalid label_dimension {label_dimension!r}. It must be an integer >= 1.")
+        for argument, value in (("loss_fn", loss_fn), ("inverse_link_fn", inverse_link_fn)):
+            if value is not None and not callable(value):
+                raise ValueError(f"{argument} must be callable, given: {value!r}.")
         super().__init__(weight_column, loss_reduction, name)
         self.logits_dimension = int(label_dimension)
-
-    def _prediction_keys(self) -> tuple[str, ...]:
-        return (PredictionKeys.PREDICTIONS,)
+        self.loss_fn = loss_fn
+        self.inverse_link_fn = inverse_link_fn
 
     def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
         if not isinstance(labels, torch.Tensor):
@@ -660,10 +765,24 @@ class RegressionHead(Head):
         return labels.to(logits.dtype)
 
     def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
-        return (logits - labels).square()
+        if self.loss_fn is None:
+            return (logits - labels).square()
+        loss = self.loss_fn(labels, logits)
+        if not isinstance(loss, torch.Tensor) or loss.shape != logits.shape:
+            raise ValueError(f"loss_fn must return a tensor of the logits' shape {tuple(logits.shape)} "
+                             f"(one loss per element), got {getattr(loss, 'shape', type(loss).__name__)}.")
+        return loss
+
+    def _prediction_keys(self) -> tuple[str, ...]:
+        if self.inverse_link_fn is None:
+            return (PredictionKeys.PREDICTIONS,)
+        return (PredictionKeys.PREDICTIONS, PredictionKeys.LOGITS)
 
     def predictions(self, logits: torch.Tensor) -> dict[str, Any]:
-        return {PredictionKeys.PREDICTIONS: self._check_logits(logits)}
+        logits = self._check_logits(logits)
+        if self.inverse_link_fn is None:
+            return {PredictionKeys.PREDICTIONS: logits}
+        return {PredictionKeys.PREDICTIONS: self.inverse_link_fn(logits), PredictionKeys.LOGITS: logits}
 
     def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
         return {
@@ -679,6 +798,67 @@ class RegressionHead(Head):
             _REGRESS_KEY: regression,
             _PREDICT_KEY: PredictOutput(_tensor_predictions(predictions)),
         }
+
+
+class PoissonRegressionHead(RegressionHead):
+    """Poisson regression (TF's ``PoissonRegressionHead``): ``log_poisson_loss`` on log-rates.
+
+    Per element, with label ``z`` and logit ``c`` (the log of the predicted rate)::
+
+        loss = exp(c) - z * c [+ z * log(z) - z + 0.5 * log(2 * pi * z)  where z > 1]
+
+    (the bracket is Stirling's ``log(z!)``, ``compute_full_loss=True`` as in TF). Predictions:
+    ``predictions = exp(logits)`` and ``logits``.
+
+    Example:
+        >>> head = PoissonRegressionHead()
+        >>> round(float(head.loss(torch.tensor([[1.0]]), torch.tensor([[0.0]]))), 4)
+        1.0
+    """
+
+    def __init__(self, label_dimension: int = 1, weight_column: Any = None,
+                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, compute_full_loss: bool = True,
+                 name: str | None = None) -> None:
+        self.compute_full_loss = bool(compute_full_loss)
+        super().__init__(label_dimension, weight_column, loss_reduction, loss_fn=self._poisson_loss,
+                         inverse_link_fn=torch.exp, name=name)
+
+    def _poisson_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        loss = torch.exp(logits) - labels * logits
+        if self.compute_full_loss:
+            safe = torch.where(labels > 1, labels, torch.ones_like(labels))
+            stirling = safe * torch.log(safe) - safe + 0.5 * torch.log(2 * np.pi * safe)
+            loss = loss + torch.where(labels > 1, stirling, torch.zeros_like(labels))
+        return loss
+
+
+class LogisticRegressionHead(RegressionHead):
+    """Logistic regression on a probability label in [0, 1] (TF's ``LogisticRegressionHead``).
+
+    Loss: sigmoid cross-entropy; predictions: ``predictions = sigmoid(logits)`` and ``logits``;
+    metrics as ``RegressionHead``. Labels outside [0, 1] raise.
+
+    Example:
+        >>> head = LogisticRegressionHead()
+        >>> round(float(head.loss(torch.tensor([[0.5]]), torch.tensor([[0.0]]))), 4)
+        0.6931
+    """
+
+    def __init__(self, weight_column: Any = None, loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE,
+                 name: str | None = None) -> None:
+        super().__init__(1, weight_column, loss_reduction, loss_fn=self._logistic_loss,
+                         inverse_link_fn=torch.sigmoid, name=name)
+
+    def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
+        labels_t = super()._labels(labels, logits, check_range)
+        if check_range and labels_t.numel() and bool(((labels_t < 0) | (labels_t > 1)).any()):
+            raise ValueError(f"Labels must be in range [0, 1]; got values in "
+                             f"[{labels_t.min().item()!r}, {labels_t.max().item()!r}].")
+        return labels_t
+
+    @staticmethod
+    def _logistic_loss(labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        return F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
 
 
 def classification_head(n_classes: int, weight_column: Any = None,
