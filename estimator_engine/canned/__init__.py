@@ -18,6 +18,7 @@ from estimator_engine.canned.dnn_linear_combined import (
     DNNLinearCombinedEstimator,
     DNNLinearCombinedRegressor,
 )
+from estimator_engine.canned.extenders import add_metrics, forward_features
 from estimator_engine.canned.heads import (
     BinaryClassHead,
     Head,
@@ -56,4 +57,6 @@ __all__ = [
     "PoissonRegressionHead",
     "PredictionKeys",
     "RegressionHead",
+    "add_metrics",
+    "forward_features",
 ]
