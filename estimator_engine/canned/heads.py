@@ -41,6 +41,7 @@ __all__ = [
     "LossReduction",
     "MetricKeys",
     "MultiClassHead",
+    "MultiHead",
     "MultiLabelHead",
     "PoissonRegressionHead",
     "PredictionKeys",
@@ -859,6 +860,167 @@ class LogisticRegressionHead(RegressionHead):
     @staticmethod
     def _logistic_loss(labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         return F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+
+
+class MultiHead(Head):
+    """Several heads trained together on one set of logits (TF's ``MultiHead``).
+
+    ``logits`` is a dict ``{head.name: logits}`` or one tensor ``[B, sum of the heads'
+    logits_dimension]``, split in head order; ``labels`` a dict ``{head.name: labels}``. The
+    training loss is ``sum(head_weight * head loss)``. Predictions are keyed ``'<head name>/<key>'``
+    (TF keys them by the tuple ``(head name, key)``; an EstimatorSpec here needs string keys);
+    eval metrics are each head's (suffixed with its name) plus ``loss/<head name>``. Export:
+    ``serving_default`` serves the first head, each head's outputs are also under
+    ``<head name>`` / ``<head name>/<key>``, and ``predict`` merges every head's predict outputs.
+
+    Args:
+        heads: heads with distinct, non-empty names.
+        head_weights: optional loss weight per head.
+
+    Example:
+        >>> head = MultiHead([RegressionHead(name='a'), BinaryClassHead(name='b')])
+        >>> head.logits_dimension, sorted(head.predictions(torch.zeros(1, 2)))[:2]
+        (2, ['a/predictions', 'b/all_class_ids'])
+    """
+
+    def __init__(self, heads: Sequence[Head], head_weights: Sequence[float] | None = None) -> None:
+        if not heads:
+            raise ValueError(f"Must specify heads. Given: {heads!r}")
+        heads = tuple(heads)
+        if head_weights:
+            if len(head_weights) != len(heads):
+                raise ValueError(f"heads and head_weights must have the same size. Given len(heads): "
+                                 f"{len(heads)}. Given len(head_weights): {len(head_weights)}.")
+        for head in heads:
+            if not isinstance(head, Head) or isinstance(head, MultiHead):
+                raise ValueError(f"heads must be single Head instances, given: {head!r:.200}.")
+            if not head.name:
+                raise ValueError(f"All given heads must have name specified. Given: {head!r:.200}")
+        names = [head.name for head in heads]
+        if len(set(names)) != len(names):
+            raise ValueError(f"Heads must have distinct names, given: {names}.")
+        reductions = {head.loss_reduction for head in heads}
+        if len(reductions) > 1:
+            raise ValueError(f"The loss_reduction must be the same for different heads. Given: "
+                             f"{[head.loss_reduction for head in heads]}")
+        super().__init__(None, reductions.pop(), "_".join(names))
+        self.heads = heads
+        self.head_weights = tuple(float(w) for w in head_weights) if head_weights else ()
+        self.logits_dimension = sum(head.logits_dimension for head in heads)
+
+    def _key(self, key: str) -> str:
+        return key  # each head already suffixes its own keys
+
+    def _split_logits(self, logits: Any) -> dict[str, torch.Tensor]:
+        if isinstance(logits, Mapping):
+            missing = [h.name for h in self.heads if h.name not in logits]
+            if missing:
+                raise ValueError(f"logits has missing values for head(s): {missing}")
+            return {h.name: logits[h.name] for h in self.heads}
+        logits = Head._check_logits(self, logits)
+        parts = torch.split(logits, [h.logits_dimension for h in self.heads], dim=-1)
+        return {h.name: part for h, part in zip(self.heads, parts)}
+
+    def _split_labels(self, labels: Any) -> Mapping[str, Any]:
+        if not isinstance(labels, Mapping):
+            raise ValueError(f"labels must be a dict. Given: {labels!r:.200}")
+        missing = [h.name for h in self.heads if h.name not in labels]
+        if missing:
+            raise ValueError(f"labels has missing values for head(s): {missing}")
+        return labels
+
+    def _head_losses(self, features, logits_dict, labels) -> list[torch.Tensor]:
+        return [head.loss(labels[head.name], logits_dict[head.name], features) for head in self.heads]
+
+    def _merged_loss(self, losses: Sequence[torch.Tensor],
+                     regularization_losses: Sequence[torch.Tensor] | None) -> torch.Tensor:
+        if self.head_weights:
+            losses = [loss * weight for loss, weight in zip(losses, self.head_weights)]
+        total = losses[0]
+        for loss in losses[1:]:
+            total = total + loss
+        if regularization_losses:
+            total = total + sum(regularization_losses)
+        return total
+
+    def loss(self, labels: Any, logits: Any, features: Any = None, mode: Any = None,
+             regularization_losses: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+        """``sum(head_weight * head.loss)`` plus the regularization losses."""
+        logits_dict = self._split_logits(logits)
+        labels = self._split_labels(labels)
+        return self._merged_loss(self._head_losses(features, logits_dict, labels), regularization_losses)
+
+    def _prediction_keys(self) -> tuple[str, ...]:
+        return tuple(f"{h.name}/{k}" for h in self.heads for k in h._prediction_keys())
+
+    def predictions(self, logits: Any) -> dict[str, Any]:
+        logits_dict = self._split_logits(logits)
+        return {f"{head.name}/{key}": value for head in self.heads
+                for key, value in head.predictions(logits_dict[head.name]).items()}
+
+    def metrics(self, labels: Any, logits: Any, features: Any = None,
+                regularization_losses: Sequence[torch.Tensor] | None = None) -> dict[str, MetricOp]:
+        logits_dict = self._split_logits(logits)
+        labels = self._split_labels(labels)
+        ops: dict[str, MetricOp] = {}
+        with torch.no_grad():
+            for head, loss in zip(self.heads, self._head_losses(features, logits_dict, labels)):
+                ops[f"{MetricKeys.LOSS}/{head.name}"] = metrics.mean(loss.detach())
+                ops.update(head.metrics(labels[head.name], logits_dict[head.name], features))
+            if regularization_losses:
+                total = sum(torch.as_tensor(r).detach().reshape(()) for r in regularization_losses)
+                ops[MetricKeys.LOSS_REGULARIZATION] = metrics.mean(total)
+        return ops
+
+    def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
+        per_head = {}
+        for head in self.heads:
+            prefix = f"{head.name}/"
+            own = {k[len(prefix):]: v for k, v in predictions.items() if k.startswith(prefix)}
+            per_head[head.name] = head._export_outputs(own)
+        first = per_head[self.heads[0].name]
+        if DEFAULT_SERVING_KEY not in first:
+            raise ValueError(f"{self.heads[0].name} did not specify default export_outputs.")
+        outputs: dict[str, Any] = {DEFAULT_SERVING_KEY: first[DEFAULT_SERVING_KEY]}
+        merged: dict[str, torch.Tensor] = {}
+        for name, head_outputs in per_head.items():
+            for key, output in head_outputs.items():
+                outputs[name if key == DEFAULT_SERVING_KEY else f"{name}/{key}"] = output
+                if key == _PREDICT_KEY and isinstance(output, PredictOutput):
+                    merged.update({f"{name}/{k}": v for k, v in output.outputs.items()})
+        outputs[_PREDICT_KEY] = PredictOutput(merged)
+        return outputs
+
+    def create_estimator_spec(self, features: Any, mode: ModeKeys | str, logits: Any,
+                              labels: Any = None, optimizer: torch.optim.Optimizer | None = None,
+                              train_op_fn: Callable[[torch.Tensor], Any] | None = None,
+                              regularization_losses: Sequence[torch.Tensor] | None = None
+                              ) -> EstimatorSpec:
+        """The merged spec: see the class docstring."""
+        mode = ModeKeys(mode)
+        logits_dict = self._split_logits(logits)
+        if mode == ModeKeys.PREDICT:
+            predictions = self.predictions(logits_dict)
+            return EstimatorSpec(mode, predictions=predictions, export_outputs=self._export_outputs(predictions))
+        self._require_labels_dict(labels)
+        labels = self._split_labels(labels)
+        loss = self._merged_loss(self._head_losses(features, logits_dict, labels), regularization_losses)
+        if mode == ModeKeys.EVAL:
+            return EstimatorSpec(mode, predictions=self.predictions(logits_dict), loss=loss,
+                                 eval_metric_ops=self.metrics(labels, logits_dict, features,
+                                                              regularization_losses))
+        if (optimizer is None) == (train_op_fn is None):
+            raise ValueError("In TRAIN mode, exactly one of optimizer and train_op_fn must be set; "
+                             f"given optimizer={optimizer!r}, train_op_fn={train_op_fn!r}.")
+        train_op = minimize(optimizer, loss) if optimizer is not None else train_op_fn(loss)
+        predictions = _LazyPredictions(lambda: self.predictions(logits_dict), self._prediction_keys())
+        return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op)
+
+    def _require_labels_dict(self, labels: Any) -> None:
+        if labels is None:
+            raise ValueError("You must provide a labels Tensor. Given: None. Suggested "
+                             "troubleshooting steps: Check that your data contain your label feature. "
+                             "Check that your input_fn properly parses and returns labels.")
 
 
 def classification_head(n_classes: int, weight_column: Any = None,

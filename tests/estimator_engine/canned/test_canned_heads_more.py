@@ -132,3 +132,51 @@ def test_estimators_require_a_head():
         LinearEstimator(None, [fc.numeric_column("x")])
     with pytest.raises(TypeError, match="head must be a Head instance"):
         DNNLinearCombinedEstimator(RegressionHead, linear_feature_columns=[fc.numeric_column("x")])
+
+
+def test_multi_head_by_hand():
+    from estimator_engine.canned import MultiHead
+
+    head = MultiHead([RegressionHead(name="a"), BinaryClassHead(name="b")], head_weights=[1.0, 2.0])
+    assert head.logits_dimension == 2 and head.name == "a_b"
+    logits = torch.tensor([[1.0, 0.5], [2.0, -1.0]])
+    labels = {"a": torch.tensor([[0.0], [2.0]]), "b": torch.tensor([[1], [0]])}
+    loss_a = ((1.0 - 0.0) ** 2 + 0.0) / 2
+    loss_b = (_bce(1, 0.5) + _bce(0, -1.0)) / 2
+    assert float(head.loss(labels, logits)) == pytest.approx(loss_a + 2 * loss_b, rel=1e-6)
+    # A dict of logits gives the same loss.
+    split = {"a": logits[:, :1], "b": logits[:, 1:]}
+    assert float(head.loss(labels, split)) == pytest.approx(loss_a + 2 * loss_b, rel=1e-6)
+    ops = {k: float(v.result()) for k, v in head.metrics(labels, logits).items()}
+    assert ops["loss/a"] == pytest.approx(loss_a) and ops["loss/b"] == pytest.approx(loss_b, rel=1e-6)
+    assert ops["average_loss/a"] == pytest.approx(loss_a) and ops["accuracy/b"] == 1.0
+    predictions = head.predictions(logits)
+    assert predictions["a/predictions"].tolist() == [[1.0], [2.0]]
+    assert predictions["b/class_ids"].tolist() == [[1], [0]]
+    spec = head.create_estimator_spec({}, ee.ModeKeys.PREDICT, logits)
+    assert {"serving_default", "a", "b", "predict", "a/regression", "b/classification"} <= set(spec.export_outputs)
+    assert "b/probabilities" in spec.export_outputs["predict"].outputs
+    with pytest.raises(ValueError, match=r"labels has missing values for head\(s\): \['b'\]"):
+        head.loss({"a": labels["a"]}, logits)
+    with pytest.raises(ValueError, match="All given heads must have name specified"):
+        MultiHead([RegressionHead()])
+    with pytest.raises(ValueError, match="heads and head_weights must have the same size"):
+        MultiHead([RegressionHead(name="a")], head_weights=[1.0, 2.0])
+
+
+def test_dnn_estimator_with_a_multi_head(tmp_path):
+    from estimator_engine.canned import MultiHead
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(64, 2)).astype(np.float32)
+    labels = {"size": (x.sum(axis=1, keepdims=True)).astype(np.float32),
+              "sign": (x[:, :1] > 0).astype(np.int64)}
+    head = MultiHead([RegressionHead(name="size"), BinaryClassHead(name="sign")])
+    est = DNNEstimator(head, [8], [fc.numeric_column("x", shape=2)], model_dir=str(tmp_path),
+                       optimizer=functools.partial(torch.optim.Adam, lr=0.05))
+    est.train(ee.inputs.numpy_input_fn({"x": x}, labels, batch_size=32, num_epochs=None, shuffle=True), steps=100)
+    result = est.evaluate(ee.inputs.numpy_input_fn({"x": x}, labels, shuffle=False))
+    assert {"loss/size", "loss/sign", "average_loss/size", "accuracy/sign", "auc/sign"} <= set(result)
+    assert result["accuracy/sign"] > 0.9
+    first = next(est.predict(ee.inputs.numpy_input_fn({"x": x[:1]}, shuffle=False)))
+    assert {"size/predictions", "sign/class_ids", "sign/probabilities"} <= set(first)
