@@ -70,6 +70,7 @@ __all__ = [
     "IndicatorColumn",
     "LinearModel",
     "NumericColumn",
+    "SharedEmbeddingColumn",
     "VocabularyFileCategoricalColumn",
     "VocabularyListCategoricalColumn",
     "WeightedCategoricalColumn",
@@ -86,6 +87,8 @@ __all__ = [
     "input_layer",
     "linear_model",
     "numeric_column",
+    "shared_embedding_columns",
+    "shared_embeddings",
     "variable_scope_name",
     "weighted_categorical_column",
 ]
@@ -1030,6 +1033,22 @@ class EmbeddingColumn(DenseColumn):
         return self.categorical_column._ids(cache).combine(table, self.combiner, self.max_norm)
 
 
+@dataclasses.dataclass(frozen=True)
+class SharedEmbeddingColumn(EmbeddingColumn):
+    """An embedding whose table is shared by several categorical columns (``shared_embedding_columns``).
+
+    The table is named after ``shared_embedding_collection_name``
+    (``<layer>/<collection>/embedding_weights``) and owned once by the ``DenseFeatures`` that
+    uses the columns.
+    """
+
+    shared_embedding_collection_name: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.categorical_column.name}_shared_embedding"
+
+
 # --------------------------------------------------------------------------------------------
 # Constructors (TF's signatures and validation).
 # --------------------------------------------------------------------------------------------
@@ -1322,6 +1341,68 @@ def embedding_column(categorical_column: CategoricalColumn, dimension: int, comb
                            bool(trainable))
 
 
+def shared_embedding_columns(categorical_columns: Sequence[CategoricalColumn], dimension: int,
+                             combiner: str = "mean", initializer: Callable[..., Any] | None = None,
+                             shared_embedding_collection_name: str | None = None,
+                             ckpt_to_load_from: str | os.PathLike | None = None,
+                             tensor_name_in_ckpt: str | None = None, max_norm: float | None = None,
+                             trainable: bool = True) -> list[SharedEmbeddingColumn]:
+    """Embeddings of several categorical columns through one shared table (TF's
+    ``shared_embedding_columns`` / ``shared_embeddings``).
+
+    Each returned column embeds its own ids; all look rows up in the same ``[num_buckets,
+    dimension]`` table, named ``<collection>/embedding_weights`` inside the ``DenseFeatures`` /
+    ``input_layer`` that uses them. The default collection name is the sorted column names
+    joined by ``_`` plus ``_shared_embedding``.
+
+    Args:
+        categorical_columns: columns with the same ``num_buckets`` (e.g. watched and
+            to-watch video ids over one vocabulary).
+        dimension, combiner, initializer, ckpt_to_load_from, tensor_name_in_ckpt, max_norm,
+        trainable: as in ``embedding_column``.
+        shared_embedding_collection_name: the table's name.
+
+    Example:
+        >>> a = categorical_column_with_identity("a", 3)
+        >>> b = categorical_column_with_identity("b", 3)
+        >>> [c.name for c in shared_embedding_columns([b, a], 2)]
+        ['b_shared_embedding', 'a_shared_embedding']
+        >>> shared_embedding_columns([a, b], 2)[0].shared_embedding_collection_name
+        'a_b_shared_embedding'
+    """
+    if isinstance(categorical_columns, (CategoricalColumn, str)) or not isinstance(categorical_columns, Iterable):
+        raise ValueError(f"categorical_columns must be a list of categorical columns, given: "
+                         f"{categorical_columns!r:.200}.")
+    columns = list(categorical_columns)
+    if not columns:
+        raise ValueError("categorical_columns must not be empty.")
+    for column in columns:
+        if not isinstance(column, CategoricalColumn):
+            raise ValueError(f"All categorical_columns must be subclasses of _CategoricalColumn. "
+                             f"Given: {column!r:.200}, of type: {type(column).__name__}")
+    first = columns[0]
+    for column in columns[1:]:
+        if column.num_buckets != first.num_buckets:
+            raise ValueError(f"To use shared_embedding_column, all categorical_columns must have the "
+                             f"same number of buckets. Given column: {first.name} with buckets: "
+                             f"{first.num_buckets} does not match column: {column.name} with "
+                             f"buckets: {column.num_buckets}")
+    if shared_embedding_collection_name is None:
+        shared_embedding_collection_name = "_".join(sorted(c.name for c in columns)) + "_shared_embedding"
+    elif not isinstance(shared_embedding_collection_name, str) or not shared_embedding_collection_name:
+        raise ValueError(f"shared_embedding_collection_name must be a non-empty string, given: "
+                         f"{shared_embedding_collection_name!r}.")
+    # embedding_column's checks, once per column (same messages).
+    base = [embedding_column(c, dimension, combiner, initializer, ckpt_to_load_from,
+                             tensor_name_in_ckpt, max_norm, trainable) for c in columns]
+    return [SharedEmbeddingColumn(*(getattr(e, f.name) for f in dataclasses.fields(EmbeddingColumn)),
+                                  shared_embedding_collection_name=shared_embedding_collection_name)
+            for e in base]
+
+
+shared_embeddings = shared_embedding_columns
+
+
 def indicator_column(categorical_column: CategoricalColumn) -> IndicatorColumn:
     """Multi-hot representation of a categorical column (TF's ``indicator_column``): for each row
     a ``num_buckets`` vector of id counts.
@@ -1527,11 +1608,19 @@ class DenseFeatures(_Tracking, nn.Module):
         self.register_buffer("_device_anchor", torch.empty(0), persistent=False)
         # (column, name of the module holding its table or None), resolved once, not per batch.
         self._plan: tuple[tuple[DenseColumn, str | None], ...] = tuple(
-            (column, variable_scope_name(column.name) if isinstance(column, EmbeddingColumn) else None)
-            for column in self.feature_columns)
+            (column, _table_name(column)) for column in self.feature_columns)
         for column, holder in self._plan:
-            if holder is not None:
+            if holder is None:
+                continue
+            owner = self._modules.get(holder)
+            if owner is None:
                 self._modules[holder] = _EmbeddingWeights(column, trainable)
+            elif tuple(owner.embedding_weights.shape) != (column.categorical_column.num_buckets,
+                                                          column.dimension):
+                raise ValueError(f"Shared embedding {holder!r}: column {column.name} needs a table of "
+                                 f"[{column.categorical_column.num_buckets}, {column.dimension}], "
+                                 f"the collection's is {list(owner.embedding_weights.shape)}. Build "
+                                 "the columns with one shared_embedding_columns call.")
         self._default_scope = name or "dense_features"
         self._init_tracking(_dense_config(self.feature_columns, trainable))
 
@@ -1549,6 +1638,15 @@ class DenseFeatures(_Tracking, nn.Module):
         outputs = [column._dense(cache, None if holder is None else modules[holder].embedding_weights)
                    for column, holder in self._plan]
         return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)
+
+
+def _table_name(column: DenseColumn) -> str | None:
+    """The submodule holding a column's embedding table: one per shared collection."""
+    if isinstance(column, SharedEmbeddingColumn):
+        return variable_scope_name(column.shared_embedding_collection_name)
+    if isinstance(column, EmbeddingColumn):
+        return variable_scope_name(column.name)
+    return None
 
 
 def _dense_columns(feature_columns: Any) -> tuple[DenseColumn, ...]:
@@ -1611,6 +1709,10 @@ class LinearModel(_Tracking, nn.Module):
         self.bias_weights = nn.Parameter(torch.zeros(self.units), requires_grad=trainable)
         plan = []
         for column in self.feature_columns:
+            if isinstance(column, SharedEmbeddingColumn):
+                raise ValueError(f"LinearModel does not support shared embedding columns "
+                                 f"({column.name}); use them in DenseFeatures / input_layer, or give "
+                                 "the linear model the categorical columns themselves.")
             if isinstance(column, CategoricalColumn):
                 rows = column.num_buckets
             else:
@@ -1687,7 +1789,7 @@ def _fill_cols_to_vars(cols_to_vars: dict[Any, list[torch.Tensor]] | None, modul
         return
     inner = _inner(module)
     for column in inner.feature_columns:
-        holder = inner._modules.get(variable_scope_name(column.name))
+        holder = inner._modules.get(_table_name(column) or variable_scope_name(column.name))
         cols_to_vars[column] = [] if holder is None else list(holder.parameters())
     if with_bias:
         cols_to_vars["bias"] = [inner.bias_weights]

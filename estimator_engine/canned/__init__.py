@@ -12,21 +12,27 @@ Example:
 from __future__ import annotations
 
 from estimator_engine.canned.baseline import BaselineClassifier, BaselineRegressor
-from estimator_engine.canned.dnn import DNNClassifier, DNNRegressor
+from estimator_engine.canned.dnn import DNNClassifier, DNNEstimator, DNNRegressor
 from estimator_engine.canned.dnn_linear_combined import (
     DNNLinearCombinedClassifier,
+    DNNLinearCombinedEstimator,
     DNNLinearCombinedRegressor,
 )
+from estimator_engine.canned.extenders import add_metrics, forward_features
 from estimator_engine.canned.heads import (
     BinaryClassHead,
     Head,
+    LogisticRegressionHead,
     LossReduction,
     MetricKeys,
     MultiClassHead,
+    MultiHead,
+    MultiLabelHead,
+    PoissonRegressionHead,
     PredictionKeys,
     RegressionHead,
 )
-from estimator_engine.canned.linear import LinearClassifier, LinearRegressor
+from estimator_engine.canned.linear import LinearClassifier, LinearEstimator, LinearRegressor
 from estimator_engine.canned.optimizers import Ftrl
 
 __all__ = [
@@ -34,16 +40,25 @@ __all__ = [
     "BaselineRegressor",
     "BinaryClassHead",
     "DNNClassifier",
+    "DNNEstimator",
     "DNNLinearCombinedClassifier",
+    "DNNLinearCombinedEstimator",
     "DNNLinearCombinedRegressor",
     "DNNRegressor",
     "Ftrl",
     "Head",
     "LinearClassifier",
+    "LinearEstimator",
     "LinearRegressor",
+    "LogisticRegressionHead",
     "LossReduction",
     "MetricKeys",
     "MultiClassHead",
+    "MultiHead",
+    "MultiLabelHead",
+    "PoissonRegressionHead",
     "PredictionKeys",
     "RegressionHead",
+    "add_metrics",
+    "forward_features",
 ]

@@ -32,7 +32,7 @@ from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec
 from estimator_engine.model_state import get_module, get_optimizer
 
-__all__ = ["DNNClassifier", "DNNRegressor", "Dense", "dnn_logits"]
+__all__ = ["DNNClassifier", "DNNEstimator", "DNNRegressor", "Dense", "check_head", "dnn_logits"]
 
 # TF 2's DNN estimators build a named optimizer with Keras' default learning rate
 # (get_optimizer_instance_v2(optimizer) without one: 0.001, SGD 0.01); TF 1's 0.05 is not used.
@@ -190,6 +190,14 @@ def _dnn_model_fn(features: Any, labels: Any, mode: ModeKeys, head: Head, hidden
     return head.create_estimator_spec(features, mode, logits, labels, optimizer=optimizer)
 
 
+def check_head(head: Any) -> Head:
+    """The ``head`` argument of the ``*Estimator`` classes: a ``Head`` instance."""
+    if not isinstance(head, Head):
+        raise TypeError(f"head must be a Head instance (e.g. ee.canned.MultiLabelHead(n_classes=3)), "
+                        f"given: {head!r:.200}.")
+    return head
+
+
 def _check_activation(activation_fn: Any) -> Callable[[torch.Tensor], torch.Tensor]:
     if activation_fn is not None and not callable(activation_fn):
         raise TypeError(f"activation_fn must be callable (e.g. torch.relu), given: {activation_fn!r}.")
@@ -267,6 +275,41 @@ class DNNRegressor(Estimator):
                  warm_start_from: Any = None,
                  loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, batch_norm: bool = False) -> None:
         head = RegressionHead(label_dimension, weight_column=weight_column, loss_reduction=loss_reduction)
+        units = check_hidden_units(hidden_units)
+        columns = check_feature_columns(feature_columns)
+        factory = get_optimizer_factory(optimizer, _LEARNING_RATE)
+        activation = _check_activation(activation_fn)
+        rate = check_dropout(dropout)
+        use_batch_norm = bool(batch_norm)
+
+        def _model_fn(features, labels, mode):
+            return _dnn_model_fn(features, labels, mode, head, units, columns, factory, activation,
+                                 rate, use_batch_norm)
+
+        super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+                         warm_start_from=warm_start_from)
+
+
+class DNNEstimator(Estimator):
+    """A feed-forward network with a given head (TF's ``tf.estimator.DNNEstimator``).
+
+    Args:
+        head: a ``Head`` (loss, predictions, metrics), e.g. ``MultiLabelHead(n_classes=4)``.
+        hidden_units, feature_columns, model_dir, optimizer, activation_fn, dropout, config,
+        warm_start_from, batch_norm: as in ``DNNClassifier``.
+
+    Example:
+        >>> from estimator_engine import feature_column as fc
+        >>> from estimator_engine.canned.heads import RegressionHead
+        >>> est = DNNEstimator(RegressionHead(), [8], [fc.numeric_column('x')])  # doctest: +SKIP
+    """
+
+    def __init__(self, head: Head, hidden_units: Sequence[int], feature_columns: Iterable[Any],
+                 model_dir: str | os.PathLike | None = None, optimizer: Any = "Adagrad",
+                 activation_fn: Callable[[torch.Tensor], torch.Tensor] = torch.relu,
+                 dropout: float | None = None, config: RunConfig | None = None,
+                 warm_start_from: Any = None, batch_norm: bool = False) -> None:
+        head = check_head(head)
         units = check_hidden_units(hidden_units)
         columns = check_feature_columns(feature_columns)
         factory = get_optimizer_factory(optimizer, _LEARNING_RATE)

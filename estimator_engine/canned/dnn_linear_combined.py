@@ -20,6 +20,7 @@ from estimator_engine.canned.dnn import (
     _module_params,
     check_dropout,
     check_features,
+    check_head,
     check_hidden_units,
     dnn_logits,
 )
@@ -36,7 +37,7 @@ from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec
 from estimator_engine.model_state import get_optimizer
 
-__all__ = ["DNNLinearCombinedClassifier", "DNNLinearCombinedRegressor"]
+__all__ = ["DNNLinearCombinedClassifier", "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor"]
 
 # TF's defaults for the optimizers given by name.
 _DNN_LEARNING_RATE = 0.001
@@ -187,6 +188,41 @@ class DNNLinearCombinedRegressor(Estimator):
         parts = _Config(linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
                         dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner)
         head = RegressionHead(label_dimension, weight_column=weight_column, loss_reduction=loss_reduction)
+
+        def _model_fn(features, labels, mode):
+            return parts.model_fn(features, labels, mode, head)
+
+        super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+                         warm_start_from=warm_start_from)
+
+
+class DNNLinearCombinedEstimator(Estimator):
+    """Wide & deep with a given head (TF's ``tf.estimator.DNNLinearCombinedEstimator``).
+
+    Args:
+        head: a ``Head``, e.g. ``MultiLabelHead(n_classes=3)``.
+        model_dir, linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
+        dnn_hidden_units, dnn_activation_fn, dnn_dropout, config, batch_norm,
+        linear_sparse_combiner, warm_start_from: as in ``DNNLinearCombinedClassifier``.
+
+    Example:
+        >>> from estimator_engine import feature_column as fc
+        >>> from estimator_engine.canned.heads import RegressionHead
+        >>> est = DNNLinearCombinedEstimator(RegressionHead(),  # doctest: +SKIP
+        ...     linear_feature_columns=[fc.numeric_column('x')])
+    """
+
+    def __init__(self, head: Head, model_dir: str | os.PathLike | None = None,
+                 linear_feature_columns: Iterable[Any] | None = None, linear_optimizer: Any = "Ftrl",
+                 dnn_feature_columns: Iterable[Any] | None = None, dnn_optimizer: Any = "Adagrad",
+                 dnn_hidden_units: Sequence[int] | None = None,
+                 dnn_activation_fn: Callable[[torch.Tensor], torch.Tensor] = torch.relu,
+                 dnn_dropout: float | None = None, config: RunConfig | None = None,
+                 batch_norm: bool = False, linear_sparse_combiner: str = "sum",
+                 warm_start_from: Any = None) -> None:
+        head = check_head(head)
+        parts = _Config(linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
+                        dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner)
 
         def _model_fn(features, labels, mode):
             return parts.model_fn(features, labels, mode, head)

@@ -37,9 +37,13 @@ from estimator_engine.model_state import minimize
 __all__ = [
     "BinaryClassHead",
     "Head",
+    "LogisticRegressionHead",
     "LossReduction",
     "MetricKeys",
     "MultiClassHead",
+    "MultiHead",
+    "MultiLabelHead",
+    "PoissonRegressionHead",
     "PredictionKeys",
     "RegressionHead",
     "classification_head",
@@ -520,7 +524,7 @@ class BinaryClassHead(_ClassHead):
             PredictionKeys.LOGISTIC: logistic,
             PredictionKeys.PROBABILITIES: probabilities,
             PredictionKeys.CLASS_IDS: class_ids,
-            PredictionKeys.ALL_CLASS_IDS: torch.arange(2, device=logits.device).expand(logits.shape[0], 2),
+            PredictionKeys.ALL_CLASS_IDS: torch.arange(2, dtype=torch.int32, device=logits.device).expand(logits.shape[0], 2),
         })
 
     def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
@@ -602,7 +606,7 @@ class MultiClassHead(_ClassHead):
             PredictionKeys.LOGITS: logits,
             PredictionKeys.PROBABILITIES: torch.softmax(logits, dim=-1),
             PredictionKeys.CLASS_IDS: class_ids,
-            PredictionKeys.ALL_CLASS_IDS: torch.arange(n, device=logits.device).expand(logits.shape[0], n),
+            PredictionKeys.ALL_CLASS_IDS: torch.arange(n, dtype=torch.int32, device=logits.device).expand(logits.shape[0], n),
         })
 
     def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
@@ -621,15 +625,112 @@ class MultiClassHead(_ClassHead):
         }
 
 
+class MultiLabelHead(_ClassHead):
+    """Multi-label classification: an independent sigmoid per class (TF's ``MultiLabelHead``).
+
+    Labels are multi-hot ``[B, n_classes]`` (0/1 numbers). The per-example loss is the sigmoid
+    cross-entropy averaged over the classes (TF's), then weighted and reduced.
+    Predictions: ``logits``, ``probabilities`` [B,n] (sigmoid), ``classes`` [B,n] (every class
+    name, bytes). Eval metrics: ``average_loss``, ``auc``, ``auc_precision_recall`` and, per
+    threshold ``t`` in ``thresholds``, ``accuracy/positive_threshold_<t>``,
+    ``precision/positive_threshold_<t>``, ``recall/positive_threshold_<t>``.
+
+    Args:
+        n_classes: number of classes, > 1.
+        weight_column: feature key (or numeric_column) of per-example weights.
+        thresholds: probabilities in (0, 1) for the thresholded metrics.
+        label_vocabulary: class names (used for ``classes``; labels stay multi-hot).
+        loss_reduction: ``'sum_over_batch_size'`` (default) or ``'sum'``.
+        name: suffix of the metric keys.
+
+    Example:
+        >>> head = MultiLabelHead(3)
+        >>> round(float(head.loss(torch.tensor([[1, 0, 1]]), torch.zeros(1, 3))), 4)
+        0.6931
+    """
+
+    def __init__(self, n_classes: int, weight_column: Any = None, thresholds: Sequence[float] | None = None,
+                 label_vocabulary: Sequence[str] | None = None,
+                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, name: str | None = None) -> None:
+        if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) or n_classes <= 1:
+            raise ValueError(f"n_classes must be > 1 for multi-label classification. Given: {n_classes!r}")
+        thresholds = tuple(thresholds or ())
+        for threshold in thresholds:
+            if not 0 < threshold < 1:
+                raise ValueError(f"thresholds must be in (0, 1) range. Given: {threshold!r}")
+        super().__init__(int(n_classes), weight_column, label_vocabulary, loss_reduction, name)
+        self.logits_dimension = int(n_classes)
+        self.thresholds = thresholds
+
+    def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
+        if not isinstance(labels, torch.Tensor):
+            array = np.asarray(labels)
+            if array.dtype.kind not in "biuf":
+                raise ValueError(f"labels must be a multi-hot tensor of 0/1 numbers [batch, "
+                                 f"{self.n_classes}], got dtype {array.dtype}.")
+            labels = torch.as_tensor(array)
+        labels_t = self._check_label_shape(labels.to(logits.device), logits, self.n_classes)
+        if check_range and labels_t.numel() and not bool(((labels_t == 0) | (labels_t == 1)).all()):
+            raise ValueError("labels must be an integer indicator Tensor with values in [0, 1] "
+                             f"(multi-hot, shape [batch, {self.n_classes}]).")
+        return labels_t.to(logits.dtype)
+
+    def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        losses = F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+        return losses.mean(dim=-1, keepdim=True)
+
+    def _prediction_keys(self) -> tuple[str, ...]:
+        names = () if torch.compiler.is_compiling() else (PredictionKeys.CLASSES,)
+        return (PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES) + names
+
+    def predictions(self, logits: torch.Tensor) -> dict[str, Any]:
+        logits = self._check_logits(logits)
+        predictions: dict[str, Any] = {PredictionKeys.LOGITS: logits,
+                                       PredictionKeys.PROBABILITIES: torch.sigmoid(logits)}
+        if not torch.compiler.is_compiling():
+            predictions[PredictionKeys.CLASSES] = np.broadcast_to(
+                self._class_names, (logits.shape[0], self.n_classes)).copy()
+        return predictions
+
+    def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
+        probabilities = predictions[PredictionKeys.PROBABILITIES]
+        element_weights = None if weights is None else weights.expand_as(probabilities)
+        ops = {
+            MetricKeys.LOSS_MEAN: metrics.mean(unweighted, weights=weights),
+            MetricKeys.AUC: metrics.auc(labels, probabilities, weights=element_weights, curve="ROC"),
+            MetricKeys.AUC_PR: metrics.auc(labels, probabilities, weights=element_weights, curve="PR"),
+        }
+        for threshold in self.thresholds:
+            above = (probabilities > threshold).to(labels.dtype)
+            ops[f"accuracy/positive_threshold_{threshold:g}"] = metrics.accuracy(
+                labels, above, weights=element_weights)
+            ops[f"precision/positive_threshold_{threshold:g}"] = metrics.precision(
+                labels, above, weights=element_weights)
+            ops[f"recall/positive_threshold_{threshold:g}"] = metrics.recall(
+                labels, above, weights=element_weights)
+        return ops
+
+    def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
+        classification = ClassificationOutput(scores=predictions[PredictionKeys.PROBABILITIES])
+        return {
+            DEFAULT_SERVING_KEY: classification,
+            _CLASSIFY_KEY: classification,
+            _PREDICT_KEY: PredictOutput(_tensor_predictions(predictions)),
+        }
+
+
 class RegressionHead(Head):
     """Regression: mean squared error on ``label_dimension`` outputs (TF's ``RegressionHead``).
 
-    Predictions: ``predictions`` [B, label_dimension]. Eval metrics: ``average_loss``,
-    ``label/mean``, ``prediction/mean``.
+    Predictions: ``predictions`` [B, label_dimension] (``inverse_link_fn(logits)`` when given,
+    then also ``logits``). Eval metrics: ``average_loss``, ``label/mean``, ``prediction/mean``.
 
     Args:
         label_dimension: number of regression targets per example, >= 1.
         weight_column, loss_reduction, name: as in ``BinaryClassHead``.
+        loss_fn: ``fn(labels, logits) -> per-element loss`` of ``logits``' shape (default: squared
+            error), as TF's ``loss_fn``.
+        inverse_link_fn: maps logits to the predicted values (e.g. ``torch.exp``).
 
     Example:
         >>> head = RegressionHead()
@@ -640,14 +741,19 @@ class RegressionHead(Head):
     _per_element_weights = True
 
     def __init__(self, label_dimension: int = 1, weight_column: Any = None,
-                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, name: str | None = None) -> None:
+                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE,
+                 loss_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+                 inverse_link_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 name: str | None = None) -> None:
         if isinstance(label_dimension, bool) or not isinstance(label_dimension, (int, np.integer)) or label_dimension < 1:
             raise ValueError(f"Invalid label_dimension {label_dimension!r}. It must be an integer >= 1.")
+        for argument, value in (("loss_fn", loss_fn), ("inverse_link_fn", inverse_link_fn)):
+            if value is not None and not callable(value):
+                raise ValueError(f"{argument} must be callable, given: {value!r}.")
         super().__init__(weight_column, loss_reduction, name)
         self.logits_dimension = int(label_dimension)
-
-    def _prediction_keys(self) -> tuple[str, ...]:
-        return (PredictionKeys.PREDICTIONS,)
+        self.loss_fn = loss_fn
+        self.inverse_link_fn = inverse_link_fn
 
     def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
         if not isinstance(labels, torch.Tensor):
@@ -660,10 +766,24 @@ class RegressionHead(Head):
         return labels.to(logits.dtype)
 
     def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
-        return (logits - labels).square()
+        if self.loss_fn is None:
+            return (logits - labels).square()
+        loss = self.loss_fn(labels, logits)
+        if not isinstance(loss, torch.Tensor) or loss.shape != logits.shape:
+            raise ValueError(f"loss_fn must return a tensor of the logits' shape {tuple(logits.shape)} "
+                             f"(one loss per element), got {getattr(loss, 'shape', type(loss).__name__)}.")
+        return loss
+
+    def _prediction_keys(self) -> tuple[str, ...]:
+        if self.inverse_link_fn is None:
+            return (PredictionKeys.PREDICTIONS,)
+        return (PredictionKeys.PREDICTIONS, PredictionKeys.LOGITS)
 
     def predictions(self, logits: torch.Tensor) -> dict[str, Any]:
-        return {PredictionKeys.PREDICTIONS: self._check_logits(logits)}
+        logits = self._check_logits(logits)
+        if self.inverse_link_fn is None:
+            return {PredictionKeys.PREDICTIONS: logits}
+        return {PredictionKeys.PREDICTIONS: self.inverse_link_fn(logits), PredictionKeys.LOGITS: logits}
 
     def _metric_ops(self, labels, logits, predictions, unweighted, weights) -> dict[str, MetricOp]:
         return {
@@ -679,6 +799,228 @@ class RegressionHead(Head):
             _REGRESS_KEY: regression,
             _PREDICT_KEY: PredictOutput(_tensor_predictions(predictions)),
         }
+
+
+class PoissonRegressionHead(RegressionHead):
+    """Poisson regression (TF's ``PoissonRegressionHead``): ``log_poisson_loss`` on log-rates.
+
+    Per element, with label ``z`` and logit ``c`` (the log of the predicted rate)::
+
+        loss = exp(c) - z * c [+ z * log(z) - z + 0.5 * log(2 * pi * z)  where z > 1]
+
+    (the bracket is Stirling's ``log(z!)``, ``compute_full_loss=True`` as in TF). Predictions:
+    ``predictions = exp(logits)`` and ``logits``.
+
+    Example:
+        >>> head = PoissonRegressionHead()
+        >>> round(float(head.loss(torch.tensor([[1.0]]), torch.tensor([[0.0]]))), 4)
+        1.0
+    """
+
+    def __init__(self, label_dimension: int = 1, weight_column: Any = None,
+                 loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, compute_full_loss: bool = True,
+                 name: str | None = None) -> None:
+        self.compute_full_loss = bool(compute_full_loss)
+        super().__init__(label_dimension, weight_column, loss_reduction, loss_fn=self._poisson_loss,
+                         inverse_link_fn=torch.exp, name=name)
+
+    def _poisson_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        loss = torch.exp(logits) - labels * logits
+        if self.compute_full_loss:
+            safe = torch.where(labels > 1, labels, torch.ones_like(labels))
+            stirling = safe * torch.log(safe) - safe + 0.5 * torch.log(2 * np.pi * safe)
+            loss = loss + torch.where(labels > 1, stirling, torch.zeros_like(labels))
+        return loss
+
+
+class LogisticRegressionHead(RegressionHead):
+    """Logistic regression on a probability label in [0, 1] (TF's ``LogisticRegressionHead``).
+
+    Loss: sigmoid cross-entropy; predictions: ``predictions = sigmoid(logits)`` and ``logits``;
+    metrics as ``RegressionHead``. Labels outside [0, 1] raise.
+
+    Example:
+        >>> head = LogisticRegressionHead()
+        >>> round(float(head.loss(torch.tensor([[0.5]]), torch.tensor([[0.0]]))), 4)
+        0.6931
+    """
+
+    def __init__(self, weight_column: Any = None, loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE,
+                 name: str | None = None) -> None:
+        super().__init__(1, weight_column, loss_reduction, loss_fn=self._logistic_loss,
+                         inverse_link_fn=torch.sigmoid, name=name)
+
+    def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
+        labels_t = super()._labels(labels, logits, check_range)
+        if check_range and labels_t.numel() and bool(((labels_t < 0) | (labels_t > 1)).any()):
+            raise ValueError(f"Labels must be in range [0, 1]; got values in "
+                             f"[{labels_t.min().item()!r}, {labels_t.max().item()!r}].")
+        return labels_t
+
+    @staticmethod
+    def _logistic_loss(labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        return F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+
+
+class MultiHead(Head):
+    """Several heads trained together on one set of logits (TF's ``MultiHead``).
+
+    ``logits`` is a dict ``{head.name: logits}`` or one tensor ``[B, sum of the heads'
+    logits_dimension]``, split in head order; ``labels`` a dict ``{head.name: labels}``. The
+    training loss is ``sum(head_weight * head loss)``. Predictions are keyed ``'<head name>/<key>'``
+    (TF keys them by the tuple ``(head name, key)``; an EstimatorSpec here needs string keys);
+    eval metrics are each head's (suffixed with its name) plus ``loss/<head name>``. Export:
+    ``serving_default`` serves the first head, each head's outputs are also under
+    ``<head name>`` / ``<head name>/<key>``, and ``predict`` merges every head's predict outputs.
+
+    Args:
+        heads: heads with distinct, non-empty names.
+        head_weights: optional loss weight per head.
+
+    Example:
+        >>> head = MultiHead([RegressionHead(name='a'), BinaryClassHead(name='b')])
+        >>> head.logits_dimension, sorted(head.predictions(torch.zeros(1, 2)))[:2]
+        (2, ['a/predictions', 'b/all_class_ids'])
+    """
+
+    def __init__(self, heads: Sequence[Head], head_weights: Sequence[float] | None = None) -> None:
+        if not heads:
+            raise ValueError(f"Must specify heads. Given: {heads!r}")
+        heads = tuple(heads)
+        if head_weights:
+            if len(head_weights) != len(heads):
+                raise ValueError(f"heads and head_weights must have the same size. Given len(heads): "
+                                 f"{len(heads)}. Given len(head_weights): {len(head_weights)}.")
+        for head in heads:
+            if not isinstance(head, Head) or isinstance(head, MultiHead):
+                raise ValueError(f"heads must be single Head instances, given: {head!r:.200}.")
+            if not head.name:
+                raise ValueError(f"All given heads must have name specified. Given: {head!r:.200}")
+        names = [head.name for head in heads]
+        if len(set(names)) != len(names):
+            raise ValueError(f"Heads must have distinct names, given: {names}.")
+        reductions = {head.loss_reduction for head in heads}
+        if len(reductions) > 1:
+            raise ValueError(f"The loss_reduction must be the same for different heads. Given: "
+                             f"{[head.loss_reduction for head in heads]}")
+        super().__init__(None, reductions.pop(), "_".join(names))
+        self.heads = heads
+        self.head_weights = tuple(float(w) for w in head_weights) if head_weights else ()
+        self.logits_dimension = sum(head.logits_dimension for head in heads)
+
+    def _key(self, key: str) -> str:
+        return key  # each head already suffixes its own keys
+
+    def _split_logits(self, logits: Any) -> dict[str, torch.Tensor]:
+        if isinstance(logits, Mapping):
+            missing = [h.name for h in self.heads if h.name not in logits]
+            if missing:
+                raise ValueError(f"logits has missing values for head(s): {missing}")
+            return {h.name: logits[h.name] for h in self.heads}
+        logits = Head._check_logits(self, logits)
+        parts = torch.split(logits, [h.logits_dimension for h in self.heads], dim=-1)
+        return {h.name: part for h, part in zip(self.heads, parts)}
+
+    def _split_labels(self, labels: Any) -> Mapping[str, Any]:
+        if not isinstance(labels, Mapping):
+            raise ValueError(f"labels must be a dict. Given: {labels!r:.200}")
+        missing = [h.name for h in self.heads if h.name not in labels]
+        if missing:
+            raise ValueError(f"labels has missing values for head(s): {missing}")
+        return labels
+
+    def _head_losses(self, features, logits_dict, labels) -> list[torch.Tensor]:
+        return [head.loss(labels[head.name], logits_dict[head.name], features) for head in self.heads]
+
+    def _merged_loss(self, losses: Sequence[torch.Tensor],
+                     regularization_losses: Sequence[torch.Tensor] | None) -> torch.Tensor:
+        if self.head_weights:
+            losses = [loss * weight for loss, weight in zip(losses, self.head_weights)]
+        total = losses[0]
+        for loss in losses[1:]:
+            total = total + loss
+        if regularization_losses:
+            total = total + sum(regularization_losses)
+        return total
+
+    def loss(self, labels: Any, logits: Any, features: Any = None, mode: Any = None,
+             regularization_losses: Sequence[torch.Tensor] | None = None) -> torch.Tensor:
+        """``sum(head_weight * head.loss)`` plus the regularization losses."""
+        logits_dict = self._split_logits(logits)
+        labels = self._split_labels(labels)
+        return self._merged_loss(self._head_losses(features, logits_dict, labels), regularization_losses)
+
+    def _prediction_keys(self) -> tuple[str, ...]:
+        return tuple(f"{h.name}/{k}" for h in self.heads for k in h._prediction_keys())
+
+    def predictions(self, logits: Any) -> dict[str, Any]:
+        logits_dict = self._split_logits(logits)
+        return {f"{head.name}/{key}": value for head in self.heads
+                for key, value in head.predictions(logits_dict[head.name]).items()}
+
+    def metrics(self, labels: Any, logits: Any, features: Any = None,
+                regularization_losses: Sequence[torch.Tensor] | None = None) -> dict[str, MetricOp]:
+        logits_dict = self._split_logits(logits)
+        labels = self._split_labels(labels)
+        ops: dict[str, MetricOp] = {}
+        with torch.no_grad():
+            for head, loss in zip(self.heads, self._head_losses(features, logits_dict, labels)):
+                ops[f"{MetricKeys.LOSS}/{head.name}"] = metrics.mean(loss.detach())
+                ops.update(head.metrics(labels[head.name], logits_dict[head.name], features))
+            if regularization_losses:
+                total = sum(torch.as_tensor(r).detach().reshape(()) for r in regularization_losses)
+                ops[MetricKeys.LOSS_REGULARIZATION] = metrics.mean(total)
+        return ops
+
+    def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
+        per_head = {}
+        for head in self.heads:
+            prefix = f"{head.name}/"
+            own = {k[len(prefix):]: v for k, v in predictions.items() if k.startswith(prefix)}
+            per_head[head.name] = head._export_outputs(own)
+        first = per_head[self.heads[0].name]
+        if DEFAULT_SERVING_KEY not in first:
+            raise ValueError(f"{self.heads[0].name} did not specify default export_outputs.")
+        outputs: dict[str, Any] = {DEFAULT_SERVING_KEY: first[DEFAULT_SERVING_KEY]}
+        merged: dict[str, torch.Tensor] = {}
+        for name, head_outputs in per_head.items():
+            for key, output in head_outputs.items():
+                outputs[name if key == DEFAULT_SERVING_KEY else f"{name}/{key}"] = output
+                if key == _PREDICT_KEY and isinstance(output, PredictOutput):
+                    merged.update({f"{name}/{k}": v for k, v in output.outputs.items()})
+        outputs[_PREDICT_KEY] = PredictOutput(merged)
+        return outputs
+
+    def create_estimator_spec(self, features: Any, mode: ModeKeys | str, logits: Any,
+                              labels: Any = None, optimizer: torch.optim.Optimizer | None = None,
+                              train_op_fn: Callable[[torch.Tensor], Any] | None = None,
+                              regularization_losses: Sequence[torch.Tensor] | None = None
+                              ) -> EstimatorSpec:
+        """The merged spec: see the class docstring."""
+        mode = ModeKeys(mode)
+        logits_dict = self._split_logits(logits)
+        if mode == ModeKeys.PREDICT:
+            predictions = self.predictions(logits_dict)
+            return EstimatorSpec(mode, predictions=predictions, export_outputs=self._export_outputs(predictions))
+        self._require_labels_dict(labels)
+        labels = self._split_labels(labels)
+        loss = self._merged_loss(self._head_losses(features, logits_dict, labels), regularization_losses)
+        if mode == ModeKeys.EVAL:
+            return EstimatorSpec(mode, predictions=self.predictions(logits_dict), loss=loss,
+                                 eval_metric_ops=self.metrics(labels, logits_dict, features,
+                                                              regularization_losses))
+        if (optimizer is None) == (train_op_fn is None):
+            raise ValueError("In TRAIN mode, exactly one of optimizer and train_op_fn must be set; "
+                             f"given optimizer={optimizer!r}, train_op_fn={train_op_fn!r}.")
+        train_op = minimize(optimizer, loss) if optimizer is not None else train_op_fn(loss)
+        predictions = _LazyPredictions(lambda: self.predictions(logits_dict), self._prediction_keys())
+        return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op)
+
+    def _require_labels_dict(self, labels: Any) -> None:
+        if labels is None:
+            raise ValueError("You must provide a labels Tensor. Given: None. Suggested "
+                             "troubleshooting steps: Check that your data contain your label feature. "
+                             "Check that your input_fn properly parses and returns labels.")
 
 
 def classification_head(n_classes: int, weight_column: Any = None,

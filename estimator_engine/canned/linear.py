@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from estimator_engine.canned.dnn import _module_params, check_feature_columns, check_features
+from estimator_engine.canned.dnn import _module_params, check_feature_columns, check_features, check_head
 from estimator_engine.canned.heads import Head, LossReduction, RegressionHead, classification_head
 from estimator_engine.canned.optimizers import (
     build_optimizer,
@@ -28,7 +28,7 @@ from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec
 from estimator_engine.model_state import get_module, get_optimizer
 
-__all__ = ["LinearClassifier", "LinearRegressor", "linear_logits", "linear_optimizer_factory"]
+__all__ = ["LinearClassifier", "LinearEstimator", "LinearRegressor", "linear_logits", "linear_optimizer_factory"]
 
 # TF's learning rate of a named linear optimizer, and the cap of optimizer=None's FTRL rate.
 _LEARNING_RATE = 0.2
@@ -139,6 +139,35 @@ class LinearRegressor(Estimator):
                  config: RunConfig | None = None, warm_start_from: Any = None,
                  loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, sparse_combiner: str = "sum") -> None:
         head = RegressionHead(label_dimension, weight_column=weight_column, loss_reduction=loss_reduction)
+        columns = check_feature_columns(feature_columns)
+        combiner = check_sparse_combiner(sparse_combiner)
+        factory = linear_optimizer_factory(optimizer, len(columns))
+
+        def _model_fn(features, labels, mode):
+            return _linear_model_fn(features, labels, mode, head, columns, factory, combiner)
+
+        super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+                         warm_start_from=warm_start_from)
+
+
+class LinearEstimator(Estimator):
+    """A linear model with a given head (TF's ``tf.estimator.LinearEstimator``).
+
+    Args:
+        head: a ``Head``, e.g. ``PoissonRegressionHead()``.
+        feature_columns, model_dir, optimizer, config, sparse_combiner, warm_start_from: as in
+        ``LinearClassifier``.
+
+    Example:
+        >>> from estimator_engine import feature_column as fc
+        >>> from estimator_engine.canned.heads import RegressionHead
+        >>> est = LinearEstimator(RegressionHead(), [fc.numeric_column('x')])  # doctest: +SKIP
+    """
+
+    def __init__(self, head: Head, feature_columns: Iterable[Any], model_dir: str | os.PathLike | None = None,
+                 optimizer: Any = "Ftrl", config: RunConfig | None = None, sparse_combiner: str = "sum",
+                 warm_start_from: Any = None) -> None:
+        head = check_head(head)
         columns = check_feature_columns(feature_columns)
         combiner = check_sparse_combiner(sparse_combiner)
         factory = linear_optimizer_factory(optimizer, len(columns))

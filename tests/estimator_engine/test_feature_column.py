@@ -889,3 +889,51 @@ def test_layer_object_outside_an_estimator_keeps_its_own_weights():
     import copy
 
     assert torch.equal(copy.deepcopy(layer)(features), layer(features))
+
+
+# ------------------------------------------------------------------------------------------------
+# shared_embedding_columns
+# ------------------------------------------------------------------------------------------------
+
+
+def test_shared_embedding_columns_share_one_table():
+    watched = fc.categorical_column_with_identity("watched", 4)
+    to_watch = fc.categorical_column_with_identity("to_watch", 4)
+    columns = fc.shared_embedding_columns([watched, to_watch], dimension=2)
+    assert [c.name for c in columns] == ["watched_shared_embedding", "to_watch_shared_embedding"]
+    assert fc.shared_embeddings is fc.shared_embedding_columns
+    layer = fc.DenseFeatures(columns)
+    assert [name for name, _ in layer.named_parameters()] == [
+        "to_watch_watched_shared_embedding.embedding_weights"]
+    table = layer._modules["to_watch_watched_shared_embedding"].embedding_weights
+    out = layer({"watched": torch.tensor([1, 3]), "to_watch": torch.tensor([1, 0])})
+    # Sorted by column name: to_watch first, then watched; both read the same table.
+    torch.testing.assert_close(out, torch.cat([table[[1, 0]], table[[1, 3]]], dim=1))
+    variables = {}
+    fc.input_layer({"watched": torch.tensor([1]), "to_watch": torch.tensor([2])}, columns,
+                   cols_to_vars=variables)
+    assert all(len(v) == 1 for v in variables.values())
+
+
+def test_shared_embedding_columns_in_a_canned_dnn(tmp_path):
+    a = fc.categorical_column_with_vocabulary_list("a", ["x", "y", "z"])
+    b = fc.categorical_column_with_vocabulary_list("b", ["x", "y", "z"])
+    est = ee.DNNClassifier(hidden_units=[2], feature_columns=fc.shared_embedding_columns([a, b], 3),
+                           model_dir=str(tmp_path))
+    est.train(lambda: ({"a": np.array(["x", "y"], dtype=object), "b": np.array(["z", "x"], dtype=object)},
+                       torch.tensor([[0], [1]])), steps=1)
+    names = [n for n in est.get_variable_names() if "embedding" in n]
+    assert names == ["dnn/input_from_feature_columns/input_layer/a_b_shared_embedding/embedding_weights"]
+    assert est.get_variable_value(names[0]).shape == (3, 3)
+
+
+def test_shared_embedding_columns_errors():
+    a = fc.categorical_column_with_identity("a", 3)
+    with pytest.raises(ValueError, match="all categorical_columns must have the same number of buckets"):
+        fc.shared_embedding_columns([a, fc.categorical_column_with_identity("b", 4)], 2)
+    with pytest.raises(ValueError, match="All categorical_columns must be subclasses of _CategoricalColumn"):
+        fc.shared_embedding_columns([a, fc.numeric_column("n")], 2)
+    with pytest.raises(ValueError, match="Invalid dimension 0"):
+        fc.shared_embedding_columns([a], 0)
+    with pytest.raises(ValueError, match="LinearModel does not support shared embedding columns"):
+        fc.LinearModel(fc.shared_embedding_columns([a], 2))

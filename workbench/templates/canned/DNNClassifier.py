@@ -23,7 +23,7 @@ PARAMS = {
     "dropout": {"type": "float", "default": 0.0, "min": 0.0, "max": 0.9, "help": "Probability of dropping a hidden unit while training (0: none)."},
     "batch_norm": {"type": "bool", "default": False, "help": "Batch-normalise after each hidden layer."},
     "optimizer": {"type": "choice", "default": "Adagrad", "choices": ["Adagrad", "Adam", "Ftrl", "RMSProp", "SGD"], "help": "The optimizer of every layer."},
-    "learning_rate": {"type": "float", "default": 0.0, "min": 0.0, "max": 10.0, "help": "0 keeps TF's default for the estimator and optimizer (0.05 for DNN models)."},
+    "learning_rate": {"type": "float", "default": 0.0, "min": 0.0, "max": 10.0, "help": "0 keeps TF 2's default for the estimator and optimizer (Keras' rate: 0.001, SGD 0.01)."},
 }
 
 ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": torch.nn.functional.elu, "sigmoid": torch.sigmoid}

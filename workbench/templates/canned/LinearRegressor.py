@@ -16,7 +16,7 @@ DESCRIPTION = (
 
 PARAMS = {
     "optimizer": {"type": "choice", "default": "Ftrl", "choices": ["Adagrad", "Adam", "Ftrl", "RMSProp", "SGD"], "help": "The optimizer of the weights."},
-    "learning_rate": {"type": "float", "default": 0.0, "min": 0.0, "max": 10.0, "help": "0 keeps TF's default for the estimator and optimizer (Ftrl at min(0.2, 1/sqrt(number of columns)))."},
+    "learning_rate": {"type": "float", "default": 0.0, "min": 0.0, "max": 10.0, "help": "0 keeps TF 2's default for the estimator and optimizer (0.2 for a named optimizer)."},
 }
 
 
