@@ -26,8 +26,14 @@ import torch
 from estimator_engine._fn_args import fn_args
 
 __all__ = [
-    "ClusterSpec", "RunConfig", "TaskType", "apply_thread_settings", "available_cores", "thread_settings",
-    "tf_config_process_group", "usable_cores",
+    "ClusterSpec",
+    "RunConfig",
+    "TaskType",
+    "apply_thread_settings",
+    "available_cores",
+    "tf_config_process_group",
+    "thread_settings",
+    "usable_cores",
 ]
 
 
