@@ -51,9 +51,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 import torch
 from torch import nn
+
+from estimator_engine._lazy_import import pandas as pd  # imported on first use
 
 __all__ = [
     "DOT_REPLACEMENT",

@@ -26,8 +26,14 @@ import torch
 from estimator_engine._fn_args import fn_args
 
 __all__ = [
-    "ClusterSpec", "RunConfig", "TaskType", "apply_thread_settings", "available_cores", "thread_settings",
-    "tf_config_process_group", "usable_cores",
+    "ClusterSpec",
+    "RunConfig",
+    "TaskType",
+    "apply_thread_settings",
+    "available_cores",
+    "tf_config_process_group",
+    "thread_settings",
+    "usable_cores",
 ]
 
 
@@ -223,8 +229,6 @@ def _parse_tf_config(text: str | None) -> _ClusterSettings:
         raise ValueError(f"TF_CONFIG must be a JSON object, given {text!r:.200}: {error}") from None
     if not isinstance(tf_config, dict):
         raise ValueError(f"TF_CONFIG must be a JSON object, given: {text!r:.200}")
-    if tf_config:
-        _log.info("TF_CONFIG environment variable: %s", tf_config)
     service = tf_config.get("service")
     if service is not None and not isinstance(service, dict):
         raise TypeError(f'If "service" is set in TF_CONFIG, it must be a dict. Given {type(service)}')
@@ -450,6 +454,8 @@ class RunConfig:
         cluster = _INHERITED_CLUSTER.get()
         if cluster is None:  # construction reads TF_CONFIG (as TF does); replace keeps what was read
             cluster = _parse_tf_config(os.environ.get("TF_CONFIG"))
+            if cluster != _ClusterSettings():
+                _log.info("TF_CONFIG environment variable: %s", os.environ["TF_CONFIG"])
             if self.model_dir != "":  # '' is reported by _validate
                 object.__setattr__(self, "model_dir", _model_dir_with_tf_config(self.model_dir, cluster.model_dir))
         object.__setattr__(self, "_tf_cluster", cluster)

@@ -32,7 +32,7 @@ DEFAULT_BATCH_SIZE = 32
 # run's process count, not train_distribute, makes it distributed.
 RUN_CONFIG_KEYS = ("tf_random_seed", "save_summary_steps", "save_checkpoints_steps", "save_checkpoints_secs",
                    "keep_checkpoint_max", "keep_checkpoint_every_n_hours", "log_step_count_steps",
-                   "device", "precision", "compile")
+                   "device", "precision", "compile", "num_threads")
 
 
 def check_run_config(run_config: Mapping[str, Any], also_allowed: tuple[str, ...] = ()) -> None:

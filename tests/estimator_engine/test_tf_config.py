@@ -245,8 +245,8 @@ def test_model_dir_in_tf_config(tf_config):
 
 
 def test_model_dir_different_in_constructor_and_tf_config(tf_config):
-    with pytest.raises(ValueError, match="`model_dir` provided in RunConfig construct, if set, must have the "
-                                         "same value as the model_dir in TF_CONFIG. "):
+    with pytest.raises(ValueError, match=r"`model_dir` provided in RunConfig construct, if set, must have the "
+                                         r"same value as the model_dir in TF_CONFIG\. "):
         tf_config({"model_dir": "/tmp/123"}, model_dir="/tmp/456")
 
 
