@@ -199,6 +199,10 @@ def build_raw_serving_input_receiver_fn(features: Mapping[str, Any],
     for name, value in features.items():
         if not isinstance(name, str):
             raise ValueError(f"feature keys must be strings: {name!r}.")
+        if not isinstance(value, torch.Tensor) and np.asarray(value).dtype.kind in "OUS":
+            raise ValueError(f"feature {name!r} holds strings, which cannot be a raw serving tensor. Serve "
+                             "string features with build_parsing_serving_input_receiver_fn("
+                             "make_parse_example_spec(feature_columns)): the export then maps them to ids.")
         tensor = value if isinstance(value, torch.Tensor) else torch.as_tensor(np.asarray(value))
         if tensor.dim() == 0:
             raise ValueError(f"feature {name!r} must have a batch dimension, given a scalar {value!r}.")

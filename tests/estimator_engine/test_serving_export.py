@@ -303,3 +303,9 @@ def test_a_model_fn_using_dict_methods_still_exports_from_raw_tensors(tmp_path):
     expected = next(est.predict(ee.inputs.numpy_input_fn({"x": x}, batch_size=16, shuffle=False),
                                 yield_single_examples=False))["y"]
     np.testing.assert_allclose(export_lib.load(path)({"x": x})["y"].numpy(), expected, atol=1e-6)
+
+
+def test_raw_receiver_points_string_features_to_the_parsing_receiver():
+    with pytest.raises(ValueError, match=r"feature 'job' holds strings, which cannot be a raw serving tensor\. "
+                                         r"Serve string features with build_parsing_serving_input_receiver_fn"):
+        export_lib.build_raw_serving_input_receiver_fn({"job": np.array(["a", "b"], dtype=object)})
