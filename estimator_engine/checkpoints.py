@@ -44,8 +44,8 @@ import re
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
-from typing import IO, Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import IO, Any, NamedTuple, TypeGuard
 
 import numpy as np
 import torch
@@ -109,7 +109,7 @@ def _fspath(value: Any, argument: str) -> str:
     return path
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int | np.integer]:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
@@ -154,7 +154,7 @@ def remove_stale_temp_files(directory: str | os.PathLike[str]) -> list[str]:
         >>> remove_stale_temp_files("/nonexistent")
         []
     """
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(directory)
     except OSError:
@@ -172,7 +172,7 @@ def remove_stale_temp_files(directory: str | os.PathLike[str]) -> list[str]:
     return removed
 
 
-def _atomic_write(path: str, write: Callable[[IO[bytes]], None]) -> None:
+def _atomic_write(path: str, write: Callable[[IO[bytes]], object]) -> None:
     """Writes ``path`` through a temp file in the same directory: flush, fsync, ``os.replace``.
 
     A crash at any point leaves either the old file or the new one, never a torn file; the temp
@@ -344,7 +344,7 @@ def _existing_entries(checkpoint_dir: str) -> tuple[list[tuple[str, float]], flo
     state = _read_state(checkpoint_dir)
     if state is None:
         return [], None
-    stamps = state.timestamps or [None] * len(state.paths)
+    stamps: Sequence[float | None] = state.timestamps or [None] * len(state.paths)
     entries: list[tuple[str, float]] = []
     seen: set[str] = set()
     for raw, stamp in zip(state.paths, stamps):

@@ -27,9 +27,12 @@ def make_linear_data(a: float = 2.0, b: float = 3.0, n: int = 256, noise: float 
 def linear_model_fn(features: dict[str, torch.Tensor], labels: torch.Tensor | None, mode: ModeKeys,
                     params: dict[str, Any]) -> EstimatorSpec:
     """``y = w * x + b`` trained with SGD (``params['learning_rate']``, default 0.1) on MSE."""
+    if labels is None and mode != ModeKeys.PREDICT:
+        raise ValueError(f"linear_model_fn needs labels in mode {mode!r}, got labels=None; "
+                         "return (features, labels) from the input_fn.")
     linear = get_module("linear", lambda: torch.nn.Linear(1, 1))
     predictions = linear(features["x"])
-    if mode == ModeKeys.PREDICT:
+    if mode == ModeKeys.PREDICT or labels is None:  # labels is None only in PREDICT (checked above)
         return EstimatorSpec(mode, predictions={"y": predictions})
     loss = torch.nn.functional.mse_loss(predictions, labels)
     if mode == ModeKeys.EVAL:

@@ -27,7 +27,7 @@ import difflib
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -68,6 +68,11 @@ def _check_vocab(value: Any, argument: str) -> Any:
         return tuple(value)
     raise ValueError(f"`{argument}` must be a vocabulary file path (one token per line) or a list "
                      f"of str tokens, got {value!r:.100}.")
+
+
+def _checked_vocab(vocab: Vocab) -> str | tuple[str, ...]:
+    """A vocabulary field after ``_check_vocab`` normalised it (a path str or a token tuple)."""
+    return cast("str | tuple[str, ...]", vocab)
 
 
 def _read_vocab(vocab: str | tuple[str, ...], size: int, argument: str) -> list[str]:
@@ -140,11 +145,11 @@ class VocabInfo:
 
     def new_tokens(self) -> list[str]:
         """The first ``new_vocab_size`` tokens of the new vocabulary."""
-        return _read_vocab(self.new_vocab, self.new_vocab_size, "new_vocab")
+        return _read_vocab(_checked_vocab(self.new_vocab), self.new_vocab_size, "new_vocab")
 
     def old_tokens(self) -> list[str]:
         """The first ``old_vocab_size`` tokens of the old vocabulary (all when -1)."""
-        return _read_vocab(self.old_vocab, self.old_vocab_size, "old_vocab")
+        return _read_vocab(_checked_vocab(self.old_vocab), self.old_vocab_size, "old_vocab")
 
 
 def _check_selection(value: Any) -> str | tuple[str, ...] | None:
@@ -237,7 +242,7 @@ def warm_start_settings_from(value: Any) -> WarmStartSettings | None:
     if isinstance(value, WarmStartSettings):
         return value
     if isinstance(value, (str, os.PathLike)):
-        return WarmStartSettings(ckpt_to_initialize_from=value)
+        return WarmStartSettings(ckpt_to_initialize_from=os.fspath(value))
     raise ValueError(f"warm_start_from must be a string or a WarmStartSettings, given: {value!r}")
 
 
@@ -348,7 +353,7 @@ class WarmStarter:
     def _selected(self, name: str, trainable: set[str]) -> bool:
         selection = self.settings.vars_to_warm_start
         if selection is None:
-            return name in self.settings.var_name_to_vocab_info
+            return name in (self.settings.var_name_to_vocab_info or {})
         if isinstance(selection, str):
             return name in trainable and re.match(selection, name) is not None
         return any(re.match(pattern, name) is not None for pattern in selection)
@@ -372,8 +377,9 @@ class WarmStarter:
             return
         source = self._source_checkpoint()
         variables = source["variables"]
-        prev_names = self.settings.var_name_to_prev_var_name
-        vocab_infos = self.settings.var_name_to_vocab_info
+        # Both are dicts after WarmStartSettings.__post_init__; `or {}` only tells the type checker.
+        prev_names = self.settings.var_name_to_prev_var_name or {}
+        vocab_infos = self.settings.var_name_to_vocab_info or {}
         plan: list[tuple[str, torch.Tensor, torch.Tensor]] = []
         problems: list[str] = []
         for name in selected:
@@ -427,9 +433,10 @@ class WarmStarter:
         """
         viable = sorted(self._seen)
         for argument, keys, used in (
-                ("var_name_to_prev_var_name", self.settings.var_name_to_prev_var_name,
+                ("var_name_to_prev_var_name", self.settings.var_name_to_prev_var_name or {},
                  self._renamed),
-                ("var_name_to_vocab_info", self.settings.var_name_to_vocab_info, self._remapped)):
+                ("var_name_to_vocab_info", self.settings.var_name_to_vocab_info or {},
+                 self._remapped)):
             unused = sorted(set(keys) - set(used))
             if unused:
                 raise ValueError(
