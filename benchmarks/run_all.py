@@ -38,7 +38,7 @@ RESULTS = HERE / "results"
 RESULTS_MD = HERE / "RESULTS.md"
 LIMITS_MD = HERE / "limits.md"
 
-__all__ = ["BENCHMARKS", "load_limits", "render_results", "main"]
+__all__ = ["BENCHMARKS", "load_limits", "main", "render_results"]
 
 # name -> (script, full-run args); every script also takes --quick and --json
 BENCHMARKS: dict[str, tuple[str, list[str]]] = {
