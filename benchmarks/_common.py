@@ -33,11 +33,11 @@ __all__ = [
     "median",
     "noise",
     "paired",
-    "stats",
-    "target_row",
     "print_table",
     "quiet_engine",
     "rss_mb",
+    "stats",
+    "target_row",
     "write_json",
 ]
 

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/run_all.py                  # every benchmark, then RESULTS.md
     .venv/bin/python benchmarks/run_all.py --quick          # smoke run: writes benchmarks/results/quick/
-    .venv/bin/python benchmarks/run_all.py --only train_overhead,tf_peer
+    .venv/bin/python benchmarks/run_all.py --only train_overhead,tf_peer [--rounds 3]
     .venv/bin/python benchmarks/run_all.py --results-only   # rebuild RESULTS.md from the JSON present
 
 Each benchmark runs in its own process (so memory figures and lazy imports are its own) and
@@ -38,7 +38,7 @@ RESULTS = HERE / "results"
 RESULTS_MD = HERE / "RESULTS.md"
 LIMITS_MD = HERE / "limits.md"
 
-__all__ = ["BENCHMARKS", "load_limits", "render_results", "main"]
+__all__ = ["BENCHMARKS", "load_limits", "main", "render_results"]
 
 # name -> (script, full-run args); every script also takes --quick and --json
 BENCHMARKS: dict[str, tuple[str, list[str]]] = {
@@ -192,6 +192,8 @@ def main() -> int:
                         help="an interpreter where pytorch_lightning imports, for train_overhead (optional)")
     parser.add_argument("--tf-python", default="/tmp/tfpeer_venv/bin/python",
                         help="the TF 2.15 venv's python, for the TF peer (skipped when missing)")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="alternated rounds for every benchmark (launches for workbench); default: each script's own")
     parser.add_argument("--results-only", "--summary-only", action="store_true", dest="results_only",
                         help="only regenerate RESULTS.md from the JSON present")
     args = parser.parse_args()
@@ -213,6 +215,8 @@ def main() -> int:
             extra = ["--tf-python", args.tf_python]
         if name == "train_overhead" and args.lightning_python and os.path.exists(args.lightning_python):
             python = args.lightning_python
+        if args.rounds and not args.quick:
+            extra += ["--launches" if name == "workbench" else "--rounds", str(args.rounds)]
         cmd = [python, str(HERE / script), *(["--quick"] if args.quick else full), *extra,
                "--json", str(out_dir / f"{name}.json")]
         print(f"\n=== {name}: {' '.join(cmd)}", flush=True)
