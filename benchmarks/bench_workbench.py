@@ -19,7 +19,7 @@
 2. ``MetricsTail.read()`` of 1,000 lines appended to a 1,000,000-line ``metrics.jsonl`` (after an
    initial read to the end; target < 50 ms), vs the reference ``read_all`` of the whole file.
 3. The runs listing with 500 finished runs in the registry: ``RunRegistry.list_runs()`` +
-   ``workbench.ui.runs_frame`` (the table DataFrame), and, when Streamlit's ``AppTest`` works,
+   ``workbench.ui.tables.runs_frame`` (the table DataFrame), and, when Streamlit's ``AppTest`` works,
    a whole warm rerun of ``pages/runs.py``. Reference: the same with 10 runs.
 4. A run's page with a 100,000-point series (target < 1 s): one finished run whose
    ``metrics.jsonl`` holds 100,000 train-loss rows (plus steps/s every 10th step), rendered by
@@ -70,7 +70,7 @@ def _wait_first_line(path: Path, timeout: float) -> float | None:
 
 def _finish(root: Path, run_id: str) -> str:
     """Waits for the run to end (killing its process group after 60 s); returns its status."""
-    from workbench.registry import RunRegistry
+    from workbench.store.registry import RunRegistry
 
     registry = RunRegistry(root)
     deadline = time.time() + 60
@@ -95,7 +95,7 @@ def _finish(root: Path, run_id: str) -> str:
 
 
 def _run_id_from_root(root: Path) -> str:
-    from workbench.registry import RunRegistry
+    from workbench.store.registry import RunRegistry
 
     return RunRegistry(root).list_runs(limit=1)[0].run_id
 
@@ -122,9 +122,10 @@ def launch_in_process(root: Path, steps: int, warm: bool = False) -> dict[str, A
 
     ``warm``: ``LocalLauncher(warm_spares=1)``, whose spare is started and has finished its
     imports (it logs 'ready') before the clock starts, as in a UI left open."""
-    from workbench import cli, templates
-    from workbench.launcher import SPARE_LOG, LocalLauncher
-    from workbench.registry import RunRegistry
+    from workbench.cli import commands as cli
+    from workbench import templates
+    from workbench.execution.launcher import SPARE_LOG, LocalLauncher
+    from workbench.store.registry import RunRegistry
 
     dataset = cli._dataset_dict("iris", None)
     template, schema = cli._template_dict("mlp_classifier", root)
@@ -204,8 +205,8 @@ def bench_launch(launches: int, steps: int) -> dict[str, Any]:
 
 
 def bench_tail(lines: int, new_lines: int, repeats: int) -> dict[str, Any]:
-    from workbench.metrics_hook import append_rows
-    from workbench.metrics_store import MetricsTail, read_all
+    from workbench.store.metrics_hook import append_rows
+    from workbench.store.metrics_store import MetricsTail, read_all
 
     work = Path(tempfile.mkdtemp(prefix="bench_tail_"))
     try:
@@ -258,7 +259,7 @@ def bench_tail(lines: int, new_lines: int, repeats: int) -> dict[str, Any]:
 
 
 def _fill_registry(root: Path, n: int) -> None:
-    from workbench.registry import RunRegistry
+    from workbench.store.registry import RunRegistry
 
     registry = RunRegistry(root)
     for i in range(n):
@@ -303,9 +304,9 @@ def _warm_rerun_s(at: Any, reruns: int = 3) -> float:
 
 
 def bench_runs_listing(n_runs: int, reference_runs: int, repeats: int) -> dict[str, Any]:
-    from workbench import paths
-    from workbench.registry import RunRegistry
-    from workbench.ui import runs_frame
+    from workbench.store import paths
+    from workbench.store.registry import RunRegistry
+    from workbench.ui.tables import runs_frame
 
     out: dict[str, Any] = {}
     work = Path(tempfile.mkdtemp(prefix="bench_runs_"))
@@ -356,8 +357,8 @@ def _page_rerun_ms(root: Path) -> float | None:
 
 
 def bench_run_page(points: int, reference_points: int) -> dict[str, Any]:
-    from workbench import paths
-    from workbench.registry import RunRegistry
+    from workbench.store import paths
+    from workbench.store.registry import RunRegistry
 
     out: dict[str, Any] = {}
     work = Path(tempfile.mkdtemp(prefix="bench_run_page_"))

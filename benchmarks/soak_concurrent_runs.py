@@ -21,9 +21,9 @@ from pathlib import Path
 
 import _common as c
 
-from workbench import metrics_store
-from workbench.launcher import LocalLauncher
-from workbench.registry import RunRegistry
+from workbench.store import metrics_store
+from workbench.execution.launcher import LocalLauncher
+from workbench.store.registry import RunRegistry
 
 LOAD_RUNNER_DIR = c.REPO_ROOT / "tests" / "reliability"
 

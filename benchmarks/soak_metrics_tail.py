@@ -21,7 +21,7 @@ from typing import Any
 
 import _common as c
 
-from workbench import metrics_store
+from workbench.store import metrics_store
 
 
 def line(step: int) -> bytes:

@@ -3,11 +3,12 @@
 import pandas as pd
 import streamlit as st
 
-from workbench import figures, metrics_store, paths, ui
-from workbench.registry import TRAINING_ACTIONS
+from workbench.store import metrics_store, paths
+from workbench.store.records import TRAINING_ACTIONS
+from workbench.ui import figures, live, session, tables
 
 st.title("Compare runs")
-registry = ui.get_registry()
+registry = session.get_registry()
 records = [r for r in registry.list_runs() if r.action in TRAINING_ACTIONS]
 if len(records) < 1:
     st.info("No training runs yet. Launch some on the Train page.")
@@ -19,17 +20,17 @@ runs = [by_id[i] for i in chosen]
 if not runs:
     st.stop()
 
-controls = ui.chart_controls("cmp")
+controls = live.chart_controls("cmp")
 frames = []
 for r in runs:
-    frame = metrics_store.read_all(paths.run_dir(ui.workspace(), r.run_id) / paths.METRICS_FILE)
-    frames.append(metrics_store.downsample(frame, ui.MAX_POINTS).assign(run=r.run_id))
+    frame = metrics_store.read_all(paths.run_dir(session.workspace(), r.run_id) / paths.METRICS_FILE)
+    frames.append(metrics_store.downsample(frame, live.MAX_POINTS).assign(run=r.run_id))
 data = pd.concat(frames, ignore_index=True)
 labels = figures.unique_run_labels([(r.run_id, r.name) for r in runs])  # "name · r-1a2b3c" when names repeat
 st.plotly_chart(figures.curves_figure(data, run_labels=labels, **controls), key="cmp-curves")
 
 st.subheader("Params that differ")
-table = ui.runs_frame(runs)
+table = tables.runs_frame(runs)
 table["name"] = table["run"].map(labels)
 diff = [c for c in table.columns if c.startswith("param: ")]
 st.dataframe(table[["run", "name", "status", "step", "last loss", "best eval", *diff]], hide_index=True)
@@ -40,5 +41,5 @@ if diff:
     st.plotly_chart(figures.param_scatter_figure(table, param, metric, label_column="name"), key="cmp-scatter")
 else:
     st.caption("The selected runs have the same params.")
-st.download_button("Download all series (CSV)", data=ui.series_csv(runs, ui.workspace()),
+st.download_button("Download all series (CSV)", data=tables.series_csv(runs, session.workspace()),
                    file_name="series.csv", mime="text/csv", on_click="ignore", icon=":material/download:")

@@ -3,15 +3,16 @@
 import pandas as pd
 import streamlit as st
 
-from workbench import datasets, ui
+from workbench.data import datasets
+from workbench.ui import session
 
 st.title("Data")
-ui.get_launcher()  # pre-starts the warm spare runner while the run is being set up
+session.get_launcher()  # pre-starts the warm spare runner while the run is being set up
 bundled = {d.name: d for d in datasets.list_bundled()}
 source = st.radio("Source", ["Bundled sample", "Upload a file"], horizontal=True, key="data-source")
 if source == "Bundled sample":
     names = list(bundled)
-    name = st.selectbox("Dataset", names, index=names.index(ui.DEFAULT_DATASET), key="data-name",
+    name = st.selectbox("Dataset", names, index=names.index(session.DEFAULT_DATASET), key="data-name",
                         format_func=lambda n: f"{n} — {bundled[n].description}")
     ref, path = {"kind": "bundled", "name": name}, bundled[name].path
 else:
@@ -21,14 +22,14 @@ else:
         st.stop()
     try:
         with st.spinner(f"Checking and saving {upload.name}…"):
-            path = datasets.save_upload(ui.workspace(), upload.name, upload.getvalue())
+            path = datasets.save_upload(session.workspace(), upload.name, upload.getvalue())
     except ValueError as exc:
-        ui.show_error(exc)
+        session.show_error(exc)
         st.stop()
     ref = {"kind": "file", "path": str(path)}
 
-df = ui.load_dataset_frame(path)
-st.caption(f"{len(df):,} rows x {df.shape[1]} columns · {ui.md(path.name)}")
+df = session.load_dataset_frame(path)
+st.caption(f"{len(df):,} rows x {df.shape[1]} columns · {session.md(path.name)}")
 preview, stats = st.tabs(["Preview", "Column summary"])
 preview.dataframe(df.head(200), height=260)
 stats.dataframe(datasets.summary(df), height=260)
@@ -62,7 +63,7 @@ problems = datasets.validate(df, schema, label_missing=label_missing)
 if sum(c.role == "label" for c in schema.columns) > 1:
     problems.append("More than one column has the role 'label'; keep exactly one.")
 if problems:
-    ui.show_error("This dataset cannot be used yet:", "\n".join(f"- {p}" for p in problems))
+    session.show_error("This dataset cannot be used yet:", "\n".join(f"- {p}" for p in problems))
     st.stop()
 spec = datasets.DatasetSpec(ref, schema, eval_fraction, int(seed), stratify, numeric_missing,
                             label_missing=label_missing)
@@ -74,6 +75,6 @@ if eval_fraction > 0 and not len(eval_part):
                                                "rows in training)" if stratify else "") + ".")
 chosen = spec.to_dict() | {"fingerprint": spec.fingerprint()}
 st.session_state["dataset"] = chosen
-st.success(f"Using **{ui.md(ref.get('name') or path.name)}**: label **{ui.md(schema.label)}** ({spec.task}), "
+st.success(f"Using **{session.md(ref.get('name') or path.name)}**: label **{session.md(schema.label)}** ({spec.task}), "
            f"{len(schema.features)} features. Next: pick a model.")
-ui.page_link("model", "Model →", icon=":material/code:")
+session.page_link("model", "Model →", icon=":material/code:")

@@ -3,18 +3,20 @@
 import pandas as pd
 import streamlit as st
 
-from workbench import datasets, paths, ui
-from workbench.registry import TRAINING_ACTIONS
+from workbench.data import datasets
+from workbench.store import paths
+from workbench.store.records import TRAINING_ACTIONS
+from workbench.ui import forms, live, panels, session, tables
 
 st.title("Predict")
-registry = ui.get_registry()
+registry = session.get_registry()
 trained = [r for r in registry.list_runs() if r.action in TRAINING_ACTIONS
-           and len(ui.list_checkpoints(registry.run_dir(r.run_id)))]
+           and len(tables.list_checkpoints(registry.run_dir(r.run_id)))]
 if not trained:
     st.info("No trained run with a checkpoint yet. Train one first.")
     st.stop()
-record = ui.run_picker(trained, label="Model (run)", key="pred-run")
-ckpts = ui.list_checkpoints(registry.run_dir(record.run_id))["file"].tolist()
+record = forms.run_picker(trained, label="Model (run)", key="pred-run")
+ckpts = tables.list_checkpoints(registry.run_dir(record.run_id))["file"].tolist()
 ckpt = st.selectbox("Checkpoint", ckpts, index=len(ckpts) - 1, key="pred-ckpt")
 base = datasets.DatasetSpec.from_dict(record.dataset)
 
@@ -22,9 +24,9 @@ single, batch = st.tabs(["Dataset", "Single row"])
 with batch:
     info_cols = [c.name for c in base.schema.columns if c.role == "feature"]
     with st.form("single-row"):
-        sample = ui.load_dataset_frame(base.path)
+        sample = session.load_dataset_frame(base.path)
         # Column names are user text, and labels render markdown: escaped.
-        row = {c: st.text_input(ui.md(c), value=str(sample[c].iloc[0]), key=f"row-{record.run_id}-{i}")
+        row = {c: st.text_input(session.md(c), value=str(sample[c].iloc[0]), key=f"row-{record.run_id}-{i}")
                for i, c in enumerate(info_cols)}
         one = st.form_submit_button("Predict this row")
     upload_bytes = pd.DataFrame([row]).to_csv(index=False).encode() if one else None
@@ -39,13 +41,13 @@ with single:
         upload_bytes, upload_name = None, None
 if one or go:
     try:
-        dataset = ui.prediction_dataset(base, upload_name, upload_bytes)
+        dataset = panels.prediction_dataset(base, upload_name, upload_bytes)
     except ValueError as exc:
-        ui.show_error(exc)
+        session.show_error(exc)
         st.stop()
-    child = ui.launch_from(record, "predict", str(registry.run_dir(record.run_id) / paths.MODEL_DIR / ckpt),
+    child = panels.launch_from(record, "predict", str(registry.run_dir(record.run_id) / paths.MODEL_DIR / ckpt),
                            dataset=dataset, name=f"predict {upload_name or 'dataset'} with {record.name}")
     st.session_state["pred-child"] = child.run_id
 
 if st.session_state.get("pred-child"):
-    ui.prediction_result(st.session_state["pred-child"])
+    live.prediction_result(st.session_state["pred-child"])

@@ -4,39 +4,40 @@ import time
 
 import streamlit as st
 
-from workbench import paths, ui
+from workbench.store import paths
+from workbench.ui import forms, live, panels, session, tables
 
 st.title("Run")
-registry = ui.get_registry()
+registry = session.get_registry()
 records = registry.list_runs()
-record = ui.run_picker(records)
+record = forms.run_picker(records)
 if record is None:
     st.info("No runs yet. Launch one on the Train page.")
-    ui.page_link("train", "Train →", icon=":material/play_arrow:")
+    session.page_link("train", "Train →", icon=":material/play_arrow:")
     st.stop()
 
 created = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
-st.caption(f"{record.action} · template {ui.md(record.template_name)} · created "
-           f"{created} · tags: {ui.md(', '.join(record.tags)) or '—'}")
-ui.run_actions(record, key="detail")
-controls = ui.chart_controls("detail")
-ui.live_metrics(record.run_id, controls)
+st.caption(f"{record.action} · template {session.md(record.template_name)} · created "
+           f"{created} · tags: {session.md(', '.join(record.tags)) or '—'}")
+panels.run_actions(record, key="detail")
+controls = live.chart_controls("detail")
+live.live_metrics(record.run_id, controls)
 if record.action == "predict":  # its output is the predictions file, as on the Predict page
     st.subheader("Predictions")
-    ui.prediction_result(record.run_id)
+    live.prediction_result(record.run_id)
 
 folder = registry.run_dir(record.run_id)
 evals, ckpts, plots, params, log, again = st.tabs(
     ["Metrics summary", "Checkpoints", "Evaluation plots", "Params", "Worker log", "Reproduce"])
 with evals:
     if record.summary:
-        st.dataframe(ui.summary_frame(record.summary), hide_index=True)
+        st.dataframe(tables.summary_frame(record.summary), hide_index=True)
     else:
         st.caption("No metrics yet: last and best values per metric appear as the run logs them.")
 with ckpts:
-    ui.checkpoints_panel(record)
+    panels.checkpoints_panel(record)
 with plots:
-    ui.evaluation_plots(record)
+    panels.evaluation_plots(record)
 with params:
     st.json({"params": record.params, "run_config": record.run_config, "schedule": record.schedule,
              "dataset": record.dataset.get("ref")}, expanded=False)
@@ -44,10 +45,10 @@ with log:
     log_path = folder / paths.WORKER_LOG
     st.code(log_path.read_text("utf-8", "replace")[-20000:] if log_path.exists() else "(no log yet)")
 with again:
-    ui.reproduce_panel(record)
+    panels.reproduce_panel(record)
 if record.traceback:  # the error itself is in the live panel above
     with st.expander("Traceback", expanded=record.status == "failed"):
         st.code(record.traceback, language=None)
-st.download_button("Download reproducible bundle (.zip)", data=ui.bundle_bytes(record.run_id),
+st.download_button("Download reproducible bundle (.zip)", data=panels.bundle_bytes(record.run_id),
                    file_name=f"{record.run_id}.zip", mime="application/zip", on_click="ignore",
                    icon=":material/download:")

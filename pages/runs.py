@@ -2,29 +2,29 @@
 
 import streamlit as st
 
-from workbench import ui
-from workbench.registry import STATUSES
+from workbench.store.records import STATUSES
+from workbench.ui import forms, panels, session, tables
 
 st.title("Runs")
-ui.get_launcher()  # reap finished runners and start queued runs
-registry = ui.get_registry()
+session.get_launcher()  # reap finished runners and start queued runs
+registry = session.get_registry()
 records = registry.list_runs()
 c1, c2 = st.columns([2, 3])
 statuses = c1.multiselect("Status", STATUSES, key="runs-status")
 text = c2.text_input("Filter (regex on id, name, template, tags)", key="runs-filter")
-shown = ui.filter_runs(records, statuses, text)
+shown = tables.filter_runs(records, statuses, text)
 st.caption(f"{len(shown)} of {len(records)} runs · click a column header to sort")
 if not shown:
     st.info("No runs match." if records else "No runs yet. Launch one on the Train page.")
     st.stop()
-st.dataframe(ui.runs_frame(shown), hide_index=True, key="runs-table",
+st.dataframe(tables.runs_frame(shown), hide_index=True, key="runs-table",
              column_config={"last loss": st.column_config.NumberColumn(format="%.4g"),
                             "best eval": st.column_config.NumberColumn(format="%.4g"),
                             "created": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")})
 
 st.subheader("Act on a run")
-record = ui.run_picker(shown, key="runs-picker")
-ui.run_actions(record, key="runs")
+record = forms.run_picker(shown, key="runs-picker")
+panels.run_actions(record, key="runs")
 with st.form("rename-tag"):
     c1, c2 = st.columns(2)
     name = c1.text_input("Name", value=record.name)
@@ -35,5 +35,5 @@ with st.form("rename-tag"):
             registry.set_tags(record.run_id, [t for t in tags.split(",")])
             st.rerun()
         except (ValueError, TypeError) as exc:
-            ui.show_error(exc)
-ui.page_link("run", "Open the run's page →", icon=":material/monitoring:", run_id=record.run_id)
+            session.show_error(exc)
+session.page_link("run", "Open the run's page →", icon=":material/monitoring:", run_id=record.run_id)

@@ -8,7 +8,7 @@ from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[1] / "workbench" / "app.py")
+APP = str(Path(__file__).resolve().parents[1] / "workbench" / "ui" / "app.py")
 
 
 def open_page(page: str | None = None, *, query: Mapping[str, str] | None = None, **state: Any) -> AppTest:
@@ -21,6 +21,6 @@ def open_page(page: str | None = None, *, query: Mapping[str, str] | None = None
         at.query_params[key] = value
     at.run()
     if page is not None:
-        at.switch_page(f"../pages/{page}.py").run()
+        at.switch_page(f"../../pages/{page}.py").run()
     assert not at.exception, at.exception
     return at

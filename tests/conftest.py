@@ -51,7 +51,7 @@ def workspace(tmp_path, monkeypatch):
 def source_runner_launcher(workspace, tmp_path):
     """``make(name, source)``: a CPU ``LocalLauncher`` whose runner module ``name`` is written from
     ``source`` (tests of what a runner process sees or leaves behind); shut down afterwards."""
-    from workbench.launcher import LocalLauncher
+    from workbench.execution.launcher import LocalLauncher
 
     made = []
     folder = tmp_path / "runner_modules"

@@ -1,6 +1,6 @@
 """The Estimator Workbench backend: registry, launcher, runner, metrics and CLI (no Streamlit here).
 
-Only ``workbench/app.py`` and ``workbench/ui*.py`` import ``streamlit``; every other module is
+Only ``workbench/ui/app.py`` and ``workbench/ui*.py`` import ``streamlit``; every other module is
 importable and testable without it (``tests/workbench/test_layering.py`` checks this).
 """
 

@@ -1,10 +1,10 @@
-"""``python -m workbench`` = ``estimator-workbench`` (see ``workbench.cli``)."""
+"""``python -m workbench`` = ``estimator-workbench`` (see ``workbench.cli.commands``)."""
 
 from __future__ import annotations
 
 import sys
 
-from workbench.cli import main
+from workbench.cli.commands import main
 
 __all__: list[str] = []
 

@@ -178,7 +178,7 @@ def run_id_from_url(page) -> str:
 
 
 def registry(home: Path):
-    from workbench.registry import RunRegistry
+    from workbench.store.registry import RunRegistry
 
     return RunRegistry(home)
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from workbench.launcher import LocalLauncher
-from workbench.registry import RunRegistry
+from workbench.execution.launcher import LocalLauncher
+from workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 

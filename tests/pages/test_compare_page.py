@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("streamlit")
 from app_pages import open_page
 
-from workbench.launcher import LocalLauncher
-from workbench.registry import RunRegistry
+from workbench.execution.launcher import LocalLauncher
+from workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 

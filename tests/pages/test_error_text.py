@@ -1,5 +1,5 @@
 """User-code error text (a run's error and traceback, pre-flight messages, upload errors) is shown
-as text: escaped inside markdown boxes (``ui.show_error`` -> ``ui.md``) or in plain code blocks,
+as text: escaped inside markdown boxes (``session.show_error`` -> ``session.md``) or in plain code blocks,
 never as markdown emphasis, links or HTML."""
 
 from __future__ import annotations
@@ -13,8 +13,11 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench import datasets, paths, templates, ui
-from workbench.registry import RunRegistry
+from workbench import templates
+from workbench.data import datasets
+from workbench.store import paths
+from workbench.store.registry import RunRegistry
+from workbench.ui import session
 
 EVIL = "**bold** <script>x</script> [link](http://x)"
 TRACEBACK = f'Traceback (most recent call last):\n  File "<template t>", line 3, in model_fn\nValueError: {EVIL}'
@@ -30,7 +33,7 @@ def assert_shown_as_text(at: AppTest, evil: str = EVIL, *, in_code: str | None =
     """``evil`` appears escaped in a markdown box, no markdown element has live markup from it,
     and ``in_code`` (when given) appears verbatim in a code block."""
     values = markdown_values(at)
-    assert any(ui.md(evil) in v for v in values), values
+    assert any(session.md(evil) in v for v in values), values
     for value in values:
         live = re.sub(r"\\.", "", value)  # what is left once the escaped characters are removed
         for markup in ("**bold**", "<script", "](http"):
@@ -49,7 +52,7 @@ def failed_run(home: Path, **kwargs) -> str:
 
 
 def test_md_escapes_the_pinned_string():
-    assert ui.md(EVIL) == r"\*\*bold\*\* \<script\>x\</script\> \[link\]\(http\://x\)"
+    assert session.md(EVIL) == r"\*\*bold\*\* \<script\>x\</script\> \[link\]\(http\://x\)"
 
 
 def test_run_page_shows_a_failed_runs_error_and_traceback_as_text(home):
@@ -106,6 +109,6 @@ def test_a_run_stopped_on_a_nan_loss_shows_its_message_as_a_warning(home):
     message = f"NaN loss at global step 7 (last finite loss 0.5); stopped as the run asked {EVIL}"
     reg.set_status(rec.run_id, "stopped", error=message)
     at = open_page("run", query={"run": rec.run_id})
-    assert [w.value for w in at.warning] == [ui.md(message)]
+    assert [w.value for w in at.warning] == [session.md(message)]
     assert not at.error
     assert_shown_as_text(at, message)

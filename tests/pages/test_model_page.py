@@ -12,8 +12,9 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench import templates, ui
-from workbench.registry import RunRegistry
+from workbench import templates
+from workbench.store.registry import RunRegistry
+from workbench.ui import forms
 
 SAVED = templates.get_template("mlp_classifier").code
 EDITED = SAVED.replace("def model_fn(features, labels, mode, params):\n",
@@ -25,7 +26,7 @@ def model_page() -> AppTest:
 
 
 def go(at: AppTest, page: str) -> AppTest:
-    at.switch_page(f"../pages/{page}.py").run()
+    at.switch_page(f"../../pages/{page}.py").run()
     assert not at.exception, at.exception
     return at
 
@@ -102,15 +103,15 @@ def test_train_refuses_code_with_a_syntax_error_instead_of_the_last_valid_code(h
 
 def test_editor_text_of_a_code_editor_response():
     default = {"id": "", "type": "", "lang": "", "text": "", "selected": "", "cursor": ""}
-    assert ui._editor_text(default) is None  # nothing reported yet: the value passed in stays
-    assert ui._editor_text(default | {"id": "ab12cd34", "type": "blur", "text": "x = 1"}) == "x = 1"
-    assert ui._editor_text(default | {"id": "ab12cd34", "type": "submit", "text": ""}) == ""  # emptied
-    assert ui._editor_text("plain") == "plain"
-    assert ui._editor_text(None) is None
+    assert forms._editor_text(default) is None  # nothing reported yet: the value passed in stays
+    assert forms._editor_text(default | {"id": "ab12cd34", "type": "blur", "text": "x = 1"}) == "x = 1"
+    assert forms._editor_text(default | {"id": "ab12cd34", "type": "submit", "text": ""}) == ""  # emptied
+    assert forms._editor_text("plain") == "plain"
+    assert forms._editor_text(None) is None
 
 
 def test_an_editor_component_with_other_arguments_falls_back_to_a_text_area(monkeypatch):
-    """ui.edit_code calls streamlit-code-editor's component directly (for its on_change); a release
+    """forms.edit_code calls streamlit-code-editor's component directly (for its on_change); a release
     whose component takes other arguments must leave a working plain editor, not a broken page."""
     import code_editor
 

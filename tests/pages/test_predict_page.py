@@ -12,8 +12,9 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench import datasets, paths
-from workbench.registry import RunRegistry
+from workbench.data import datasets
+from workbench.store import paths
+from workbench.store.registry import RunRegistry
 
 FEATURES = ["sepal_length_cm", "sepal_width_cm", "petal_length_cm", "petal_width_cm"]
 

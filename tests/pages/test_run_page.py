@@ -11,8 +11,8 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench import paths
-from workbench.registry import RunRegistry
+from workbench.store import paths
+from workbench.store.registry import RunRegistry
 
 
 def run_page(run_id: str) -> AppTest:

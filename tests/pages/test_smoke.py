@@ -11,11 +11,12 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from workbench.launcher import LocalLauncher, pid_alive
-from workbench.registry import RunRegistry
+from workbench.execution.launcher import LocalLauncher
+from workbench.execution.processes import pid_alive
+from workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "app.py")
+APP = str(REPO / "workbench" / "ui" / "app.py")
 PAGES = ("data", "model", "train", "runs", "run", "compare", "predict")
 
 
@@ -23,7 +24,7 @@ def app(page: str | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
     if page:
-        at.switch_page(f"../pages/{page}.py").run()
+        at.switch_page(f"../../pages/{page}.py").run()
     return at
 
 
@@ -67,7 +68,7 @@ def test_model_page_shows_code_and_refuses_bad_code(home):
     at = AppTest.from_file(APP, default_timeout=60)
     at.session_state["_plain_editor"] = True  # AppTest cannot type into the Ace component's iframe
     at.run()
-    at.switch_page("../pages/model.py").run()
+    at.switch_page("../../pages/model.py").run()
     editor = at.text_area(key="editor-mlp_classifier")
     assert "def model_fn" in editor.value
     editor.set_value("def oops(:\n").run()
@@ -105,7 +106,7 @@ def test_runs_table_and_run_page_and_downloads(home):
     assert set(table["run"]) == {a, b}
     assert "param: learning_rate" in table.columns
     at.query_params["run"] = a
-    at.switch_page("../pages/run.py").run()
+    at.switch_page("../../pages/run.py").run()
     assert not at.exception
     charts = at.get("plotly_chart")
     assert charts, "the run page draws the metric chart"
@@ -113,7 +114,7 @@ def test_runs_table_and_run_page_and_downloads(home):
     commands = [c.value for c in at.code]
     assert any(f"--rdzv-id {a}" in c and "--nnodes" in c for c in commands), "multi-node command shown"
     assert any("torchrun --standalone" in c for c in commands)
-    at.switch_page("../pages/compare.py").run()
+    at.switch_page("../../pages/compare.py").run()
     assert not at.exception
     assert len(at.get("download_button")) == 1
 
@@ -126,7 +127,7 @@ def test_stop_from_the_run_page(home):
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params["run"] = rec.run_id
     at.run()
-    at.switch_page("../pages/run.py").run()
+    at.switch_page("../../pages/run.py").run()
     deadline = time.monotonic() + 30
     while reg.get(rec.run_id).status != "running" and time.monotonic() < deadline:
         time.sleep(0.1)

@@ -13,8 +13,8 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench.registry import RunRegistry
-from workbench.runner import EarlyStopping
+from workbench.execution.runner import EarlyStopping
+from workbench.store.registry import RunRegistry
 
 
 def train_page() -> AppTest:

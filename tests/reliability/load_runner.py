@@ -1,5 +1,5 @@
-"""A runner for the load tests: the real ``workbench.runner`` lifecycle around an action that
-appends metric lines exactly like ``workbench.metrics_hook`` (one ``os.write`` per batch on an
+"""A runner for the load tests: the real ``workbench.execution.runner`` lifecycle around an action that
+appends metric lines exactly like ``workbench.store.metrics_hook`` (one ``os.write`` per batch on an
 ``O_APPEND`` descriptor) and beats the registry heartbeat every step (far more registry writes
 than a real run makes). No torch import, so eight of them start fast.
 
@@ -13,8 +13,8 @@ import os
 import sys
 import time
 
-from workbench import runner
-from workbench.registry import RunRegistry
+from workbench.execution import runner
+from workbench.store.registry import RunRegistry
 
 __all__ = ["execute"]
 

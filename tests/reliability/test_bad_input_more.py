@@ -12,11 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench import datasets, predictions, runner
-from workbench.registry import RunRegistry
+from workbench.data import datasets, predictions
+from workbench.execution import runner
+from workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "app.py")
+APP = str(REPO / "workbench" / "ui" / "app.py")
 HOSTILE = {"größe 📏": [1.0, 2, 3, 4, 5, 6, 7, 8], "../../etc/x": [1.0, 2, 3, 4, 5, 6, 7, 8],
            "a/b\\c": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8],
            "<script>alert(1)</script>": ["u", "v"] * 4, "=cmd|' /C calc'!A0": [3.0] * 8,
@@ -40,7 +41,7 @@ def test_two_gigabyte_file_is_refused_by_size_before_reading(tmp_path, monkeypat
 
 
 def test_two_gigabyte_file_through_the_cli(tmp_path, monkeypatch, capsys, workspace):
-    from workbench import cli
+    from workbench.cli import commands as cli
 
     big = tmp_path / "huge.csv"
     with open(big, "wb") as f:
@@ -100,15 +101,15 @@ def test_formula_cells_are_escaped_in_every_downloaded_csv(workspace):
                                            "'\tx", "ok"]
     assert escaped["n"].tolist() == [-1.5, 2, 3, 4, 5, 6]  # numbers stay numbers
     # The compare page's series download: run names and metric names are user text.
-    from workbench import ui
-    from workbench.metrics_hook import append_rows
+    from workbench.store.metrics_hook import append_rows
+    from workbench.ui import tables
 
     reg = RunRegistry(workspace)
     rec = reg.create_run(name="=cmd|' /C calc'!A0", action="train", dataset={}, template={},
                          params={}, run_config={})
     append_rows(reg.run_dir(rec.run_id) / "metrics.jsonl",
                 [{"step": 1, "wall_time": 0.0, "split": "eval", "name": "@evil", "value": -1.0}])
-    table = pd.read_csv(io.BytesIO(ui.series_csv([reg.get(rec.run_id)], workspace)()))
+    table = pd.read_csv(io.BytesIO(tables.series_csv([reg.get(rec.run_id)], workspace)()))
     assert table["run_name"].tolist() == ["'=cmd|' /C calc'!A0"]
     assert table["name"].tolist() == ["'@evil"] and table["value"].tolist() == [-1.0]
 
@@ -116,7 +117,8 @@ def test_formula_cells_are_escaped_in_every_downloaded_csv(workspace):
 def test_hostile_and_unicode_column_names_train_and_predict(workspace, tmp_path):
     """Column names are data, never paths: '../../etc/x', 'a/b\\c', emoji and HTML train, predict
     and come back in predictions.csv, and nothing is written outside the workspace."""
-    from workbench import cli, templates
+    from workbench import templates
+    from workbench.cli import commands as cli
 
     path = tmp_path / "hostile 🌸.csv"
     pd.DataFrame(HOSTILE).to_csv(path, index=False)
@@ -169,7 +171,7 @@ def test_html_in_every_field_is_shown_as_text(workspace, monkeypatch):
         at = AppTest.from_file(APP, default_timeout=60)
         at.query_params["run"] = rec.run_id
         at.run()
-        at.switch_page(f"../pages/{page}.py").run()
+        at.switch_page(f"../../pages/{page}.py").run()
         assert not at.exception, (page, at.exception)
         for node in _elements(at):
             proto = getattr(node, "proto", None)
@@ -185,7 +187,7 @@ def test_html_in_every_field_is_shown_as_text(workspace, monkeypatch):
     frame = pd.DataFrame({"<b>x</b>": [1.0, 2, 3, 4], "[l](http://e)": ["a", "b", "a", "b"]})
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page("../pages/data.py").run()
+    at.switch_page("../../pages/data.py").run()
     at.radio(key="data-source").set_value("Upload a file").run()
     at.file_uploader(key="data-upload").set_value(
         ("x.csv", frame.to_csv(index=False).encode(), "text/csv")).run()

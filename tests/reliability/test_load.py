@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench import metrics_store
-from workbench.launcher import LocalLauncher
-from workbench.registry import RunRegistry
+from workbench.execution.launcher import LocalLauncher
+from workbench.store import metrics_store
+from workbench.store.registry import RunRegistry
 
 HERE = Path(__file__).resolve().parent
 STEPS = 150

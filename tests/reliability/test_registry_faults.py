@@ -13,17 +13,17 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from workbench import registry as registry_module
-from workbench.registry import RunRegistry
+from workbench.store import registry as registry_module
+from workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "app.py")
+APP = str(REPO / "workbench" / "ui" / "app.py")
 
 
 def render(page: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
     at.run()
-    at.switch_page(f"../pages/{page}.py").run()
+    at.switch_page(f"../../pages/{page}.py").run()
     return at
 
 

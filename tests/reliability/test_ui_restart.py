@@ -25,16 +25,16 @@ from polling import wait_for
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from workbench.launcher import pid_alive
-from workbench.registry import RunRegistry
+from workbench.execution.processes import pid_alive
+from workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 STUB_DIR = REPO / "tests" / "workbench"
 
 UI_PROCESS = """
 import sys, time
-from workbench import ui
-record = ui.launch_run(name="survivor", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
+from workbench.ui import forms
+record = forms.launch_run(name="survivor", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
                        template={"name": "t", "code": ""}, params={}, run_config={},
                        schedule={"max_steps": 150, "sleep": 0.04})
 print(record.run_id, flush=True)
@@ -94,10 +94,10 @@ def test_runs_survive_a_ui_kill_and_the_restarted_ui_shows_them(workspace, env):
 
         wait_for(healthy, timeout=60, interval=0.2)
         # ... and its pages show the run, running, with its live metrics.
-        at = AppTest.from_file(str(REPO / "workbench" / "app.py"), default_timeout=60)
+        at = AppTest.from_file(str(REPO / "workbench" / "ui" / "app.py"), default_timeout=60)
         at.query_params["run"] = run_id
         at.run()
-        at.switch_page("../pages/run.py").run()
+        at.switch_page("../../pages/run.py").run()
         assert not at.exception, at.exception
         assert pid_alive(runner_pid)
         assert f"survivor · {run_id}" in at.selectbox(key="run_picker").options

@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from workbench import cli, datasets, paths, templates
-from workbench.registry import RunRegistry
+from workbench import templates
+from workbench.cli import commands as cli
+from workbench.data import datasets
+from workbench.store import paths
+from workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 ESCAPES = ["../evil", "../../etc/passwd", "/etc/passwd", "a/../../b", "..", ".", "",
@@ -151,7 +154,7 @@ def test_crafted_checkpoint_in_a_run_is_refused_without_running_it(workspace, tm
     fails with a clear error and the payload never runs."""
     import torch
 
-    from workbench import runner
+    from workbench.execution import runner
 
     marker = tmp_path / "pwned"
 

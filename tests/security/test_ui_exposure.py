@@ -13,11 +13,13 @@ import tomllib
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from workbench import cli, ui
-from workbench.registry import RunRegistry
+from workbench.cli import commands as cli
+from workbench.cli import serve
+from workbench.store.registry import RunRegistry
+from workbench.ui import session, tables
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "app.py")
+APP = str(REPO / "workbench" / "ui" / "app.py")
 PAGES = ("data", "model", "train", "runs", "run", "compare", "predict")
 
 
@@ -29,7 +31,7 @@ class TestBinding:
     def test_default_is_loopback_with_xsrf_and_no_warning(self, capsys, workspace):
         assert cli.main(["ui", "--dry-run"]) == 0
         out, err = capsys.readouterr()
-        cmd = cli.ui_command()
+        cmd = serve.ui_command()
         assert option(cmd, "--server.address") == "127.0.0.1"
         assert option(cmd, "--server.enableXsrfProtection") == "true"
         assert "--server.address 127.0.0.1" in out and "warning" not in err
@@ -52,9 +54,9 @@ class TestBinding:
         assert server.get("enableCORS", True) is True
 
     def test_the_app_warns_when_served_beyond_loopback(self, workspace, caplog):
-        assert ui.warn_if_exposed("127.0.0.1") is None and ui.warn_if_exposed("") is None
+        assert session.warn_if_exposed("127.0.0.1") is None and session.warn_if_exposed("") is None
         with caplog.at_level("WARNING", logger="workbench.ui"):
-            text = ui.warn_if_exposed("0.0.0.0")
+            text = session.warn_if_exposed("0.0.0.0")
         assert "anyone who can reach it can run arbitrary Python code" in text
         assert text in caplog.text
 
@@ -73,7 +75,7 @@ class TestPassword:
 
     def test_gate_blocks_every_page_until_the_right_password(self, workspace, monkeypatch):
         monkeypatch.setenv("WORKBENCH_PASSWORD", "s3cret-ü")
-        monkeypatch.setattr(ui.time, "sleep", lambda s: None)  # the 1 s penalty, skipped here
+        monkeypatch.setattr(session.time, "sleep", lambda s: None)  # the 1 s penalty, skipped here
         at = self.render()
         assert not at.exception
         assert [t.value for t in at.title] == ["Estimator Workbench"]  # no page ran
@@ -86,14 +88,14 @@ class TestPassword:
         at.button[0].click().run()
         assert not at.exception
         assert at.title[0].value == "Data"  # the pages now render
-        at.switch_page("../pages/runs.py").run()
+        at.switch_page("../../pages/runs.py").run()
         assert at.title[0].value == "Runs"
 
     def test_wrong_password_costs_a_second(self, workspace, monkeypatch):
         monkeypatch.setenv("WORKBENCH_PASSWORD", "pw")
         slept = []
-        real_sleep = ui.time.sleep
-        monkeypatch.setattr(ui.time, "sleep",
+        real_sleep = session.time.sleep
+        monkeypatch.setattr(session.time, "sleep",
                             lambda s: slept.append(s) if s >= 1.0 else real_sleep(s))
         at = self.render()
         at.text_input(key="_password").input("guess")
@@ -103,7 +105,7 @@ class TestPassword:
     def test_compare_is_constant_time(self):
         import inspect
 
-        source = inspect.getsource(ui.require_password)
+        source = inspect.getsource(session.require_password)
         assert "hmac.compare_digest" in source and "==" not in source.split("compare_digest")[1][:80]
 
 
@@ -112,8 +114,8 @@ def _finished_run_with_artifacts(home: Path) -> str:
     import torch
 
     from estimator_engine import checkpoints
-    from workbench import cli
-    from workbench.metrics_hook import append_rows
+    from workbench.cli import commands as cli
+    from workbench.store.metrics_hook import append_rows
 
     reg = RunRegistry(home)
     rec = reg.create_run(name="done", action="train", dataset=cli._dataset_dict("iris", None),
@@ -160,11 +162,11 @@ def test_the_ui_process_never_unpickles(workspace, monkeypatch):
         at = AppTest.from_file(APP, default_timeout=60)
         at.query_params["run"] = run_id
         at.run()
-        at.switch_page(f"../pages/{page}.py").run()
+        at.switch_page(f"../../pages/{page}.py").run()
         assert not at.exception, (page, at.exception)
     assert calls == []
     # The checkpoints were on screen (listed from the folder, not loaded).
-    assert "model.ckpt-10" in ui.list_checkpoints(RunRegistry(workspace).run_dir(run_id))["file"].tolist()
+    assert "model.ckpt-10" in tables.list_checkpoints(RunRegistry(workspace).run_dir(run_id))["file"].tolist()
 
 
 def test_ui_sources_never_unpickle_nor_render_html():
@@ -173,8 +175,7 @@ def test_ui_sources_never_unpickle_nor_render_html():
     UI layer; ``st.cache_data`` never persists to disk (a file a runner could replace)."""
     import ast
 
-    sources = [REPO / "workbench" / "ui.py", REPO / "workbench" / "app.py",
-               REPO / "workbench" / "figures.py", *sorted((REPO / "pages").glob("*.py"))]
+    sources = [*sorted((REPO / "workbench" / "ui").glob("*.py")), *sorted((REPO / "pages").glob("*.py"))]
     for path in sources:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             where = f"{path.name}:{getattr(node, 'lineno', '?')}"

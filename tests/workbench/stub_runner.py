@@ -1,4 +1,4 @@
-"""A test-only runner: the real ``workbench.runner`` lifecycle around a fake action (no engine).
+"""A test-only runner: the real ``workbench.execution.runner`` lifecycle around a fake action (no engine).
 
 Schedule keys it understands: ``max_steps`` (default 50), ``sleep`` (seconds per step, default
 0.02), ``ignore_sigterm`` (to test the SIGKILL escalation), ``fail`` (raise after the steps).
@@ -12,7 +12,7 @@ import signal
 import sys
 import time
 
-from workbench import runner
+from workbench.execution import runner
 
 __all__ = ["execute"]
 
@@ -33,7 +33,7 @@ def execute(ctx: runner.RunContext) -> None:
         if ctx.stop_requested():
             break
         time.sleep(sleep)
-        # Written here rather than through workbench.metrics_hook: no torch import, fast start.
+        # Written here rather than through workbench.store.metrics_hook: no torch import, fast start.
         with open(ctx.metrics_path, "a") as f:
             f.write(json.dumps({"step": step, "wall_time": time.time(), "split": "train",
                                 "name": "loss", "value": 1.0 / step}) + "\n")

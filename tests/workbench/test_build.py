@@ -1,4 +1,4 @@
-"""Tests of workbench.build: the RunConfig keys a run may set."""
+"""Tests of workbench.execution.build: the RunConfig keys a run may set."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from workbench import build
+from workbench.execution import build
 
 
 def test_run_config_keys_are_the_engines_json_arguments():

@@ -7,8 +7,10 @@ import numpy as np
 import pytest
 
 import estimator_engine as ee
-from workbench import build, datasets, preflight, templates
-from workbench.model_inputs import feature_columns, optimizer_arg, require_task
+from workbench import templates
+from workbench.data import datasets
+from workbench.data.model_inputs import feature_columns, optimizer_arg, require_task
+from workbench.execution import build, preflight
 
 CANNED = ("BaselineClassifier", "BaselineRegressor", "DNNClassifier", "DNNLinearCombinedClassifier",
           "DNNLinearCombinedRegressor", "DNNRegressor", "LinearClassifier", "LinearRegressor")

@@ -1,4 +1,4 @@
-"""Tests of workbench.cli: commands, the UI command line, and clear errors (exit 2, no traceback)."""
+"""Tests of workbench.cli.commands: commands, the UI command line, and clear errors (exit 2, no traceback)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from pathlib import Path
 import psutil_free_children
 import pytest
 
-from workbench import cli
-from workbench import launcher as launcher_module
-from workbench.launcher import LocalLauncher
-from workbench.registry import RunRegistry
+from workbench.cli import commands as cli
+from workbench.cli import serve
+from workbench.execution import launcher as launcher_module
+from workbench.execution.launcher import LocalLauncher
+from workbench.store.registry import RunRegistry
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -46,21 +47,21 @@ def run_cli(*argv):
 
 class TestUI:
     def test_ui_command_binds_loopback(self):
-        cmd = cli.ui_command()
+        cmd = serve.ui_command()
         assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
-        assert cmd[4].endswith("workbench/app.py")
+        assert cmd[4].endswith("workbench/ui/app.py")
         assert cmd[5:] == ["--server.address", "127.0.0.1", "--server.headless", "true",
                            "--server.enableXsrfProtection", "true", "--server.enableCORS", "true",
                            "--browser.gatherUsageStats", "false"]
 
     def test_no_arguments_starts_the_ui(self, monkeypatch, workspace, tmp_path):
         calls = []
-        monkeypatch.setattr(cli.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
-        app = REPO / "workbench" / "app.py"
+        monkeypatch.setattr(serve.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
+        app = REPO / "workbench" / "ui" / "app.py"
         if not app.exists():
-            monkeypatch.setattr(cli, "_REPO_ROOT", tmp_path)
-            (tmp_path / "workbench").mkdir()
-            (tmp_path / "workbench" / "app.py").write_text("")
+            monkeypatch.setattr(serve, "_REPO_ROOT", tmp_path)
+            (tmp_path / "workbench" / "ui").mkdir(parents=True)
+            (tmp_path / "workbench" / "ui" / "app.py").write_text("")
         assert run_cli("--workspace", str(tmp_path / "ws")) == 0
         (cmd, env), = calls
         assert "streamlit" in cmd and env["WORKBENCH_HOME"] == str((tmp_path / "ws").resolve())
@@ -206,7 +207,7 @@ def test_run_checks_in_the_runner_by_default(workspace, capsys, stub_launchers):
 def test_launcher_follows_the_ray_address(workspace, monkeypatch):
     """``$WORKBENCH_RAY_ADDRESS`` makes every command use Ray Jobs; unset, a local launcher
     without a warm spare (a CLI command starts at most one run)."""
-    from workbench import ray_launcher
+    from workbench.execution import ray_launcher
 
     monkeypatch.delenv("WORKBENCH_RAY_ADDRESS", raising=False)
     local = cli._launcher(workspace)
@@ -231,7 +232,7 @@ class TestPreStartedRunner:
         return [int(p) for p in re.findall(r"spare pid (\d+) ready", log.read_text())] if log.exists() else []
 
     def test_the_pre_started_runner_takes_the_run(self, workspace, monkeypatch, capsys):
-        from workbench.registry import RunRegistry
+        from workbench.store.registry import RunRegistry
 
         monkeypatch.setattr(launcher_module, "detect_gpus", list)  # spares are CPU-only
         code = run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "5",
@@ -256,7 +257,7 @@ class TestPreStartedRunner:
         monkeypatch.setattr(launcher_module, "detect_gpus", list)  # spares are CPU-only
         assert run_cli("run", "--dataset", "no_such_dataset", "--template", "mlp_classifier") == 2
         assert "no_such_dataset" in capsys.readouterr().err
-        from workbench.launcher import pid_alive
+        from workbench.execution.processes import pid_alive
 
         for pid in self.spare_pids(workspace):  # (empty when it was ended before its imports)
             assert not pid_alive(pid)
@@ -270,7 +271,9 @@ def test_predict_command_on_new_data_with_no_or_odd_labels(workspace, tmp_path, 
     model reads features only. A file without a feature column is refused before any run."""
     import pandas as pd
 
-    from workbench import datasets, runner, templates
+    from workbench import templates
+    from workbench.data import datasets
+    from workbench.execution import runner
 
     monkeypatch.setattr(cli, "_launcher", lambda root, warm_spare=False: LocalLauncher(root, gpus=[]))
     info = templates.get_template("mlp_classifier")
@@ -326,7 +329,7 @@ def test_run_records_a_seed_and_its_source_run(workspace, tmp_path, capsys, stub
     predict run use a trained run's model, template, params and (by default) data."""
     import pandas as pd
 
-    from workbench import datasets
+    from workbench.data import datasets
 
     assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "3",
                    "--no-preflight", "--detach", "--params", '{"hidden_units": "8"}') == 0

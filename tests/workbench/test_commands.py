@@ -1,4 +1,4 @@
-"""Tests of workbench.commands.reproduce_commands (known-answer strings, no processes)."""
+"""Tests of workbench.execution.reproduce.reproduce_commands (known-answer strings, no processes)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import shlex
 
 import pytest
 
-from workbench.commands import reproduce_commands
-from workbench.registry import RunRegistry
+from workbench.execution.reproduce import reproduce_commands
+from workbench.store.registry import RunRegistry
 
 
 def test_known_answers_for_a_dict_record():
@@ -15,11 +15,11 @@ def test_known_answers_for_a_dict_record():
                               run_dir="/shared/ws/runs/r-20260101-abcdef", nnodes=3,
                               rdzv_host="10.0.0.1")
     folder = "/shared/ws/runs/r-20260101-abcdef"
-    assert cmds["single"] == f"python -m workbench.runner {folder}"
-    assert cmds["torchrun"] == f"torchrun --standalone --nproc-per-node 4 -m workbench.runner {folder}"
+    assert cmds["single"] == f"python -m workbench.execution.runner {folder}"
+    assert cmds["torchrun"] == f"torchrun --standalone --nproc-per-node 4 -m workbench.execution.runner {folder}"
     assert cmds["multi_node"] == (
         "torchrun --nnodes 3 --nproc-per-node 4 --rdzv-backend c10d --rdzv-endpoint 10.0.0.1:29400 "
-        f"--rdzv-id r-20260101-abcdef -m workbench.runner {folder}")
+        f"--rdzv-id r-20260101-abcdef -m workbench.execution.runner {folder}")
     assert "#SBATCH --nodes=3" in cmds["slurm"] and "srun torchrun --nnodes 3" in cmds["slurm"]
     assert '--rdzv-endpoint "$head:29400"' in cmds["slurm"]
     assert "kind: PyTorchJob" in cmds["kubernetes"] and "replicas: 2" in cmds["kubernetes"]
@@ -33,7 +33,7 @@ def test_from_a_registry_record(workspace):
                          run_config={}, num_processes=2)
     cmds = reproduce_commands(rec, workspace=workspace, python="/venv/bin/python")
     folder = str(reg.run_dir(rec.run_id))
-    assert cmds["single"] == f"/venv/bin/python -m workbench.runner {shlex.quote(folder)}"
+    assert cmds["single"] == f"/venv/bin/python -m workbench.execution.runner {shlex.quote(folder)}"
     assert "--nproc-per-node 2" in cmds["torchrun"]
     assert f"--rdzv-id {rec.run_id}" in cmds["multi_node"] and "HOST:29400" in cmds["multi_node"]
     # Default run_dir comes from $WORKBENCH_HOME (the fixture sets it to the workspace).
@@ -43,7 +43,7 @@ def test_from_a_registry_record(workspace):
 def test_paths_with_spaces_are_quoted_and_overrides_apply():
     cmds = reproduce_commands({"run_id": "r-1"}, run_dir="/my ws/runs/r-1", nproc_per_node=8,
                               rdzv_port=1234)
-    assert cmds["single"] == "python -m workbench.runner '/my ws/runs/r-1'"
+    assert cmds["single"] == "python -m workbench.execution.runner '/my ws/runs/r-1'"
     assert shlex.split(cmds["multi_node"])[-1] == "/my ws/runs/r-1"
     assert "--nproc-per-node 8" in cmds["torchrun"] and "HOST:1234" in cmds["multi_node"]
 

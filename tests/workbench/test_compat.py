@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from workbench import cli, templates
-from workbench.build import build_estimator
-from workbench.compat import CompatibilityReport, check_compatibility
+from workbench import templates
+from workbench.cli import commands as cli
+from workbench.execution.build import build_estimator
+from workbench.execution.compat import CompatibilityReport, check_compatibility
 
 
 def _spec(hidden_units: str) -> dict:

@@ -1,4 +1,4 @@
-"""workbench.datasets: loading with pinned errors, schema inference, validation, split, input_fns."""
+"""workbench.data.datasets: loading with pinned errors, schema inference, validation, split, input_fns."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from workbench import datasets as ds
+from workbench.data import datasets as ds
+from workbench.data import spec as data_spec
+from workbench.data import sources
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
 
@@ -42,7 +44,7 @@ def test_size_limit_is_checked_before_reading(monkeypatch):
     def no_read(source):
         raise AssertionError("the file was read although it is over the limit")
 
-    monkeypatch.setattr(ds, "_read_bytes", no_read)
+    monkeypatch.setattr(sources, "_read_bytes", no_read)
     with pytest.raises(ValueError, match=r"is 3870 bytes, over the size limit of 100 bytes \(max_bytes=100\)\. "
                                          r"Upload a smaller sample"):
         ds.load_csv(ds.bundled_path("iris"), max_bytes=100)
@@ -280,7 +282,7 @@ def test_task_info_known_answers():
     digits, dspec = bundled("digits")
     assert ds.task_info(digits, dspec)["label_vocabulary"] == [str(i) for i in range(10)]
     labels = pd.Series([2, 10, 1, 10, 2])
-    assert ds._sorted_classes(labels) == ["1", "2", "10"]  # natural order, not "10" < "2"
+    assert data_spec._sorted_classes(labels) == ["1", "2", "10"]  # natural order, not "10" < "2"
 
 
 def test_summary_per_column_stats():

@@ -9,7 +9,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from workbench import figures
+from workbench.ui import figures
 
 
 def _reference_ema(values, weight):

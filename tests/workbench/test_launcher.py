@@ -1,6 +1,6 @@
-"""Tests of workbench.launcher with a stub runner (real processes, no engine).
+"""Tests of workbench.execution.launcher with a stub runner (real processes, no engine).
 
-The stub (``tests/workbench/stub_runner.py``) runs the real ``workbench.runner`` lifecycle around
+The stub (``tests/workbench/stub_runner.py``) runs the real ``workbench.execution.runner`` lifecycle around
 a fake action that sleeps and appends metric lines, so spawn, queue, stop, cancel, the reaper and
 resume are tested without training anything.
 """
@@ -20,10 +20,11 @@ from pathlib import Path
 import polling
 import pytest
 
-from workbench import launcher as launcher_module
-from workbench.launcher import LocalLauncher, descendants, pid_alive
-from workbench.metrics_store import read_all
-from workbench.registry import RunRegistry
+from workbench.execution import launcher as launcher_module
+from workbench.execution.launcher import LocalLauncher
+from workbench.execution.processes import descendants, pid_alive
+from workbench.store.metrics_store import read_all
+from workbench.store.registry import RunRegistry
 
 HERE = Path(__file__).resolve().parent
 pytestmark = pytest.mark.slow
@@ -147,7 +148,7 @@ def test_cancel_escalates_to_sigkill(workspace, make_launcher):
 # ignores SIGTERM and has no death signal: only the launcher's descendant snapshot can reach it.
 TREE_STUB = """
 import signal, subprocess, sys, time
-from workbench import runner
+from workbench.execution import runner
 
 HELPER = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
 
@@ -251,7 +252,7 @@ def test_reaper_from_a_fresh_launcher(workspace, make_launcher):
 
 def test_reaper_leaves_ray_runs_alone(workspace, make_launcher):
     """A local launcher (the CLI on a login node) cannot judge a cluster run by its pid."""
-    from workbench.ray_launcher import RAY_JOB_FILE
+    from workbench.execution.ray_launcher import RAY_JOB_FILE
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()  # a pid that is not alive on this machine
@@ -290,7 +291,7 @@ def test_failure_records_user_traceback(workspace, make_launcher):
     done = launcher.wait(run_id, timeout=60)
     assert done.status == "failed"
     assert done.error.startswith("ValueError: stub failure on purpose (stub_runner.py, line ")
-    assert "user code only" in done.traceback and "workbench/runner.py" not in done.traceback
+    assert "user code only" in done.traceback and "workbench/execution/runner.py" not in done.traceback
 
 
 def test_invalid_requests(workspace, make_launcher):
@@ -320,7 +321,8 @@ def test_multi_process_command(workspace, make_launcher):
 
 def test_warm_spare_takes_the_next_run(workspace):
     """A real runner pre-started with its imports done takes the run through its stdin pipe."""
-    from workbench import cli, templates
+    from workbench import templates
+    from workbench.cli import commands as cli
 
     launcher = LocalLauncher(workspace, gpus=[], warm_spares=1)
     try:
@@ -396,8 +398,8 @@ def test_shutdown_ends_a_spare_started_by_a_concurrent_poll(workspace, monkeypat
 # exits without shutdown() or is SIGKILLed, as a server stopped or crashing would.
 UI_SERVER = """
 import sys, time
-from workbench import ui
-spare = ui.get_launcher()._spare
+from workbench.ui import session
+spare = session.get_launcher()._spare
 open(sys.argv[1], "w").write(str(spare.pid if spare is not None else 0))
 if sys.argv[2] == "exit":
     sys.exit(0)
@@ -453,7 +455,7 @@ def test_make_launcher_is_local_without_a_ray_address(workspace, monkeypatch):
 
 
 def test_make_launcher_is_ray_with_an_address(workspace, monkeypatch):
-    from workbench import ray_launcher
+    from workbench.execution import ray_launcher
 
     real = ray_launcher.RayJobLauncher
     # No cluster here: the real class with a stand-in client (a passed warm_spares would fail).
@@ -477,18 +479,18 @@ def test_make_launcher_says_how_to_install_ray(workspace, monkeypatch):
 
 def test_ui_launcher_has_a_warm_spare_for_the_real_runner_only(workspace, monkeypatch):
     pytest.importorskip("streamlit")
-    from workbench import ui
+    from workbench.ui import session
 
     monkeypatch.delenv("WORKBENCH_RAY_ADDRESS", raising=False)
-    ui._launcher.clear()
+    session._launcher.clear()
     try:
         root = str(workspace)
-        assert ui._launcher(root, "workbench.runner", "").warm_spares == 1
-        assert ui._launcher(root, "stub_runner", str(HERE)).warm_spares == 0
-        assert ui._launcher(root, "workbench.runner", "", "", False).warm_spares == 0
+        assert session._launcher(root, "workbench.execution.runner", "").warm_spares == 1
+        assert session._launcher(root, "stub_runner", str(HERE)).warm_spares == 0
+        assert session._launcher(root, "workbench.execution.runner", "", "", False).warm_spares == 0
         monkeypatch.setenv("WORKBENCH_WARM_SPARES", "0")
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
-        launcher = ui.get_launcher()
+        launcher = session.get_launcher()
         assert launcher.warm_spares == 0 and launcher._spare is None
     finally:
-        ui._launcher.clear()
+        session._launcher.clear()

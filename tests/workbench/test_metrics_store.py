@@ -1,4 +1,4 @@
-"""Tests of workbench.metrics_store (tail by byte offset, downsample) and workbench.metrics_hook."""
+"""Tests of workbench.store.metrics_store (tail by byte offset, downsample) and workbench.store.metrics_hook."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from estimator_engine.hooks.base import SessionRunContext, SessionRunValues
-from workbench.metrics_hook import MetricsWriterHook, append_rows, write_eval
-from workbench.metrics_store import COLUMNS, MetricsTail, downsample, read_all, rows_to_frame
+from workbench.store.metrics_hook import MetricsWriterHook, append_rows, write_eval
+from workbench.store.metrics_store import COLUMNS, MetricsTail, downsample, read_all, rows_to_frame
 
 
 def line(step, name="loss", value=1.0, split="train"):
@@ -194,7 +194,7 @@ class TestFastPaths:
     """The fixed-format writer and the bulk readers agree with json.dumps / json.loads."""
 
     def test_format_rows_is_json_dumps(self):
-        from workbench.metrics_hook import format_rows
+        from workbench.store.metrics_hook import format_rows
 
         rows = [{"step": 1, "wall_time": 1733000000.123456, "split": "train", "name": "loss",
                  "value": 0.1},

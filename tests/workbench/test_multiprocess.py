@@ -19,15 +19,17 @@ from pathlib import Path
 import polling
 import pytest
 
-from workbench import cli, runner
-from workbench.launcher import LocalLauncher, pid_alive
-from workbench.registry import RunRegistry
+from workbench.cli import commands as cli
+from workbench.execution import runner
+from workbench.execution.launcher import LocalLauncher
+from workbench.execution.processes import pid_alive
+from workbench.store.registry import RunRegistry
 
 pytestmark = pytest.mark.slow
 
 RANK_STUB = '''
 import os, signal, sys, time
-from workbench import runner
+from workbench.execution import runner
 
 def execute(ctx):
     (ctx.run_dir / f"rank{os.environ.get('RANK', '0')}.pid").write_text(str(os.getpid()))
@@ -103,7 +105,7 @@ def test_cancel_sigkill_escalation_reaches_every_rank(workspace, rank_launcher):
 # the rank ignores SIGTERM and arms the death signal as the runner does.
 FAKE_RANK = """
 import signal, sys, time
-from workbench.runner import die_with_torchrun_agent
+from workbench.execution.runner import die_with_torchrun_agent
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 armed = die_with_torchrun_agent()
 open(sys.argv[1], "w").write(str(armed))
@@ -175,22 +177,23 @@ def test_two_process_run_from_the_cli(workspace, monkeypatch, capsys):
 
 def test_two_process_run_from_the_ui_launch_path(workspace, monkeypatch):
     pytest.importorskip("streamlit")
-    from workbench import templates, ui
+    from workbench import templates
+    from workbench.ui import forms, session
 
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the shared launcher: CPU only
-    ui._launcher.clear()
+    session._launcher.clear()
     code = templates.get_template("mlp_classifier").code
     dataset = cli._dataset_dict("iris", None)
     try:
-        record = ui.launch_run(name="ddp from ui", action="train", dataset=dataset,
+        record = forms.launch_run(name="ddp from ui", action="train", dataset=dataset,
                                template={"name": "mlp_classifier", "code": code}, params={},
                                run_config={"tf_random_seed": 0}, schedule={"max_steps": 20},
                                num_processes=2)
-        launcher = ui.get_launcher()
+        launcher = session.get_launcher()
         done = launcher.wait(record.run_id, timeout=300)
     finally:
-        ui.get_launcher().shutdown(grace=1.0)
-        ui._launcher.clear()
+        session.get_launcher().shutdown(grace=1.0)
+        session._launcher.clear()
     log = (Path(workspace) / "runs" / record.run_id / "worker.log").read_text()
     assert done.status == "succeeded", log[-3000:]
     assert "--nproc-per-node 2" in log and log.count("started, pid") == 2

@@ -1,4 +1,4 @@
-"""workbench.predictions: columns, rows, chunking, atomic write and CSV formula escaping."""
+"""workbench.data.predictions: columns, rows, chunking, atomic write and CSV formula escaping."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 import torch
 
-from workbench import build, datasets, predictions, templates
+from workbench import templates
+from workbench.data import datasets, predictions
+from workbench.execution import build
 
 
 class FakeEstimator:

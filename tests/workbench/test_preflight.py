@@ -1,4 +1,4 @@
-"""workbench.preflight: every bundled template passes; every broken template gets a pinned error."""
+"""workbench.execution.preflight: every bundled template passes; every broken template gets a pinned error."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench import datasets, preflight, templates
+from workbench import templates
+from workbench.data import datasets
+from workbench.execution import preflight
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
 MATCHING_DATASET = {"mlp_classifier": "iris", "mlp_regressor": "diabetes", "linear": "breast_cancer",

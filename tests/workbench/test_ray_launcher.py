@@ -1,4 +1,4 @@
-"""Tests of workbench.ray_launcher.
+"""Tests of workbench.execution.ray_launcher.
 
 Two parts: the status mapping and the job's command line against a fake ``JobSubmissionClient``
 (always run), and the real thing against a local Ray head on 127.0.0.1 (skipped only when Ray is
@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from polling import wait_for
 
-from workbench.metrics_store import read_all
-from workbench.ray_launcher import RayJobLauncher, is_ray_run, main, read_ray_job
-from workbench.registry import RunRegistry
+from workbench.execution.ray_launcher import RayJobLauncher, is_ray_run, main, read_ray_job
+from workbench.store.metrics_store import read_all
+from workbench.store.registry import RunRegistry
 
 HERE = Path(__file__).resolve().parent
 
@@ -94,8 +94,8 @@ def test_submit_builds_the_job(workspace, fake):
     folder = str(RunRegistry(workspace).run_dir(run_id))
     assert job["submission_id"] == f"workbench-{run_id}-1"
     assert job["entrypoint"] == (
-        f"cd {shlex.quote(folder)} && exec py -m workbench.ray_launcher tee worker.log -- "
-        f"py -m torch.distributed.run --standalone --nproc-per-node 2 -m workbench.runner {folder}")
+        f"cd {shlex.quote(folder)} && exec py -m workbench.execution.ray_launcher tee worker.log -- "
+        f"py -m torch.distributed.run --standalone --nproc-per-node 2 -m workbench.execution.runner {folder}")
     assert job["entrypoint_num_gpus"] == 2 and "entrypoint_num_cpus" not in job
     env = job["runtime_env"]["env_vars"]
     assert env["A"] == "1" and env["WORKBENCH_HOME"] == str(workspace)

@@ -1,4 +1,4 @@
-"""Tests of workbench.registry and workbench.paths: state machine, concurrency, summary, delete."""
+"""Tests of workbench.store.registry and workbench.store.paths: state machine, concurrency, summary, delete."""
 
 from __future__ import annotations
 
@@ -13,16 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from workbench import paths
-from workbench.registry import (
+from workbench.store import paths
+from workbench.store.records import (
     ALLOWED_TRANSITIONS,
-    SCHEMA_VERSION,
     STATUSES,
     InvalidTransitionError,
     RunNotFoundError,
-    RunRegistry,
     new_run_id,
 )
+from workbench.store.registry import SCHEMA_VERSION, RunRegistry
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]

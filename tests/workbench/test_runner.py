@@ -1,4 +1,4 @@
-"""Tests of workbench.runner: the run lifecycle in-process (fake actions), and real engine runs
+"""Tests of workbench.execution.runner: the run lifecycle in-process (fake actions), and real engine runs
 through the launcher (train, SIGKILL mid-training then resume, train_and_evaluate, predict)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import polling
 import pytest
 
-from workbench import runner
-from workbench.registry import RunRegistry
+from workbench.execution import lineage, runner
+from workbench.store.registry import RunRegistry
 
 
 def new_run(workspace, action="train", schedule=None, run_config=None, **kwargs):
@@ -69,7 +69,7 @@ class TestLifecycle:
         assert status == 1 and record.status == "failed"
         assert record.error == "ValueError: bad shape (<template demo>, line 3, in model_fn)"
         assert record.traceback.startswith("Traceback (user code only")
-        assert "workbench/runner.py" not in record.traceback
+        assert "workbench/execution/runner.py" not in record.traceback
 
     def test_library_frames_are_not_user_code(self):
         try:
@@ -109,7 +109,8 @@ class TestLifecycle:
 
 
 def iris_run(workspace, action="train", schedule=None, run_config=None, **kwargs):
-    from workbench import cli, templates
+    from workbench import templates
+    from workbench.cli import commands as cli
 
     dataset = cli._dataset_dict("iris", None)
     info = templates.get_template("mlp_classifier")
@@ -120,14 +121,14 @@ def iris_run(workspace, action="train", schedule=None, run_config=None, **kwargs
 
 
 def rows(workspace, run_id):
-    from workbench.metrics_store import read_all
+    from workbench.store.metrics_store import read_all
 
     return read_all(Path(workspace) / "runs" / run_id / "metrics.jsonl")
 
 
 @pytest.fixture
 def launcher(workspace):
-    from workbench.launcher import LocalLauncher
+    from workbench.execution.launcher import LocalLauncher
 
     made = LocalLauncher(workspace, gpus=[])
     yield made
@@ -177,7 +178,7 @@ class TestEngineRuns:
 
     def test_train_and_evaluate_then_predict_and_evaluate_from(self, workspace, launcher, tmp_path,
                                                                capsys, monkeypatch):
-        from workbench import cli
+        from workbench.cli import commands as cli
 
         rec = iris_run(workspace, action="train_and_evaluate",
                        schedule={"max_steps": 60, "eval_every_steps": 30})
@@ -201,7 +202,7 @@ class TestEngineRuns:
             done.summary["eval/accuracy"]["last"])
         assert ev_done.summary["eval/accuracy"]["last_step"] == 60
 
-        from workbench import datasets
+        from workbench.data import datasets
 
         data = tmp_path / "new.csv"
         datasets.load_csv(datasets.bundled_path("iris")).head(7).to_csv(data, index=False)
@@ -231,7 +232,7 @@ class TestLineage:
         (parent_dir / "task_info.json").write_text('{"task": "classification"}')
         ctx = self.make_ctx(workspace, parent_run_id=parent.run_id, parent_relation="warm_start")
         spec = {}
-        runner._prepare_lineage(ctx, spec)
+        lineage.prepare_lineage(ctx, spec)
         assert spec["warm_start_from"] == str(parent_dir / "model")
         assert spec["task_info"] == {"task": "classification"}
 
@@ -241,7 +242,7 @@ class TestLineage:
         parent_model.mkdir()
         (parent_model / "checkpoint").write_text("x")
         ctx = self.make_ctx(workspace, parent_run_id=parent.run_id, parent_relation="resume")
-        runner._prepare_lineage(ctx, {})
+        lineage.prepare_lineage(ctx, {})
         assert (ctx.model_dir / "checkpoint").read_text() == "x"
 
     def test_evaluate_from_parent_without_checkpoint(self, workspace):
@@ -250,14 +251,14 @@ class TestLineage:
         ctx = self.make_ctx(workspace, action="evaluate", parent_run_id=parent.run_id,
                             parent_relation="evaluate_from")
         with pytest.raises(ValueError, match=f"The parent run '{parent.run_id}' has no checkpoint"):
-            runner._prepare_lineage(ctx, {})
+            lineage.prepare_lineage(ctx, {})
 
     def test_relative_checkpoint_resolves_in_parent(self, workspace):
         parent = new_run(workspace)
         ctx = self.make_ctx(workspace, action="predict", parent_run_id=parent.run_id,
                             parent_relation="predict_from", checkpoint_path="model/model.ckpt-5")
         spec = {}
-        runner._prepare_lineage(ctx, spec)
+        lineage.prepare_lineage(ctx, spec)
         assert spec["checkpoint_path"] == str(
             RunRegistry(workspace).run_dir(parent.run_id) / "model" / "model.ckpt-5")
 
@@ -269,7 +270,7 @@ class TestLineage:
         ctx = self.make_ctx(workspace, action="predict", parent_run_id=parent.run_id,
                             parent_relation="predict_from", checkpoint_path="model.ckpt-5")
         spec = {}
-        runner._prepare_lineage(ctx, spec)
+        lineage.prepare_lineage(ctx, spec)
         assert spec["checkpoint_path"] == str(model_dir / "model.ckpt-5")
 
 
@@ -371,7 +372,7 @@ class TestEarlyStoppingAndNanPolicy:
                                        "evaluation reported ['accuracy', 'global_step', 'loss']"), record.error
 
     def test_early_stopping_settings(self):
-        from workbench.runner import EarlyStopping
+        from workbench.execution.runner import EarlyStopping
 
         assert EarlyStopping.from_schedule(None) is None
         assert EarlyStopping.from_schedule({"patience": 0}) is None
@@ -391,7 +392,8 @@ def test_predict_run_on_unlabelled_data_skips_the_preflight_check(workspace, tmp
     """The check trains a step, which needs labels: predict/evaluate runs reuse a trained model."""
     import pandas as pd
 
-    from workbench import cli, datasets
+    from workbench.cli import commands as cli
+    from workbench.data import datasets
 
     trained = iris_run(workspace, schedule={"max_steps": 5})
     assert runner.run(RunRegistry(workspace).run_dir(trained.run_id), install_signal_handlers=False) == 0
@@ -411,7 +413,7 @@ def test_predict_run_on_unlabelled_data_skips_the_preflight_check(workspace, tmp
 
 
 def test_no_evaluation_rows_is_said_plainly():
-    from workbench import datasets
+    from workbench.data import datasets
 
     df = datasets.load_csv(datasets.bundled_path("iris")).head(4)
     spec = datasets.DatasetSpec({"kind": "bundled", "name": "iris"}, datasets.infer_schema(df), eval_fraction=0.0)
@@ -427,7 +429,7 @@ def test_no_evaluation_rows_is_said_plainly():
 def test_a_run_that_ends_starts_the_one_queued_behind_it(workspace, launcher):
     """`run --detach` twice from a script: the CLI is gone when the first run ends, so the first
     runner starts the second (CPU slot handed over); the submitting launcher never polls again."""
-    from workbench.launcher import pid_alive
+    from workbench.execution.processes import pid_alive
 
     first = iris_run(workspace, schedule={"max_steps": 3})
     second = iris_run(workspace, schedule={"max_steps": 3})
@@ -452,7 +454,7 @@ def test_a_resume_drops_the_rows_its_dead_attempt_logged_past_the_checkpoint(wor
     """Killed at step 340 with model.ckpt-200 saved: training resumes at 200, so rows after 200 are
     another history; they go (the file is replaced, tailing readers start over), the rest stays."""
     from estimator_engine import checkpoints
-    from workbench.metrics_store import MetricsTail
+    from workbench.store.metrics_store import MetricsTail
 
     model_dir = tmp_path / "model"
     checkpoints.create_checkpoint(str(model_dir), {"w": [1.0]}, 200)
@@ -462,12 +464,12 @@ def test_a_resume_drops_the_rows_its_dead_attempt_logged_past_the_checkpoint(wor
     metrics.write_text("".join(json.dumps(r) + "\n" for r in rows) + '{"step": 3')  # a partial last line
     tail = MetricsTail(metrics)
     assert len(tail.read()) == 6 and tail.generation == 0
-    assert runner.drop_orphaned_metrics(metrics, model_dir) == 3  # steps 220, 280 and 340
+    assert lineage.drop_orphaned_metrics(metrics, model_dir) == 3  # steps 220, 280 and 340
     assert [(r["split"], r["step"]) for r in tail.read()] == [("train", 100), ("train", 160), ("eval", 200)]
     assert tail.generation == 1
     assert metrics.read_text().endswith('{"step": 3')
-    assert runner.drop_orphaned_metrics(metrics, model_dir) == 0
-    assert runner.drop_orphaned_metrics(metrics, tmp_path / "no_model") == 3  # no checkpoint: resumes at 0
+    assert lineage.drop_orphaned_metrics(metrics, model_dir) == 0
+    assert lineage.drop_orphaned_metrics(metrics, tmp_path / "no_model") == 3  # no checkpoint: resumes at 0
 
 
 def test_a_running_runs_summary_follows_its_metrics(workspace, monkeypatch):

@@ -9,8 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from workbench import build, datasets, templates
-from workbench.model_inputs import InputLayer, lookup_ids
+from workbench import templates
+from workbench.data import datasets
+from workbench.data.model_inputs import InputLayer, lookup_ids
+from workbench.execution import build
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
 BUNDLED = ("cnn_digits", "linear", "mlp_classifier", "mlp_regressor", "wide_and_deep")

@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from workbench import ui
-from workbench.registry import RunRecord
+from workbench.store.records import RunRecord
+from workbench.ui import forms, live, panels, session, tables
 
 REPO = Path(__file__).resolve().parents[2]
 DATASET = {"ref": {"kind": "bundled", "name": "iris"}}
@@ -22,16 +22,16 @@ def stub_ui(workspace, monkeypatch):
     """``ui`` with a launcher of its own running the stub runner; shut down afterwards."""
     monkeypatch.setenv("WORKBENCH_RUNNER_MODULE", "stub_runner")
     monkeypatch.setenv("WORKBENCH_RUNNER_PYTHONPATH", str(REPO / "tests" / "workbench"))
-    ui._launcher.clear()
+    session._launcher.clear()
     try:
-        yield ui
+        yield session
     finally:
-        ui.get_launcher().shutdown(grace=1.0)
-        ui._launcher.clear()
+        session.get_launcher().shutdown(grace=1.0)
+        session._launcher.clear()
 
 
 def launch(schedule: dict) -> RunRecord:
-    return ui.launch_run(name="r", action="train", dataset=DATASET, template=TEMPLATE, params={},
+    return forms.launch_run(name="r", action="train", dataset=DATASET, template=TEMPLATE, params={},
                          run_config={}, schedule=schedule)
 
 
@@ -54,7 +54,7 @@ def test_evaluate_and_predict_from_a_run_skip_the_preflight_check(stub_ui):
     parent = launch({"max_steps": 2, "sleep": 0.0, "batch_size": 7})
     assert stub_ui.get_launcher().wait(parent.run_id, timeout=60).status == "succeeded"
     parent = stub_ui.get_registry().get(parent.run_id)
-    child = stub_ui.launch_from(parent, "predict")
+    child = panels.launch_from(parent, "predict")
     assert stub_ui.get_registry().get(child.run_id).schedule == {"batch_size": 7, "preflight": False}
     stub_ui.get_launcher().wait(child.run_id, timeout=60)
 
@@ -62,19 +62,19 @@ def test_evaluate_and_predict_from_a_run_skip_the_preflight_check(stub_ui):
 @pytest.mark.slow
 def test_a_multi_process_run_is_checked_before_launch_and_a_failed_check_launches_nothing(stub_ui):
     """torchrun's ranks do not check in-process, so the UI checks first, in a child process."""
-    from workbench import cli
+    from workbench.cli import commands as cli
 
     broken = (REPO / "tests" / "data" / "bad" / "raises.py.txt").read_text()
     before = stub_ui.get_registry().list_runs()
     with pytest.raises(ValueError, match=r"^Pre-flight check failed in train: RuntimeError"):
-        stub_ui.launch_run(name="r", action="train", dataset=cli._dataset_dict("iris", None),
+        forms.launch_run(name="r", action="train", dataset=cli._dataset_dict("iris", None),
                            template={"name": "mine", "code": broken}, params={}, run_config={},
                            schedule={"max_steps": 2}, num_processes=2)
     assert stub_ui.get_registry().list_runs() == before  # nothing registered, nothing launched
 
 
 def test_runs_frame_shows_an_evaluate_runs_eval_loss_and_step(workspace):
-    reg = ui.get_registry()
+    reg = session.get_registry()
     trained = reg.create_run(name="t", action="train", dataset=DATASET, template=TEMPLATE, params={},
                              run_config={}, schedule={})
     evaluated = reg.create_run(name="e", action="evaluate", dataset=DATASET, template=TEMPLATE, params={},
@@ -83,7 +83,7 @@ def test_runs_frame_shows_an_evaluate_runs_eval_loss_and_step(workspace):
     trained = dataclasses.replace(trained, summary={"train/loss": {**entry, "last": 0.5, "last_step": 900},
                                                     "eval/loss": entry})
     evaluated = dataclasses.replace(evaluated, summary={"eval/loss": entry, "eval/accuracy": {**entry, "last": 0.9}})
-    frame = ui.runs_frame([trained, evaluated]).set_index("name")
+    frame = tables.runs_frame([trained, evaluated]).set_index("name")
     assert (frame.loc["t", "step"], frame.loc["t", "last loss"]) == (900, 0.5)  # training runs: the train loss
     assert (frame.loc["e", "step"], frame.loc["e", "last loss"]) == (700, 0.25)
 
@@ -103,12 +103,12 @@ def test_live_rows_start_over_when_the_metrics_file_is_replaced(tmp_path):
         os.replace(temp, path)
 
     write([1, 2, 3, 4])
-    live = ui._LiveState(path)
-    assert live.update() == 4
+    state = live._LiveState(path)
+    assert state.update() == 4
     write([1, 2])
-    live.update()
-    assert live.frame["step"].tolist() == [1, 2]
+    state.update()
+    assert state.frame["step"].tolist() == [1, 2]
     with path.open("a") as f:
         f.write(json.dumps({"step": 3, "wall_time": 2.0, "split": "train", "name": "loss", "value": 0.5}) + "\n")
-    live.update()
-    assert live.frame["step"].tolist() == [1, 2, 3]
+    state.update()
+    assert state.frame["step"].tolist() == [1, 2, 3]

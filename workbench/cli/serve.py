@@ -1,0 +1,64 @@
+"""``estimator-workbench ui``: the Streamlit server's command line, and the warning when it is
+exposed beyond this machine."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from workbench.cli.usage import PROG as _PROG
+from workbench.cli.usage import UsageError
+
+__all__ = ['exposure_warning', 'ui_command']
+
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def ui_command(address: str = "127.0.0.1", port: int | None = None) -> list[str]:
+    """The command that starts the Streamlit UI (bound to loopback unless told otherwise).
+
+    XSRF protection is passed explicitly so that no config file can turn it off.
+    """
+    cmd = [sys.executable, "-m", "streamlit", "run", str(_REPO_ROOT / "workbench" / "ui" / "app.py"),
+           "--server.address", address, "--server.headless", "true",
+           "--server.enableXsrfProtection", "true", "--server.enableCORS", "true",
+           "--browser.gatherUsageStats", "false"]
+    if port is not None:
+        cmd += ["--server.port", str(port)]
+    return cmd
+
+
+def exposure_warning(address: str) -> str | None:
+    """The warning printed when the UI is bound beyond loopback (None for loopback)."""
+    if address.strip() in _LOOPBACK:
+        return None
+    password = "is set" if os.environ.get("WORKBENCH_PASSWORD") else "is NOT set"
+    return (f"warning: the UI will listen on {address!r}, not only on 127.0.0.1: anyone who can "
+            "reach this port can run arbitrary Python code on this machine as this user "
+            f"(templates are code). WORKBENCH_PASSWORD {password}; put the UI behind HTTPS and a "
+            "firewall (see docs/RELIABILITY.md, 'Security').")
+
+
+def _cmd_ui(args: argparse.Namespace, root: Path) -> int:
+    cmd = ui_command(args.address, args.port)
+    warning = exposure_warning(args.address)
+    if warning:
+        print(f"{_PROG}: {warning}", file=sys.stderr)
+    if args.dry_run:
+        print(" ".join(cmd))
+        return 0
+    if not Path(cmd[4]).exists():
+        raise UsageError(f"The UI entry point {cmd[4]} is missing; is the workbench installed "
+                         "completely?")
+    env = dict(os.environ, WORKBENCH_HOME=str(root))
+    with contextlib.suppress(KeyboardInterrupt):
+        return subprocess.call(cmd, env=env)
+    return 0

@@ -1,0 +1,297 @@
+"""Dataset sources: the bundled sample datasets, and loading CSV/Parquet files and uploads with
+a clear ValueError for every bad file (size, encoding, CSV bombs)."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import os
+import re
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+import pandas as pd
+
+__all__ = ['DEFAULT_MAX_BYTES', 'DatasetInfo', 'MAX_COLUMNS', 'SAMPLE_DATA_DIR', 'bundled_path', 'list_bundled', 'load_csv', 'load_table', 'save_upload']
+
+
+SAMPLE_DATA_DIR = Path(__file__).resolve().parents[2] / "sample_data"
+
+
+DEFAULT_MAX_BYTES = 200 * 1024 * 1024  # Streamlit's default upload limit
+
+
+# A wide header is a CSV bomb: 32 MB of "c0,c1,..." with one row took 107 s and 4 GB of memory
+# in pandas. 10,000 columns is far beyond what the forms and the input pipeline are built for.
+MAX_COLUMNS = 10_000
+
+
+_BUNDLED: dict[str, tuple[str, str]] = {
+    # name: (task, description)
+    "iris": ("classification", "Fisher's iris flowers: 4 measurements, 3 species (150 rows)."),
+    "wine": ("classification", "Wine chemistry: 13 measurements, 3 cultivars (178 rows)."),
+    "breast_cancer": ("classification", "Breast cancer Wisconsin: 30 cell features, malignant/benign (569 rows)."),
+    "diabetes": ("regression", "Diabetes progression: 10 baseline variables, numeric target (442 rows)."),
+    "digits": ("classification", "Handwritten digits: 8x8 images as 64 pixel columns, labels 0-9 (1797 rows)."),
+    "penguins": ("classification", "Palmer penguins: numeric and categorical columns with missing values, 3 species (344 rows)."),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetInfo:
+    """A bundled dataset, as listed in the UI.
+
+    Example:
+        >>> [d.name for d in list_bundled()][:2]
+        ['breast_cancer', 'diabetes']
+    """
+
+    name: str
+    path: Path
+    task: str
+    description: str
+    size_bytes: int
+    n_rows: int
+    columns: tuple[str, ...]
+
+
+def list_bundled() -> list[DatasetInfo]:
+    """The CSVs in ``sample_data/``, sorted by name (header and row count read, not the data)."""
+    infos = []
+    for path in sorted(SAMPLE_DATA_DIR.glob("*.csv")):
+        with open(path, encoding="utf-8") as f:
+            header = next(csv.reader(f), [])
+            n_rows = sum(1 for line in f if line.strip())
+        task, description = _BUNDLED.get(path.stem, ("unknown", ""))
+        infos.append(DatasetInfo(path.stem, path, task, description, path.stat().st_size,
+                                 n_rows, tuple(header)))
+    return infos
+
+
+def bundled_path(name: str) -> Path:
+    """Path of the bundled dataset ``name``; ValueError listing the known names otherwise."""
+    path = SAMPLE_DATA_DIR / f"{name}.csv"
+    if not re.fullmatch(r"[A-Za-z0-9_\-]+", str(name)) or not path.is_file():
+        known = sorted(p.stem for p in SAMPLE_DATA_DIR.glob("*.csv"))
+        raise ValueError(f"Unknown bundled dataset name: {name!r}. Choose one of {known}.")
+    return path
+
+
+def _describe_source(source: Any) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        return repr(os.fspath(source))
+    name = getattr(source, "name", None)
+    return repr(name) if isinstance(name, str) else "(uploaded data)"
+
+
+def _source_size(source: Any) -> int:
+    """Size in bytes without reading the content."""
+    if isinstance(source, (str, os.PathLike)):
+        return os.path.getsize(source)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return len(source)
+    size = getattr(source, "size", None)  # Streamlit's UploadedFile
+    if isinstance(size, int):
+        return size
+    if hasattr(source, "getbuffer"):
+        return source.getbuffer().nbytes
+    pos = source.tell()
+    end = source.seek(0, io.SEEK_END)
+    source.seek(pos)
+    return end - pos
+
+
+def _read_bytes(source: Any) -> bytes:
+    if isinstance(source, (str, os.PathLike)):
+        return Path(source).read_bytes()
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    data = source.read()
+    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+def _fmt_size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 100_000 else f"{n} bytes"
+
+
+def _check_size(source: Any, where: str, max_bytes: int | None) -> int:
+    try:
+        size = _source_size(source)
+    except FileNotFoundError:
+        raise ValueError(f"Data file {where} does not exist. Check the path.") from None
+    if max_bytes is not None and size > max_bytes:
+        raise ValueError(
+            f"Data file {where} is {_fmt_size(size)}, over the size limit of {_fmt_size(max_bytes)} "
+            f"(max_bytes={max_bytes}). Upload a smaller sample of the rows, or raise the limit."
+        )
+    return size
+
+
+def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: int | None = DEFAULT_MAX_BYTES) -> pd.DataFrame:
+    """Reads a UTF-8 CSV with a header row, with a clear ValueError for every malformed file.
+
+    The size is checked before anything is read. Rejected: empty files, non-UTF-8 bytes, a header
+    without rows, ragged rows (the line is named), a single column, duplicate or blank column names.
+    Missing values (empty cells, ``NA``, ``NaN``, ...) become NaN.
+
+    Args:
+        path_or_buffer: a path, the raw bytes, or a binary file-like object (an upload).
+        max_bytes: the size limit in bytes (None: no limit).
+
+    Returns:
+        The DataFrame (text columns as strings, numeric columns as int64/float64).
+
+    Example:
+        >>> load_csv(b"a,b\\n1,x\\n2,y\\n").shape
+        (2, 2)
+    """
+    where = _describe_source(path_or_buffer)
+    _check_size(path_or_buffer, where, max_bytes)
+    raw = _read_bytes(path_or_buffer)
+    if not raw.strip():
+        raise ValueError(
+            f"CSV file {where} is empty ({len(raw)} bytes). Provide a file with a header row and "
+            "at least one data row."
+        )
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise ValueError(
+            f"CSV file {where} is not valid UTF-8: byte 0x{raw[e.start]:02x} at line {line}, "
+            f"column {column}. Save the file as UTF-8 (e.g. 'CSV UTF-8' in Excel, or "
+            "`iconv -f latin1 -t utf-8 in.csv > out.csv`) and load it again."
+        ) from None
+    try:
+        # The header first, alone: a bomb (a huge header) is refused before the rows are parsed.
+        header = next(csv.reader(io.StringIO(text)))
+        if len(header) > MAX_COLUMNS:
+            raise ValueError(
+                f"CSV file {where} has {len(header):,} columns, over the limit of {MAX_COLUMNS:,}. "
+                "Keep the columns the model needs (or transpose the file if rows and columns are "
+                "swapped).")
+        # csv.reader runs in C; map(len, ...) counts the fields of every row without a Python loop.
+        lengths = np.fromiter(map(len, csv.reader(io.StringIO(text))), dtype=np.int64)
+    except csv.Error as e:
+        raise ValueError(f"CSV file {where} could not be parsed: {e}. Check the quoting (a field "
+                         "over the limit is usually an unclosed quote).") from None
+    n_cols = len(header)
+    if n_cols == 1:
+        sep = next((s for s in (";", "\t", "|") if s in header[0]), None)
+        hint = (f" The header contains {sep!r}: save the file with ',' as the separator."
+                if sep else " A dataset needs at least one feature column and a label column.")
+        raise ValueError(f"CSV file {where} has only one column ({header[0]!r}).{hint}")
+    blank = [i + 1 for i, name in enumerate(header) if not name.strip()]
+    if blank:
+        raise ValueError(
+            f"CSV file {where} has a blank column name at column {blank[0]} of the header "
+            f"{header!r}. Give every column a name in the first row."
+        )
+    seen: dict[str, int] = {}
+    for i, name in enumerate(header):
+        if name in seen:
+            raise ValueError(
+                f"CSV file {where} has a duplicate column name: {name!r} (columns {seen[name] + 1} "
+                f"and {i + 1}). Rename them so that every column name is unique."
+            )
+        seen[name] = i
+    body = lengths[1:]
+    if not (body > 0).any():
+        raise ValueError(f"CSV file {where} has a header but no data rows. Add at least one row.")
+    bad = np.flatnonzero((body != n_cols) & (body != 0))  # blank lines (0 fields) are skipped
+    if bad.size:
+        reader = csv.reader(io.StringIO(text))
+        for row_index, row in enumerate(reader):  # noqa: B007  (error path only): find the physical line
+            if row_index == bad[0] + 1:
+                break
+        raise ValueError(
+            f"CSV file {where} has a ragged row: line {reader.line_num} has {len(row)} fields but "
+            f"the header has {n_cols} ({int(bad.size)} such rows). Fix that line (a stray or "
+            f"missing separator, or an unclosed quote) so that every row has {n_cols} fields."
+        )
+    return pd.read_csv(io.StringIO(text))
+
+
+def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTES) -> pd.DataFrame:
+    """Loads a ``.csv`` (see ``load_csv``) or ``.parquet`` file, checked the same way.
+
+    Parquet needs ``pyarrow``; without it the error says so and how to install it.
+    """
+    suffix = Path(path).suffix.lower()
+    if suffix in (".csv", ".txt"):
+        return load_csv(path, max_bytes=max_bytes)
+    if suffix in (".parquet", ".pq"):
+        where = _describe_source(path)
+        _check_size(path, where, max_bytes)
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise ValueError(
+                f"Reading Parquet file {where} needs the 'pyarrow' package, which is not installed. "
+                "Install it with `pip install pyarrow`, or save the data as CSV."
+            ) from None
+        try:
+            import pyarrow.parquet as pq
+
+            width = len(pq.read_schema(path).names)  # the footer only: a bomb is refused unread
+            if width > MAX_COLUMNS:
+                raise ValueError(f"Parquet file {where} has {width:,} columns, over the limit of "
+                                 f"{MAX_COLUMNS:,}. Keep the columns the model needs.")
+            df = pd.read_parquet(path)
+        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            if "over the limit" in str(e):
+                raise
+            raise ValueError(f"Parquet file {where} could not be read ({e}). Check that it is a "
+                             "Parquet file, or save the data as CSV.") from None
+        names = [str(c) for c in df.columns]
+        if len(df) == 0 or df.shape[1] == 0:
+            raise ValueError(f"Parquet file {where} is empty. Provide at least one row and two columns.")
+        if df.shape[1] == 1:
+            raise ValueError(f"Parquet file {where} has only one column ({names[0]!r}). A dataset "
+                             "needs at least one feature column and a label column.")
+        if len(set(names)) != len(names) or any(not n.strip() for n in names):
+            raise ValueError(f"Parquet file {where} has duplicate or blank column names: {names!r}. "
+                             "Rename them so that every column has a unique name.")
+        df.columns = names
+        return df
+    raise ValueError(
+        f"Unsupported data file type {suffix or '(no extension)'!r} for {os.fspath(path)!r}: "
+        "expected a .csv or .parquet file."
+    )
+
+
+def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
+                max_bytes: int | None = DEFAULT_MAX_BYTES) -> Path:
+    """Checks an uploaded file and stores it as ``<workspace>/datasets/<name>``; returns the path.
+
+    The file is parsed first (so a bad upload leaves the workspace untouched), then written to a
+    temporary name and renamed. The name keeps only ``[A-Za-z0-9_.-]``; an existing file with
+    different content gets a numbered name instead of being overwritten.
+    """
+    base = Path(str(filename)).name
+    stem, suffix = os.path.splitext(base)
+    stem = re.sub(r"[^A-Za-z0-9_\-]+", "_", stem).strip("._") or "dataset"
+    suffix = suffix.lower()
+    if suffix not in (".csv", ".parquet", ".pq"):
+        raise ValueError(f"Unsupported upload {filename!r}: expected a .csv or .parquet file.")
+    _check_size(data, repr(filename), max_bytes)
+    folder = Path(workspace) / "datasets"
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".upload-{os.getpid()}{suffix}"  # keeps the suffix so load_table picks the reader
+    tmp.write_bytes(data)
+    try:
+        try:
+            load_table(tmp, max_bytes=max_bytes)
+        except ValueError as e:
+            raise ValueError(str(e).replace(repr(str(tmp)), repr(filename))) from None
+        target, n = folder / f"{stem}{suffix}", 1
+        while target.exists() and target.read_bytes() != data:
+            n += 1
+            target = folder / f"{stem}_{n}{suffix}"
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target

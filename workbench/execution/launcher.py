@@ -1,0 +1,497 @@
+"""``LocalLauncher``: runs queued runs as background processes on this machine.
+
+Each run executes in a fresh interpreter (``python -m workbench.execution.runner RUN_DIR``, or under
+``torch.distributed.run --standalone`` for ``num_processes > 1``) spawned with
+``subprocess.Popen(start_new_session=True)``: the UI process is never forked (forking after CUDA
+initialisation breaks CUDA), the run survives the UI, and cancel can signal the whole process
+group (DataLoader workers included). Output goes to ``runs/<id>/worker.log``.
+
+The registry is the only shared state: a launcher started later (a restarted UI, the CLI) finds
+running runs through their pid and heartbeat, and ``reap_lost`` marks those whose process is gone
+as ``lost``. Concurrency is limited to ``max_concurrent`` runs (default: one per GPU, one on CPU),
+each pinned to a GPU through ``CUDA_VISIBLE_DEVICES`` when there are GPUs; the rest wait
+``queued``. A launcher instance is thread-safe (the UI shares one between sessions).
+
+Warm spares (``warm_spares=1``, CPU only, single-process runs of ``workbench.execution.runner``): while a
+slot is free the launcher keeps one runner pre-started (``python -m workbench.execution.runner --spare``:
+torch, the engine and pandas already imported) waiting on a pipe; starting a run then writes the
+run folder into that pipe instead of spawning a new interpreter, which cuts launch -> first metric
+line by the imports (1-3 s on a small machine). The spare exits on end of input, so it never
+outlives its launcher; ``shutdown`` kills it. The spare is replaced only when a slot is free
+again, so pre-starting never competes for CPU with a run that is starting up.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from workbench.store import paths
+from workbench.store.records import InvalidTransitionError, RunRecord
+from workbench.store.registry import RunRegistry
+
+if TYPE_CHECKING:
+    from workbench.execution.ray_launcher import RayJobLauncher
+
+from workbench.execution.base import Launcher
+from workbench.execution.processes import (
+    _kill_group,
+    _kill_tree,
+    _wait_tree_gone,
+    descendants,
+    detect_gpus,
+    pid_alive,
+    without_secrets,
+)
+
+__all__ = ['DEFAULT_HEARTBEAT_TIMEOUT_S', 'LocalLauncher', 'QUEUE_HANDOFF_ENV', 'SPARE_LOG', 'make_launcher']
+
+
+DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
+
+
+SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
+
+
+# Set in a CPU runner's environment to the launcher's concurrency: the runner starts the runs
+# queued behind it when it ends, as no UI or CLI process may be left to (``run --detach``).
+QUEUE_HANDOFF_ENV = "WORKBENCH_QUEUE_SLOTS"
+
+
+_WITH_SPARES: weakref.WeakSet[LocalLauncher] = weakref.WeakSet()
+
+
+@atexit.register
+def _end_idle_spares() -> None:
+    """At interpreter exit (a UI server stopping), idle spares end now rather than after their
+    imports, when they would notice the end of their input."""
+    for launcher in list(_WITH_SPARES):
+        with contextlib.suppress(Exception):
+            launcher._discard_spare()
+
+
+_REPO_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+class LocalLauncher(Launcher):
+    """Starts, queues, stops, cancels, resumes and reaps runs of one workspace.
+
+    Args:
+        root: the workspace folder.
+        max_concurrent: runs allowed at once (default: number of GPUs, or 1 without GPUs).
+        gpus: GPU ids to hand out (default: ``detect_gpus()``); ``[]`` forces CPU.
+        heartbeat_timeout: seconds without a heartbeat after which a running run is ``lost``.
+        runner_module: the module run as ``python -m <runner_module> RUN_DIR``.
+        env: extra environment variables for runner processes (the UI's secrets, see
+            ``SECRET_ENV_VARS``, are dropped from these and from the inherited ones).
+        warm_spares: keep up to this many pre-started runners while slots are free (0 or 1;
+            used only without GPUs, for single-process runs of ``workbench.execution.runner``).
+
+    Example:
+        >>> launcher = LocalLauncher("workspace")                                # doctest: +SKIP
+        >>> launcher.submit(run_id)          # starts now or waits in the queue  # doctest: +SKIP
+        >>> launcher.poll()      # call periodically: reap, start, detect lost  # doctest: +SKIP
+        >>> launcher.stop(run_id)    # graceful: checkpoint, then ``stopped``   # doctest: +SKIP
+        >>> launcher.cancel(run_id)  # SIGTERM, SIGKILL after the grace period  # doctest: +SKIP
+    """
+
+    def __init__(self, root: str | os.PathLike[str], max_concurrent: int | None = None, *,
+                 gpus: list[str] | None = None,
+                 heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
+                 runner_module: str = "workbench.execution.runner",
+                 env: dict[str, str] | None = None, warm_spares: int = 0) -> None:
+        self.root = Path(root)
+        self.registry = RunRegistry(self.root)
+        self.gpus = list(detect_gpus() if gpus is None else gpus)
+        if max_concurrent is None:
+            max_concurrent = max(1, len(self.gpus))
+        if not isinstance(max_concurrent, int) or isinstance(max_concurrent, bool) or max_concurrent < 1:
+            raise ValueError(f"max_concurrent must be an int >= 1, given: {max_concurrent!r}")
+        self.max_concurrent = max_concurrent
+        self.heartbeat_timeout = float(heartbeat_timeout)
+        self.runner_module = runner_module
+        self.extra_env = dict(env or {})
+        if warm_spares not in (0, 1) or isinstance(warm_spares, bool):
+            raise ValueError(f"warm_spares must be 0 or 1, given: {warm_spares!r}")
+        self.warm_spares = warm_spares
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self._gpu_of: dict[str, list[str]] = {}
+        self._spare: subprocess.Popen[bytes] | None = None
+        self._lock = threading.RLock()
+
+    # -- queue -------------------------------------------------------------------------------
+
+    def running_count(self) -> int:
+        """Runs of this workspace in the ``running`` state whose process is alive on this machine
+        (runs on a Ray cluster take no local slot)."""
+        return sum(1 for r in self.registry.list_runs("running")
+                   if not self._on_ray(r) and self._alive(r))
+
+    def poll(self) -> list[str]:
+        """Reaps finished children, marks lost runs, and starts queued runs while slots are free.
+
+        Returns the ids of the runs started by this call.
+        """
+        with self._lock:
+            self._reap_children()
+            self.reap_lost()
+            started = []
+            free = self.max_concurrent - self.running_count()
+            if free <= 0:
+                return started
+            for record in self.registry.list_runs("queued", newest_first=False):
+                if free <= 0:
+                    break
+                if record.run_id in self._procs:
+                    continue
+                try:
+                    self.start(record.run_id)
+                except InvalidTransitionError:
+                    continue  # another launcher took it
+                started.append(record.run_id)
+                free -= 1
+            if free > 0:
+                self._ensure_spare()
+            return started
+
+    def start(self, run_id: str) -> RunRecord:
+        """Spawns the runner for a queued run now (ignores the concurrency limit).
+
+        The run is marked ``running`` with the child's pid before this returns, so no second
+        launcher starts it again.
+        """
+        with self._lock:
+            record = self.registry.get(run_id)
+            if record.status != "queued":
+                raise InvalidTransitionError(
+                    f"Cannot start run {run_id!r}: it is {record.status!r}, not 'queued'.")
+            folder = self.registry.run_dir(run_id)
+            if not (folder / paths.RUN_JSON).exists():
+                raise FileNotFoundError(f"Run {run_id!r} has no {paths.RUN_JSON} in {folder}.")
+            gpus = self._assign_gpus(record.num_processes)
+            env = self._child_env(gpus)
+            cmd = self._command(record, folder)
+            with open(folder / paths.WORKER_LOG, "ab") as log:
+                stamp = time.strftime('%Y-%m-%d %H:%M:%S')
+                spare = proc = self._claim_spare(record)
+                if proc is not None:
+                    log.write(f"\n=== {stamp} launch: warm spare runner pid {proc.pid} "
+                              f"({' '.join(cmd)})\n".encode())
+                else:
+                    log.write(f"\n=== {stamp} launch: {' '.join(cmd)}\n".encode())
+                    log.flush()
+                    proc = subprocess.Popen(
+                        cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                        cwd=str(folder), env=env, start_new_session=True, close_fds=True)
+            try:
+                record = self.registry.set_status(run_id, "running", pid=proc.pid, expected="queued")
+            except BaseException:
+                _kill_group(proc.pid, signal.SIGKILL)
+                proc.wait()
+                raise
+            if spare is not None:
+                # Only now, with the run marked running under the spare's pid: the spare's
+                # runner must find it 'running', as a freshly spawned runner always does.
+                self._hand_over(spare, folder)  # a spare dead meanwhile is reaped as 'lost'
+            self._procs[run_id] = proc
+            self._gpu_of[run_id] = gpus
+            return record
+
+    # -- warm spare --------------------------------------------------------------------------
+
+    def _spares_enabled(self) -> bool:
+        return self.warm_spares > 0 and not self.gpus and self.runner_module == "workbench.execution.runner"
+
+    def _ensure_spare(self) -> None:
+        """Starts the spare runner when enabled and none is waiting."""
+        if not self._spares_enabled():
+            return
+        if self._spare is not None:
+            if self._spare.poll() is None:
+                return
+            self._discard_spare()
+        self.root.mkdir(parents=True, exist_ok=True)
+        _WITH_SPARES.add(self)
+        log = open(self.root / SPARE_LOG, "ab")
+        try:
+            self._spare = subprocess.Popen(
+                [sys.executable, "-m", self.runner_module, "--spare"], stdin=subprocess.PIPE,
+                stdout=log, stderr=subprocess.STDOUT, cwd=str(self.root), env=self._child_env([]),
+                start_new_session=True, close_fds=True)
+        finally:
+            log.close()
+
+    def _claim_spare(self, record: RunRecord) -> subprocess.Popen[bytes] | None:
+        """The waiting spare, taken out of the pool (None when there is none or it died)."""
+        spare = self._spare
+        if spare is None or record.num_processes > 1 or not self._spares_enabled():
+            return None
+        self._spare = None
+        if spare.poll() is not None or spare.stdin is None:
+            self._reap_spare(spare)
+            return None
+        return spare
+
+    @staticmethod
+    def _hand_over(spare: subprocess.Popen[bytes], folder: Path) -> bool:
+        """Sends the run folder to the spare; False when it has died."""
+        try:
+            stdin = spare.stdin
+            if stdin is None:
+                return False
+            stdin.write(f"{folder}\n".encode())
+            stdin.close()
+        except OSError:
+            return False
+        return True
+
+    def release_spare(self) -> None:
+        """Ends the idle spare (if any) and keeps no more: for a short-lived caller, such as the
+        CLI, that pre-started one for a single run and is about to exit. Runs are not touched."""
+        with self._lock:
+            self.warm_spares = 0
+            self._discard_spare()
+
+    def _discard_spare(self) -> None:
+        spare, self._spare = self._spare, None
+        if spare is not None:
+            self._reap_spare(spare)
+
+    @staticmethod
+    def _reap_spare(spare: subprocess.Popen[bytes]) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            if spare.stdin is not None:
+                spare.stdin.close()  # end of input: an idle spare exits by itself
+        if spare.poll() is None:
+            _kill_group(spare.pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            spare.wait(timeout=5)
+
+    def _command(self, record: RunRecord, folder: Path) -> list[str]:
+        if record.num_processes > 1:
+            return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                    "--nproc-per-node", str(record.num_processes),
+                    "-m", self.runner_module, str(folder)]
+        return [sys.executable, "-m", self.runner_module, str(folder)]
+
+    def _assign_gpus(self, count: int) -> list[str]:
+        if not self.gpus:
+            return []
+        count = max(1, count)
+        busy = {g for ids in self._gpu_of.values() for g in ids}
+        free = [g for g in self.gpus if g not in busy]
+        # Not enough free GPUs (e.g. a run started by hand beyond the limit): share them.
+        return free[:count] if len(free) >= count else self.gpus[:count]
+
+    def _child_env(self, gpus: list[str]) -> dict[str, str]:
+        # Secrets go even when passed in ``env=``: the runner executes user code.
+        env = without_secrets({**os.environ, **self.extra_env})
+        # The child must import this checkout's workbench whatever its cwd.
+        pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        if _REPO_ROOT not in pythonpath:
+            pythonpath.insert(0, _REPO_ROOT)
+        env["PYTHONPATH"] = os.pathsep.join(pythonpath)
+        env["PYTHONUNBUFFERED"] = "1"
+        if self.gpus:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
+            env.pop(QUEUE_HANDOFF_ENV, None)  # GPU assignment stays with launchers that see every run
+        elif self.runner_module == "workbench.execution.runner":
+            env[QUEUE_HANDOFF_ENV] = str(self.max_concurrent)
+        return env
+
+    # -- liveness ----------------------------------------------------------------------------
+
+    def _reap_children(self) -> None:
+        for run_id, proc in list(self._procs.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            del self._procs[run_id]
+            self._gpu_of.pop(run_id, None)
+            with contextlib.suppress(Exception):
+                # The runner died before recording an outcome (SIGKILL, OOM killer, crash of
+                # the interpreter): its last checkpoint stays usable, so the run is resumable.
+                self.registry.set_status(
+                    run_id, "lost", error=f"lost: runner exited with code {code} without "
+                    "recording an outcome; see worker.log", expected="running")
+
+    def _alive(self, record: RunRecord) -> bool:
+        proc = self._procs.get(record.run_id)
+        if proc is not None:
+            return proc.poll() is None
+        return pid_alive(record.pid)
+
+    def _on_ray(self, record: RunRecord) -> bool:
+        """A run submitted to Ray (``ray_job.json``) and not started by this launcher: its pid,
+        if any, is on another machine; ``RayJobLauncher`` follows it."""
+        from workbench.execution.ray_launcher import (
+            is_ray_run,  # lazy: ray_launcher imports this module
+        )
+
+        return record.run_id not in self._procs and is_ray_run(self.registry.run_dir(record.run_id))
+
+    def reap_lost(self) -> list[str]:
+        """Marks ``lost`` the running runs whose process is gone or whose heartbeat is too old.
+
+        Runs on Ray are left alone: their pid is not on this machine (e.g. the CLI on a login
+        node), and ``RayJobLauncher.reap_lost`` judges them by their job.
+        """
+        lost = []
+        now = time.time()
+        for record in self.registry.list_runs("running"):
+            if record.run_id in self._procs:
+                # Our own child: _reap_children records how it ended (with its exit code), and
+                # while it lives its heartbeat may lag during a long first step.
+                continue
+            if self._on_ray(record):
+                continue
+            gone = not pid_alive(record.pid)
+            stale = (record.heartbeat_at is not None
+                     and now - record.heartbeat_at > self.heartbeat_timeout)
+            if gone or stale:
+                reason = ("runner process is gone" if gone else
+                          f"no heartbeat for {now - record.heartbeat_at:.0f}s")
+                with contextlib.suppress(InvalidTransitionError):
+                    self.registry.set_status(record.run_id, "lost", error=f"lost: {reason}",
+                                             expected="running")
+                    lost.append(record.run_id)
+        return lost
+
+    # -- control -----------------------------------------------------------------------------
+
+    def cancel(self, run_id: str, grace: float = 10.0) -> RunRecord:
+        """SIGTERM to the run's process group, SIGKILL after ``grace`` seconds; status ``cancelled``.
+
+        The SIGKILL also reaches every descendant of the runner found before the first signal
+        (``descendants``): torchrun starts each rank in a session of its own, so killing
+        torchrun's group alone would orphan ranks that ignore SIGTERM or hang in a collective.
+        Descendants left behind by a runner that exited on SIGTERM are killed as well.
+
+        A queued run is just marked ``cancelled``. Blocks until the process is gone (at most
+        about ``grace`` seconds plus a moment).
+        """
+        with self._lock:
+            record = self.registry.get(run_id)
+            if record.status == "queued":
+                with contextlib.suppress(InvalidTransitionError):
+                    return self.registry.set_status(run_id, "cancelled", expected="queued")
+                record = self.registry.get(run_id)
+            if record.status != "running":
+                raise ValueError(f"Run {run_id!r} is {record.status!r}; only a running or queued "
+                                 "run can be cancelled.")
+            if self._on_ray(record):  # its pid means nothing here: never signal it
+                raise ValueError(
+                    f"Run {run_id!r} runs on a Ray cluster ({self.registry.run_dir(run_id)}"
+                    "/ray_job.json); a local launcher cannot cancel it. Set WORKBENCH_RAY_ADDRESS "
+                    "to the cluster's dashboard address to cancel it through Ray, or use stop "
+                    "(stop.request on the shared storage).")
+            proc = self._procs.get(run_id)
+            pid = proc.pid if proc is not None else record.pid
+            if pid:
+                # Before any signal: once torchrun dies its ranks (each in a session of its own)
+                # are reparented and no longer findable from its pid.
+                tree = descendants(pid)
+                _kill_group(pid, signal.SIGTERM)
+                if not self._wait_gone(pid, proc, grace):
+                    tree.update(descendants(pid))  # ranks started during the grace period
+                    _kill_group(pid, signal.SIGKILL)
+                    _kill_tree(tree, pid)
+                    self._wait_gone(pid, proc, 5.0)
+                elif not _wait_tree_gone(tree, min(grace, 5.0)):
+                    _kill_tree(tree, pid)  # the runner exited but left descendants behind
+            if proc is not None:
+                with contextlib.suppress(Exception):
+                    proc.wait(timeout=1)
+                self._procs.pop(run_id, None)
+                self._gpu_of.pop(run_id, None)
+            record = self.registry.get(run_id)
+            if record.status in ("running", "lost"):
+                record = self.registry.set_status(run_id, "cancelled",
+                                                  error=record.error or "cancelled by the user")
+            return record
+
+    @staticmethod
+    def _wait_gone(pid: int, proc: subprocess.Popen[bytes] | None, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if proc is not None:
+                if proc.poll() is not None:
+                    return True
+            elif not pid_alive(pid):
+                return True
+            time.sleep(0.05)
+        return False
+
+    def resume(self, run_id: str) -> RunRecord:
+        """Puts a finished run back in the queue (same model_dir: training continues from its last
+        checkpoint) and starts it when a slot is free."""
+        with self._lock:
+            record = self.registry.get(run_id)
+            if record.status in ("queued", "running"):
+                raise ValueError(f"Run {run_id!r} is {record.status!r}; only a stopped, cancelled, "
+                                 "lost, failed or finished run can be resumed.")
+            folder = self.registry.run_dir(run_id)
+            with contextlib.suppress(FileNotFoundError):
+                (folder / paths.STOP_FILE).unlink()
+            self.registry.set_status(run_id, "queued")
+            self.poll()
+            return self.registry.get(run_id)
+
+    def _run_ended(self, run_id: str) -> bool:
+        return run_id not in self._procs  # a process started elsewhere is not ours to wait for
+
+    def shutdown(self, grace: float = 5.0) -> None:
+        """Cancels every run this launcher started and is still running, and ends the warm spare
+        (tests, CLI teardown)."""
+        with self._lock:
+            self._discard_spare()
+        for run_id in list(self._procs):
+            with contextlib.suppress(Exception):
+                self.cancel(run_id, grace=grace)
+        for run_id, proc in list(self._procs.items()):
+            _kill_group(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=5)
+            self._procs.pop(run_id, None)
+        with self._lock:
+            self._discard_spare()  # one a concurrent poll() started while the runs were cancelled
+
+    def process(self, run_id: str) -> Any:
+        """The ``Popen`` of a run this launcher started (or None)."""
+        return self._procs.get(run_id)
+
+
+def make_launcher(root: str | os.PathLike[str], *, runner_module: str = "workbench.execution.runner",
+                  env: dict[str, str] | None = None,
+                  warm_spares: int = 0) -> LocalLauncher | RayJobLauncher:
+    """The launcher of a workspace: Ray Jobs when ``$WORKBENCH_RAY_ADDRESS`` is set, else local.
+
+    Args:
+        root: the workspace folder.
+        runner_module: the module run as ``python -m <runner_module> RUN_DIR``.
+        env: extra environment variables for runner processes.
+        warm_spares: pre-started runners of a ``LocalLauncher`` (0 or 1); a Ray cluster starts
+            its own processes, so ``RayJobLauncher`` gets none.
+
+    Example:
+        >>> launcher = make_launcher("workspace", warm_spares=1)             # doctest: +SKIP
+        >>> type(launcher).__name__  # RayJobLauncher with $WORKBENCH_RAY_ADDRESS  # doctest: +SKIP
+        'LocalLauncher'
+    """
+    from workbench.execution import (
+        ray_launcher,  # cheap: Ray itself is imported only by RayJobLauncher
+    )
+
+    address = os.environ.get(ray_launcher.ADDRESS_ENV_VAR, "").strip()
+    if address:
+        return ray_launcher.RayJobLauncher(root, address, runner_module=runner_module, env=env)
+    return LocalLauncher(root, runner_module=runner_module, env=env, warm_spares=warm_spares)

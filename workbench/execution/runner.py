@@ -1,0 +1,546 @@
+"""The worker entry point: ``python -m workbench.execution.runner RUN_DIR`` executes one run.
+
+Separation of concerns:
+    - the **launcher** (``workbench.execution.launcher``) spawns this module in a fresh interpreter and may
+      signal it; it never runs model code itself;
+    - the **runner** (this module) owns the run's lifecycle: it reads ``run.json``, marks the run
+      ``running``, beats the heartbeat, builds the Estimator (``workbench.templates``), executes
+      the action, appends metrics (``workbench.store.metrics_hook``), and records the outcome
+      (``succeeded``, ``stopped``, ``cancelled`` or ``failed`` with the user-code traceback);
+    - the **engine** (``estimator_engine``) trains, evaluates and predicts, and writes checkpoints
+      into ``runs/<id>/model/`` (so a resumed run continues from the last one).
+
+Stop and cancel: ``runs/<id>/stop.request`` (written by ``LocalLauncher.stop``) makes the metrics
+hook request a stop between steps; the engine then writes its end-of-training checkpoint and the
+run ends ``stopped``. SIGTERM (``LocalLauncher.cancel``) does the same but ends ``cancelled``.
+
+Under ``torch.distributed.run`` every rank runs this module; only rank 0 writes to the registry
+and to ``metrics.jsonl``. Each rank dies with its torchrun agent (``die_with_torchrun_agent``).
+
+Run schedule (``run.json['schedule']``, falling back to the same keys in ``run_config``):
+``max_steps`` (absolute; ``steps`` is read as the same target, so a resumed run finishes the
+original budget instead of adding to it), ``eval_steps``, ``eval_every_steps``
+(train_and_evaluate), ``metrics_every_n_steps``, the input settings ``batch_size`` and
+``shuffle_seed`` (handed to ``build_estimator`` at the top level of its spec), and ``preflight``
+/ ``preflight_timeout``: when ``preflight`` is true, the pre-flight check
+(``workbench.execution.preflight.check_in_process``) runs in this process before the Estimator is built
+(not under ``torch.distributed.run``, where the caller checks before launching, and not for
+``evaluate``/``predict``, which reuse a trained model on data that may have no label); its report
+goes to ``runs/<id>/preflight.json`` and a failed check fails the run with the check's error.
+``early_stopping`` (``{'metric', 'mode', 'patience', 'min_delta'}``, train_and_evaluate; see
+``EarlyStopping``) and ``nan_policy`` (``'fail'``, the default, or ``'stop'``: the run ends
+``stopped`` at the first NaN loss, its newest checkpoint the last finite one).
+Checking here rather than in a separate process before the launch saves a second interpreter
+start and torch import (seconds) between pressing Train and the first metric line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from workbench.execution.lineage import TASK_INFO_FILE, drop_orphaned_metrics, prepare_lineage
+from workbench.execution.run_process import (
+    Heartbeat,
+    die_with_torchrun_agent,
+    format_user_traceback,
+    preflight_error,
+)
+from workbench.store import paths
+from workbench.store.records import SUMMARISED_ON_STATUS, TRAINING_ACTIONS, InvalidTransitionError
+from workbench.store.registry import RunRegistry
+
+__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'EarlyStopping', 'Executor', 'PREFLIGHT_FILE', 'PreflightFailed', 'RunContext', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
+
+
+SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
+                 "batch_size", "shuffle_seed", "preflight", "preflight_timeout")
+
+
+PREFLIGHT_FILE = "preflight.json"
+
+
+DEFAULT_PREFLIGHT_TIMEOUT_S = 60.0
+
+
+_HEARTBEAT_EVERY_S = 2.0
+
+
+@dataclass
+class RunContext:
+    """What an action executor gets: the run's spec and folder, and the stop signals.
+
+    Attributes:
+        run_dir: the run folder.
+        spec: the parsed ``run.json``.
+        schedule: the merged schedule (see the module docstring).
+        is_chief: rank 0 (or not distributed).
+        terminate: set by SIGTERM (cancel).
+    """
+
+    run_dir: Path
+    spec: dict[str, Any]
+    schedule: dict[str, Any]
+    is_chief: bool = True
+    terminate: threading.Event = field(default_factory=threading.Event)
+    summary_rows: list[dict[str, Any]] = field(default_factory=list)
+    nan_hook: Any = None  # the NanTensorHook of a run with nan_policy 'stop'
+
+    @property
+    def run_id(self) -> str:
+        return str(self.spec["run_id"])
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.run_dir / paths.METRICS_FILE
+
+    @property
+    def stop_path(self) -> Path:
+        return self.run_dir / paths.STOP_FILE
+
+    @property
+    def model_dir(self) -> Path:
+        return self.run_dir / paths.MODEL_DIR
+
+    def stop_requested(self) -> bool:
+        """A graceful stop was asked for (stop file) or the process got SIGTERM."""
+        return self.terminate.is_set() or self.stop_path.exists()
+
+    def make_hook(self) -> Any:
+        """A ``MetricsWriterHook`` wired to this run (rank > 0: stop signals only, no file writes)."""
+        from workbench.store.metrics_hook import MetricsWriterHook
+
+        every = int(self.schedule.get("metrics_every_n_steps") or 10)
+        return MetricsWriterHook(
+            self.metrics_path if self.is_chief else os.devnull, every_n_steps=every,
+            stop_file=self.stop_path, should_stop=self.terminate.is_set)
+
+    def diverged(self) -> str | None:
+        """Why training stopped on a NaN loss (``nan_policy: 'stop'``), or None."""
+        hook = self.nan_hook
+        if hook is None or hook.diverged_at is None:
+            return None
+        from estimator_engine import checkpoints
+
+        last = hook.last_finite_loss
+        saved = checkpoints.read_global_step(self.model_dir) if self.model_dir.is_dir() else 0
+        return (f"NaN loss at global step {hook.diverged_at} (last finite loss "
+                f"{'none' if last is None else f'{last:.6g}'}); stopped as the run asked (nan_policy "
+                f"'stop'). The newest checkpoint, step {saved}, is from before the divergence: lower "
+                "the learning rate and resume, or warm-start a new run from it.")
+
+    def write_eval(self, step: int, metrics: Mapping[str, Any], split: str = "eval") -> None:
+        """Appends evaluation results to ``metrics.jsonl`` (chief only) and keeps them for the summary."""
+        if not self.is_chief:
+            return
+        from workbench.store.metrics_hook import write_eval
+
+        self.summary_rows.extend(write_eval(self.metrics_path, step, metrics, split=split))
+
+
+Executor = Callable[[RunContext], None]
+
+
+def _schedule(spec: Mapping[str, Any]) -> dict[str, Any]:
+    merged = {k: v for k, v in (spec.get("run_config") or {}).items() if k in SCHEDULE_KEYS}
+    merged.update(spec.get("schedule") or {})
+    if merged.get("max_steps") is None and merged.get("steps") is not None:
+        merged["max_steps"] = merged["steps"]
+    return merged
+
+
+def _engine_spec(spec: Mapping[str, Any], model_dir: Path) -> dict[str, Any]:
+    """The run spec handed to ``build_estimator``: RunConfig without schedule keys, absolute paths."""
+    out = dict(spec)
+    out["run_config"] = {k: v for k, v in (spec.get("run_config") or {}).items()
+                         if k not in SCHEDULE_KEYS}
+    out["schedule"] = _schedule(spec)
+    for key in ("batch_size", "shuffle_seed"):  # build_estimator reads these at the top level
+        if out["schedule"].get(key) is not None:
+            out[key] = out["schedule"][key]
+    out["model_dir"] = str(model_dir)
+    return out
+
+
+def _input_fn(input_fns: Any, key: str) -> Any:
+    from workbench.data import datasets
+
+    if isinstance(input_fns, Mapping):
+        value = input_fns.get(key)
+    else:
+        value = getattr(input_fns, key, None)
+    if value is None and key == "eval" and isinstance(input_fns, datasets.InputFns):
+        info = input_fns.info
+        raise ValueError(f"No evaluation rows: the split put {info.get('n_train')} rows in train and "
+                         f"{info.get('n_eval')} in eval. Raise the dataset's eval fraction (or add "
+                         "rows), or choose the action 'train'.")
+    if value is None:
+        raise ValueError(f"The template's build_estimator gave no {key!r} input_fn.")
+    return value
+
+
+class PreflightFailed(Exception):
+    """The run's pre-flight check failed; ``report`` is the ``PreflightReport``."""
+
+    def __init__(self, report: Any) -> None:
+        super().__init__(report.summary())
+        self.report = report
+
+
+def _preflight(ctx: RunContext) -> None:
+    """Runs the pre-flight check in this process when the schedule asks for it (see the module
+    docstring); raises ``PreflightFailed`` when it fails."""
+    if not ctx.schedule.get("preflight") or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        return
+    if ctx.spec.get("action") not in TRAINING_ACTIONS:
+        # The check trains a step; these actions reuse a trained model (whose code already ran)
+        # on data that may have no label.
+        return
+    from workbench.execution.preflight import check_in_process
+
+    template = ctx.spec.get("template") or {}
+    timeout = ctx.schedule.get("preflight_timeout")
+    report = check_in_process(
+        template.get("code") or "", ctx.spec.get("dataset") or {}, ctx.spec.get("params") or {},
+        DEFAULT_PREFLIGHT_TIMEOUT_S if timeout is None else float(timeout),
+        template_name=str(template.get("name") or "template"),
+        action=str(ctx.spec.get("action") or "train"),
+        report_path=ctx.run_dir / PREFLIGHT_FILE if ctx.is_chief else None)
+    print(report.summary(), flush=True)
+    if not report.ok:
+        raise PreflightFailed(report)
+
+
+def execute_with_engine(ctx: RunContext) -> None:
+    """Runs the pre-flight check when asked, builds the Estimator through
+    ``workbench.execution.build.build_estimator`` and runs the action."""
+    _preflight(ctx)
+    if ctx.stop_requested():
+        return
+    from workbench.execution.build import build_estimator
+
+    ctx.model_dir.mkdir(parents=True, exist_ok=True)
+    spec = _engine_spec(ctx.spec, ctx.model_dir)
+    prepare_lineage(ctx, spec)
+    if ctx.is_chief and ctx.spec["action"] in TRAINING_ACTIONS:
+        drop_orphaned_metrics(ctx.metrics_path, ctx.model_dir)
+    estimator, input_fns = build_estimator(spec, str(ctx.model_dir))
+    info = getattr(input_fns, "info", None)
+    if ctx.is_chief and info is not None and not (ctx.run_dir / TASK_INFO_FILE).exists():
+        (ctx.run_dir / TASK_INFO_FILE).write_text(json.dumps(info, default=_json_default), "utf-8")
+    action = ctx.spec["action"]
+    schedule = ctx.schedule
+    max_steps = schedule.get("max_steps")
+    eval_steps = schedule.get("eval_steps")
+    checkpoint_path = spec.get("checkpoint_path")
+    if ctx.stop_requested():
+        return
+    if action == "train":
+        estimator.train(_input_fn(input_fns, "train"), hooks=_train_hooks(ctx), max_steps=max_steps)
+    elif action == "evaluate":
+        results = estimator.evaluate(_input_fn(input_fns, "eval"), steps=eval_steps,
+                                     hooks=[ctx.make_hook()], checkpoint_path=checkpoint_path)
+        ctx.write_eval(int(results.get("global_step", 0)), results)
+    elif action == "train_and_evaluate":
+        _train_and_evaluate(ctx, estimator, input_fns, max_steps, eval_steps)
+    elif action == "predict":
+        _predict(ctx, estimator, input_fns, checkpoint_path)
+    else:
+        raise ValueError(f"Unknown action {action!r} in run.json; expected train, evaluate, "
+                         "predict or train_and_evaluate.")
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    raise TypeError(f"not JSON-serialisable: {value!r}")
+
+
+def _current_step(estimator: Any) -> int:
+    from estimator_engine import checkpoints
+
+    return int(checkpoints.read_global_step(estimator.model_dir))
+
+
+def _train_and_evaluate(ctx: RunContext, estimator: Any, input_fns: Any, max_steps: int | None,
+                        eval_steps: int | None) -> None:
+    """Alternates ``train(max_steps=next boundary)`` and ``evaluate`` until ``max_steps``."""
+    if max_steps is None:
+        raise ValueError("train_and_evaluate needs schedule['max_steps'] (how long to train), "
+                         "given none; set max_steps in the run's schedule.")
+    every = int(ctx.schedule.get("eval_every_steps") or max(1, max_steps // 10))
+    train_fn, eval_fn = _input_fn(input_fns, "train"), _input_fn(input_fns, "eval")
+    stopper = EarlyStopping.from_schedule(ctx.schedule.get("early_stopping"))
+    step = _current_step(estimator)
+    while step < max_steps and not ctx.stop_requested():
+        target = min(max_steps, (step // every + 1) * every)
+        estimator.train(train_fn, hooks=_train_hooks(ctx), max_steps=target)
+        if ctx.diverged():
+            break
+        new_step = _current_step(estimator)
+        results = estimator.evaluate(eval_fn, steps=eval_steps)  # reuses the trained model in memory
+        ctx.write_eval(int(results.get("global_step", new_step)), results)
+        if new_step <= step:  # input ended before the boundary: nothing more to train on
+            break
+        step = new_step
+        if stopper is not None and stopper.update(step, results):
+            print(f"workbench.execution.runner: early stopping at step {step}: {stopper.reason}", flush=True)
+            break
+
+
+def _train_hooks(ctx: RunContext) -> list[Any]:
+    """The metrics hook, plus ``NanTensorHook(fail_on_nan_loss=False)`` when the run asks to stop
+    (rather than fail) on a NaN loss; it then replaces the engine's default NaN check."""
+    hooks = [ctx.make_hook()]
+    policy = ctx.schedule.get("nan_policy", "fail")
+    if policy not in ("fail", "stop"):
+        raise ValueError(f"schedule['nan_policy'] must be 'fail' or 'stop', given: {policy!r}.")
+    if policy == "stop":
+        import estimator_engine as ee
+
+        ctx.nan_hook = ctx.nan_hook or ee.NanTensorHook("loss", fail_on_nan_loss=False)
+        hooks.append(ctx.nan_hook)
+    return hooks
+
+
+@dataclass
+class EarlyStopping:
+    """Stops train_and_evaluate when an eval metric has not improved for ``patience`` evaluations.
+
+    ``schedule['early_stopping'] = {'metric': 'loss', 'mode': 'min', 'patience': 3, 'min_delta': 0}``;
+    ``mode`` defaults to ``'min'`` for names with 'loss' or 'error' in them and ``'max'`` otherwise.
+
+    Example:
+        >>> stopper = EarlyStopping(metric="loss", mode="min", patience=1)
+        >>> stopper.update(10, {"loss": 1.0}), stopper.update(20, {"loss": 1.5})
+        (False, True)
+    """
+
+    metric: str
+    mode: str
+    patience: int
+    min_delta: float = 0.0
+    best: float | None = None
+    best_step: int | None = None
+    waited: int = 0
+    reason: str = ""
+
+    @classmethod
+    def from_schedule(cls, settings: Mapping[str, Any] | None) -> EarlyStopping | None:
+        if not settings or not int(settings.get("patience") or 0):
+            return None
+        metric = str(settings.get("metric") or "loss")
+        mode = settings.get("mode") or ("min" if any(w in metric for w in ("loss", "error")) else "max")
+        if mode not in ("min", "max"):
+            raise ValueError(f"schedule['early_stopping']['mode'] must be 'min' or 'max', given: {mode!r}.")
+        return cls(metric=metric, mode=mode, patience=int(settings["patience"]),
+                   min_delta=float(settings.get("min_delta") or 0.0))
+
+    def update(self, step: int, results: Mapping[str, Any]) -> bool:
+        """Records one evaluation; returns True when training should stop."""
+        if self.metric not in results:
+            raise ValueError(f"Early stopping watches eval metric {self.metric!r}, but the evaluation "
+                             f"reported {sorted(results)}. Choose one of those.")
+        value = float(results[self.metric])
+        better = self.best is None or (value < self.best - self.min_delta if self.mode == "min"
+                                       else value > self.best + self.min_delta)
+        if better:
+            self.best, self.best_step, self.waited = value, step, 0
+            return False
+        self.waited += 1
+        if self.waited >= self.patience:
+            self.reason = (f"eval {self.metric} has not improved on {self.best:.6g} (step {self.best_step}) "
+                           f"for {self.waited} evaluations")
+            return True
+        return False
+
+
+def _predict(ctx: RunContext, estimator: Any, input_fns: Any, checkpoint_path: str | None) -> None:
+    """Writes ``predictions.csv``: the input rows plus the prediction columns, streaming
+    (``workbench.data.predictions.write_predictions_csv``)."""
+    out = ctx.run_dir / paths.PREDICTIONS_FILE
+    predict_fn = _input_fn(input_fns, "predict")
+    from workbench.data import datasets
+    from workbench.data.predictions import write_predictions_csv
+
+    source = datasets.DatasetSpec.from_dict(ctx.spec["dataset"]).load()
+    info = getattr(input_fns, "info", None) or {}
+    write_predictions_csv(estimator, predict_fn, source, out,
+                          label_vocabulary=info.get("label_vocabulary"),
+                          checkpoint_path=checkpoint_path)
+
+
+def _finish(registry: RunRegistry, run_id: str, status: str, **kwargs: Any) -> None:
+    """Records the run's outcome, its summary made from its metrics file first (set_status does
+    that itself for the outcomes in ``SUMMARISED_ON_STATUS``)."""
+    if status not in SUMMARISED_ON_STATUS:
+        _safe(lambda: registry.refresh_summary(run_id))
+    try:
+        registry.set_status(run_id, status, **kwargs)
+    except InvalidTransitionError:
+        pass  # the launcher already recorded an outcome (e.g. cancelled after SIGKILL)
+
+
+def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
+        install_signal_handlers: bool = True) -> int:
+    """Executes the run in ``run_dir``; returns the process exit code (0 unless it failed).
+
+    Args:
+        run_dir: ``<workspace>/runs/<run_id>``.
+        execute: the action executor (default: ``execute_with_engine``); tests pass a stub.
+        install_signal_handlers: turn SIGTERM into a graceful stop (main thread only).
+    """
+    die_with_torchrun_agent()
+    run_dir = Path(run_dir).resolve()
+    spec_file = run_dir / paths.RUN_JSON
+    try:
+        spec = json.loads(spec_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        print(f"workbench.execution.runner: cannot read {spec_file}: {exc}", file=sys.stderr)
+        return 2
+    root = run_dir.parent.parent
+    registry = RunRegistry(root)
+    is_chief = int(os.environ.get("RANK", "0")) == 0
+    ctx = RunContext(run_dir=run_dir, spec=spec, schedule=_schedule(spec), is_chief=is_chief)
+    run_id = ctx.run_id
+
+    previous: Any = None
+    if install_signal_handlers and threading.current_thread() is threading.main_thread():
+        def on_sigterm(signum: int, frame: FrameType | None) -> None:
+            ctx.terminate.set()
+
+        previous = signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        if is_chief:
+            record = registry.get(run_id)
+            if record.status == "queued":
+                registry.set_status(run_id, "running", pid=os.getpid())
+            elif record.status == "running":
+                registry.heartbeat(run_id)
+            else:
+                print(f"workbench.execution.runner: run {run_id} is {record.status!r}, not starting it.",
+                      file=sys.stderr)
+                return 0
+        print(f"workbench.execution.runner: run {run_id} ({spec.get('action')}) started, pid {os.getpid()}",
+              flush=True)
+        started = time.monotonic()
+        try:
+            if is_chief:
+                with Heartbeat(registry, run_id, ctx.metrics_path, every_s=_HEARTBEAT_EVERY_S):
+                    (execute or execute_with_engine)(ctx)
+            else:
+                (execute or execute_with_engine)(ctx)
+        except BaseException as exc:
+            if not isinstance(exc, PreflightFailed):  # (its summary is already in the log)
+                traceback.print_exc()
+            if not is_chief:
+                return 1
+            summary, text = (preflight_error(exc.report) if isinstance(exc, PreflightFailed)
+                             else format_user_traceback(exc))
+            if ctx.terminate.is_set() or isinstance(exc, KeyboardInterrupt):
+                _finish(registry, run_id, "cancelled", error=summary, traceback=text)
+                return 0
+            _finish(registry, run_id, "failed", error=summary, traceback=text)
+            return 1
+        if not is_chief:
+            return 0
+        diverged = ctx.diverged()
+        if ctx.terminate.is_set():
+            status = "cancelled"
+        elif ctx.stop_path.exists() or diverged:
+            status = "stopped"
+        else:
+            status = "succeeded"
+        _finish(registry, run_id, status, error=diverged)
+        print(f"workbench.execution.runner: run {run_id} {status} in {time.monotonic() - started:.1f}s",
+              flush=True)
+        return 0
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        if is_chief:
+            _safe(lambda: start_queued_runs(root))
+
+
+def start_queued_runs(root: Path) -> list[str]:
+    """Starts the runs queued behind this one, when its launcher asked for that (CPU runs).
+
+    Without it, runs submitted with ``run --detach`` while another ran would wait for a UI or a
+    CLI command to poll the queue. A launcher that also polls cannot start a run twice: a run
+    moves from queued to running once.
+    """
+    from workbench.execution.launcher import QUEUE_HANDOFF_ENV, LocalLauncher
+
+    slots = os.environ.get(QUEUE_HANDOFF_ENV)
+    if not slots:
+        return []
+    return LocalLauncher(root, max_concurrent=int(slots), gpus=[]).poll()
+
+
+def _safe(fn: Callable[[], Any]) -> None:
+    try:
+        fn()
+    except Exception:
+        traceback.print_exc()
+
+
+SPARE_FLAG = "--spare"
+
+
+def _spare(stdin: Any = None) -> int:
+    """A warm spare runner (``python -m workbench.execution.runner --spare``, started by the launcher).
+
+    Imports what every run needs (torch, the engine, pandas, the dataset and build helpers, and
+    ``torch._dynamo``, which the first ``torch.optim`` optimizer of a process imports), then waits
+    for one line on stdin: the RUN_DIR to execute, exactly as ``python -m workbench.execution.runner
+    RUN_DIR`` would (output to the run's worker.log, cwd the run folder). End of input (the
+    launcher closed the pipe or died) ends the spare without running anything.
+    """
+    stdin = sys.stdin if stdin is None else stdin
+    try:
+        import torch._dynamo  # noqa: F401  (the optimizer's lazy import: ~1 s on a small CPU)
+
+        import estimator_engine  # noqa: F401
+        from workbench.execution import (
+            preflight,  # noqa: F401
+        )
+    except Exception:  # a broken install: the real run reports it in its own log
+        traceback.print_exc()
+    print(f"workbench.execution.runner: spare pid {os.getpid()} ready", flush=True)
+    line = stdin.readline()
+    if not line.strip():
+        return 0
+    run_dir = Path(line.strip())
+    fd = os.open(run_dir / paths.WORKER_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    os.chdir(run_dir)
+    return run(run_dir)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command-line entry: ``python -m workbench.execution.runner RUN_DIR`` (or ``--spare``, see ``_spare``)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args == [SPARE_FLAG]:
+        return _spare()
+    if len(args) != 1:
+        print("usage: python -m workbench.execution.runner RUN_DIR", file=sys.stderr)
+        return 2
+    return run(args[0])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,189 @@
+"""What the registry stores about a run: ``RunRecord``, actions, statuses and their allowed
+transitions, parent relations, run ids, and the ``run.json`` a runner reads."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import secrets
+import sqlite3
+import time
+from typing import Any
+
+from workbench.store import paths
+
+__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'FINISHED_STATUSES', 'InvalidTransitionError', 'PARENT_RELATIONS', 'RUN_JSON_SCHEMA_VERSION', 'RunNotFoundError', 'RunRecord', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'is_lower_better', 'new_run_id', 'run_spec']
+
+
+ACTIONS = ("train", "evaluate", "predict", "train_and_evaluate")
+
+
+TRAINING_ACTIONS = ("train", "train_and_evaluate")  # the ones that write checkpoints
+
+
+STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "cancelled", "lost")
+
+
+FINISHED_STATUSES = ("succeeded", "failed", "stopped", "cancelled", "lost")
+
+
+# Outcomes a launcher may record for a runner that was killed or died: ``set_status`` then builds
+# the summary from the metrics file, as the runner could not (it does so for the other outcomes).
+SUMMARISED_ON_STATUS = ("lost", "cancelled")
+
+
+PARENT_RELATIONS = ("resume", "warm_start", "evaluate_from", "predict_from")
+
+
+ALLOWED_TRANSITIONS: dict[str, tuple[str, ...]] = {
+    "queued": ("running", "cancelled"),
+    "running": ("succeeded", "failed", "stopped", "cancelled", "lost"),
+    "lost": ("succeeded", "failed", "stopped", "cancelled", "queued"),
+    "succeeded": ("queued",),
+    "failed": ("queued",),
+    "stopped": ("queued",),
+    "cancelled": ("queued",),
+}
+
+
+RUN_JSON_SCHEMA_VERSION = 1
+
+
+class RunNotFoundError(LookupError):
+    """No run with this id in the workspace."""
+
+
+class InvalidTransitionError(ValueError):
+    """A status change the state machine does not allow."""
+
+
+def new_run_id(now: float | None = None) -> str:
+    """A fresh run id ``r-<yyyymmdd>-<6 hex>`` (ids are never taken from user text).
+
+    Example:
+        >>> new_run_id(0.0)[:11]
+        'r-19700101-'
+    """
+    moment = _dt.datetime.fromtimestamp(time.time() if now is None else now, tz=_dt.timezone.utc)
+    return f"r-{moment:%Y%m%d}-{secrets.token_hex(3)}"
+
+
+def is_lower_better(name: str) -> bool:
+    """Whether the best value of a metric is its minimum (names holding 'loss' or 'error')."""
+    lowered = name.lower()
+    return "loss" in lowered or "error" in lowered
+
+
+@dataclasses.dataclass(frozen=True)
+class RunRecord:
+    """One run as the registry holds it (times are Unix seconds).
+
+    ``summary`` maps ``'<split>/<name>'`` (e.g. ``'eval/accuracy'``) to
+    ``{'last', 'last_step', 'best', 'best_step'}``.
+
+    Example:
+        >>> reg = RunRegistry(tmp_workspace)                                     # doctest: +SKIP
+        >>> rec = reg.create_run(name="iris mlp", action="train", dataset={"name": "iris"},
+        ...                      template={"name": "mlp", "code": "..."}, params={},
+        ...                      run_config={})                                  # doctest: +SKIP
+        >>> rec.status                                                           # doctest: +SKIP
+        'queued'
+    """
+
+    run_id: str
+    name: str
+    action: str
+    status: str
+    dataset: dict[str, Any]
+    dataset_fingerprint: str | None
+    template_name: str | None
+    template_code: str | None
+    params: dict[str, Any]
+    run_config: dict[str, Any]
+    schedule: dict[str, Any]
+    parent_run_id: str | None
+    parent_relation: str | None
+    checkpoint_path: str | None
+    num_processes: int
+    pid: int | None
+    heartbeat_at: float | None
+    created_at: float
+    started_at: float | None
+    finished_at: float | None
+    error: str | None
+    traceback: str | None
+    summary: dict[str, dict[str, Any]]
+    tags: tuple[str, ...]
+    note: str
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ("queued", "running")
+
+    @property
+    def template(self) -> dict[str, Any]:
+        return {"name": self.template_name, "code": self.template_code}
+
+    def replace(self, **changes: Any) -> RunRecord:
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["tags"] = list(self.tags)
+        return out
+
+    @classmethod
+    def _from_row(cls, row: sqlite3.Row) -> RunRecord:
+        return cls(
+            run_id=row["run_id"],
+            name=row["name"],
+            action=row["action"],
+            status=row["status"],
+            dataset=json.loads(row["dataset_json"]),
+            dataset_fingerprint=row["dataset_fingerprint"],
+            template_name=row["template_name"],
+            template_code=row["template_code"],
+            params=json.loads(row["params_json"]),
+            run_config=json.loads(row["run_config_json"]),
+            schedule=json.loads(row["schedule_json"]),
+            parent_run_id=row["parent_run_id"],
+            parent_relation=row["parent_relation"],
+            checkpoint_path=row["checkpoint_path"],
+            num_processes=row["num_processes"],
+            pid=row["pid"],
+            heartbeat_at=row["heartbeat_at"],
+            created_at=row["created_at"],
+            started_at=row["started_at"],
+            finished_at=row["finished_at"],
+            error=row["error"],
+            traceback=row["traceback"],
+            summary=json.loads(row["summary_json"]),
+            tags=tuple(json.loads(row["tags_json"])),
+            note=row["note"],
+        )
+
+
+def run_spec(record: RunRecord) -> dict[str, Any]:
+    """The content of ``run.json``: everything a runner needs to rebuild and execute the run."""
+    return {
+        "schema_version": RUN_JSON_SCHEMA_VERSION,
+        "run_id": record.run_id,
+        "name": record.name,
+        "action": record.action,
+        "dataset": record.dataset,
+        "template": {"name": record.template_name, "code": record.template_code},
+        "params": record.params,
+        "run_config": record.run_config,
+        "schedule": record.schedule,
+        "parent_run_id": record.parent_run_id,
+        "parent_relation": record.parent_relation,
+        "checkpoint_path": record.checkpoint_path,
+        "num_processes": record.num_processes,
+        "created_at": record.created_at,
+        "model_dir": paths.MODEL_DIR,
+    }

@@ -1,0 +1,538 @@
+"""The run registry: one SQLite file per workspace, the source of truth for runs.
+
+The registry holds one row per run (what was asked for, where it stands, summary metrics); time
+series live in each run's ``metrics.jsonl``. SQLite runs in WAL mode with ``synchronous=NORMAL``
+and a busy timeout, so the UI, the launcher and every runner read and write concurrently; writes
+are short ``BEGIN IMMEDIATE`` transactions (a deferred transaction that upgrades to a write can
+fail with "database is locked" without waiting for the busy timeout) and are retried on
+contention. Readers tolerate a workspace whose database or tables do not exist yet (they see no
+runs) and never create the file.
+
+Status state machine (``set_status`` enforces it)::
+
+    queued  -> running | cancelled
+    running -> succeeded | failed | stopped | cancelled | lost
+    lost    -> succeeded | failed | stopped | cancelled   (a runner marked lost by a heartbeat
+                                                          timeout that reports back after all)
+    succeeded | failed | stopped | cancelled | lost -> queued    (resume: same model_dir)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from workbench.store import paths
+from workbench.store.records import (
+    ACTIONS,
+    ALLOWED_TRANSITIONS,
+    PARENT_RELATIONS,
+    STATUSES,
+    SUMMARISED_ON_STATUS,
+    InvalidTransitionError,
+    RunNotFoundError,
+    RunRecord,
+    is_lower_better,
+    new_run_id,
+    run_spec,
+)
+
+__all__ = ['RunRegistry', 'SCHEMA_VERSION']
+
+
+_BUSY_TIMEOUT_MS = 10_000
+
+
+_EDITABLE_COLUMNS = ("name", "tags_json", "note")
+
+
+_LOCK_RETRIES = 50
+
+
+# Migrations: entry i brings the schema from version i to i + 1. Append, never edit.
+_MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY,
+            name TEXT NOT NULL,
+            action TEXT NOT NULL,
+            status TEXT NOT NULL,
+            dataset_json TEXT NOT NULL,
+            dataset_fingerprint TEXT,
+            template_name TEXT,
+            template_code TEXT,
+            params_json TEXT NOT NULL,
+            run_config_json TEXT NOT NULL,
+            schedule_json TEXT NOT NULL DEFAULT '{}',
+            parent_run_id TEXT,
+            parent_relation TEXT,
+            checkpoint_path TEXT,
+            num_processes INTEGER NOT NULL DEFAULT 1,
+            pid INTEGER,
+            heartbeat_at REAL,
+            created_at REAL NOT NULL,
+            started_at REAL,
+            finished_at REAL,
+            error TEXT,
+            traceback TEXT,
+            summary_json TEXT NOT NULL DEFAULT '{}',
+            tags_json TEXT NOT NULL DEFAULT '[]',
+            note TEXT NOT NULL DEFAULT ''
+        )""",
+        "CREATE INDEX runs_status ON runs(status)",
+        "CREATE INDEX runs_created ON runs(created_at)",
+    ),
+)
+
+
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+
+_T = TypeVar("_T")
+
+
+def _is_locked(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _is_missing(exc: sqlite3.OperationalError) -> bool:
+    return "no such table" in str(exc).lower()
+
+
+def _json(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, sort_keys=True, allow_nan=True)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{what} must be JSON-serialisable, given: {value!r} ({exc}).") from exc
+
+
+class RunRegistry:
+    """The runs of one workspace, stored in ``<root>/registry.sqlite``.
+
+    Args:
+        root: the workspace folder (see ``workbench.store.paths.workspace_root``). Nothing is created
+            until the first write.
+
+    Example:
+        >>> reg = RunRegistry("/tmp/ws")                                         # doctest: +SKIP
+        >>> rec = reg.create_run(name="demo", action="train", dataset={"name": "iris"},
+        ...                      template={"name": "mlp_classifier", "code": "def model_fn..."},
+        ...                      params={"hidden_units": [16]}, run_config={})   # doctest: +SKIP
+        >>> reg.set_status(rec.run_id, "running", pid=1234).status              # doctest: +SKIP
+        'running'
+    """
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.db_path = paths.registry_path(self.root)
+        self._initialised = False
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.db_path, timeout=_BUSY_TIMEOUT_MS / 1000,
+                               isolation_level=None, check_same_thread=False)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        return conn
+
+    def _retry(self, fn: Callable[[], _T]) -> _T:
+        delay = 0.005
+        for attempt in range(_LOCK_RETRIES):
+            try:
+                return fn()
+            except sqlite3.OperationalError as exc:
+                if not _is_locked(exc) or attempt == _LOCK_RETRIES - 1:
+                    raise
+                time.sleep(delay)
+                delay = min(delay * 2, 0.2)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _ensure_schema(self) -> None:
+        if self._initialised:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        paths.runs_root(self.root).mkdir(exist_ok=True)
+
+        def init() -> None:
+            conn = self._connect()
+            try:
+                if conn.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                    conn.execute("PRAGMA journal_mode = WAL")
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+                    row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+                    version = row[0] or 0
+                    if version > SCHEMA_VERSION:
+                        raise RuntimeError(
+                            f"{self.db_path} has schema version {version}, newer than this "
+                            f"workbench ({SCHEMA_VERSION}); upgrade the workbench.")
+                    for target in range(version, SCHEMA_VERSION):
+                        for statement in _MIGRATIONS[target]:
+                            conn.execute(statement)
+                        conn.execute("INSERT INTO schema_version (version) VALUES (?)", (target + 1,))
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            finally:
+                conn.close()
+
+        self._retry(init)
+        self._initialised = True
+
+    def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Runs ``fn(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retried on lock contention."""
+        self._ensure_schema()
+
+        def attempt() -> _T:
+            conn = self._connect()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = fn(conn)
+                    conn.execute("COMMIT")
+                    return result
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            finally:
+                conn.close()
+
+        return self._retry(attempt)
+
+    def _read(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
+        """A read that sees no rows when the database or its tables do not exist yet."""
+        if not self.db_path.exists():
+            return []
+
+        def attempt() -> list[sqlite3.Row]:
+            conn = self._connect()
+            try:
+                return conn.execute(sql, args).fetchall()
+            except sqlite3.OperationalError as exc:
+                if _is_missing(exc):
+                    return []
+                raise
+            finally:
+                conn.close()
+
+        return self._retry(attempt)
+
+    @staticmethod
+    def _fetch(conn: sqlite3.Connection, run_id: str) -> RunRecord:
+        row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise RunNotFoundError(f"No run {run_id!r} in this workspace; list runs with `runs`.")
+        return RunRecord._from_row(row)
+
+    # -- paths -------------------------------------------------------------------------------
+
+    def run_dir(self, run_id: str) -> Path:
+        """The folder of a run (``runs/<run_id>``)."""
+        return paths.run_dir(self.root, run_id)
+
+    # -- create / read -----------------------------------------------------------------------
+
+    def create_run(self, *, name: str, action: str, dataset: Mapping[str, Any],
+                   template: Mapping[str, Any], params: Mapping[str, Any],
+                   run_config: Mapping[str, Any], schedule: Mapping[str, Any] | None = None,
+                   parent_run_id: str | None = None, parent_relation: str | None = None,
+                   checkpoint_path: str | None = None, num_processes: int = 1) -> RunRecord:
+        """Registers a new ``queued`` run and writes its ``runs/<id>/run.json`` (once).
+
+        Args:
+            name: a display name (free text; never used in paths).
+            action: one of ``ACTIONS``.
+            dataset: the dataset reference (``workbench.data.datasets.DatasetSpec.to_dict()``: file,
+                column roles, split, missing-value handling) plus its ``fingerprint`` (content
+                hash), which the registry copies into ``RunRecord.dataset_fingerprint``.
+            template: ``{'name': ..., 'code': <snapshot of the model_fn source>}``.
+            params: the ``params`` passed to the ``model_fn``.
+            run_config: ``RunConfig`` fields.
+            schedule: how long to run: ``max_steps``, ``steps``, ``eval_steps``,
+                ``eval_every_steps``, ``metrics_every_n_steps`` (all optional).
+            parent_run_id / parent_relation: the run this one comes from, and how
+                (one of ``PARENT_RELATIONS``).
+            checkpoint_path: a checkpoint to evaluate/predict from or warm-start from.
+            num_processes: processes to launch (``> 1`` runs under ``torch.distributed.run``).
+        """
+        problems = []
+        if not isinstance(name, str):
+            problems.append(f"name must be a str, given: {name!r}")
+        if action not in ACTIONS:
+            problems.append(f"action must be one of {list(ACTIONS)}, given: {action!r}")
+        for arg, value in (("dataset", dataset), ("template", template), ("params", params),
+                           ("run_config", run_config), ("schedule", schedule or {})):
+            if not isinstance(value, Mapping):
+                problems.append(f"{arg} must be a dict, given: {value!r}")
+        if parent_relation is not None and parent_relation not in PARENT_RELATIONS:
+            problems.append(
+                f"parent_relation must be one of {list(PARENT_RELATIONS)} or None, given: {parent_relation!r}")
+        if (parent_relation is None) != (parent_run_id is None):
+            problems.append("parent_run_id and parent_relation must be given together, given: "
+                            f"parent_run_id={parent_run_id!r}, parent_relation={parent_relation!r}")
+        if not isinstance(num_processes, int) or isinstance(num_processes, bool) or num_processes < 1:
+            problems.append(f"num_processes must be an int >= 1, given: {num_processes!r}")
+        if problems:
+            raise ValueError("Invalid run: " + "; ".join(problems) + ".")
+        dataset, template, params = dict(dataset), dict(template), dict(params)
+        run_config, schedule = dict(run_config), dict(schedule or {})
+        dataset_json = _json(dataset, "dataset")
+        params_json = _json(params, "params")
+        run_config_json = _json(run_config, "run_config")
+        schedule_json = _json(schedule, "schedule")
+        fingerprint = dataset.get("fingerprint")
+        created = time.time()
+        self._ensure_schema()
+
+        def insert(conn: sqlite3.Connection) -> RunRecord:
+            if parent_run_id is not None:
+                self._fetch(conn, parent_run_id)
+            for _ in range(100):
+                run_id = new_run_id(created)
+                if conn.execute("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)).fetchone() is None:
+                    break
+            conn.execute(
+                """INSERT INTO runs (run_id, name, action, status, dataset_json, dataset_fingerprint,
+                       template_name, template_code, params_json, run_config_json, schedule_json,
+                       parent_run_id, parent_relation, checkpoint_path, num_processes, created_at)
+                   VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (run_id, name, action, dataset_json,
+                 None if fingerprint is None else str(fingerprint),
+                 template.get("name"), template.get("code"), params_json, run_config_json,
+                 schedule_json, parent_run_id, parent_relation, checkpoint_path, num_processes,
+                 created))
+            record = self._fetch(conn, run_id)
+            # run.json inside the transaction: a run row never exists without its folder.
+            folder = self.run_dir(run_id)
+            folder.mkdir(parents=True, exist_ok=False)
+            try:
+                tmp = folder / (paths.RUN_JSON + ".tmp")
+                tmp.write_text(json.dumps(run_spec(record), indent=2, sort_keys=True), encoding="utf-8")
+                os.replace(tmp, folder / paths.RUN_JSON)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)  # the row is rolled back too
+                raise
+            return record
+
+        return self._write(insert)
+
+    def get(self, run_id: str) -> RunRecord:
+        """The run ``run_id``; raises ``RunNotFoundError`` if there is none."""
+        rows = self._read("SELECT * FROM runs WHERE run_id = ?", (run_id,))
+        if not rows:
+            raise RunNotFoundError(f"No run {run_id!r} in this workspace; list runs with `runs`.")
+        return RunRecord._from_row(rows[0])
+
+    def exists(self, run_id: str) -> bool:
+        return bool(self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)))
+
+    def list_runs(self, status: str | Iterable[str] | None = None, *, action: str | None = None,
+                  tag: str | None = None, limit: int | None = None,
+                  newest_first: bool = True) -> list[RunRecord]:
+        """Runs, optionally filtered by status (one or several), action or tag."""
+        clauses, args = [], []
+        if status is not None:
+            wanted = [status] if isinstance(status, str) else list(status)
+            for value in wanted:
+                if value not in STATUSES:
+                    raise ValueError(f"status must be one of {list(STATUSES)}, given: {value!r}")
+            clauses.append(f"status IN ({', '.join('?' for _ in wanted)})")
+            args.extend(wanted)
+        if action is not None:
+            clauses.append("action = ?")
+            args.append(action)
+        sql = "SELECT * FROM runs"
+        if clauses:
+            sql += " WHERE " + " AND ".join(clauses)
+        sql += f" ORDER BY created_at {'DESC' if newest_first else 'ASC'}, rowid {'DESC' if newest_first else 'ASC'}"
+        if limit is not None:
+            sql += " LIMIT ?"
+            args.append(int(limit))
+        records = [RunRecord._from_row(row) for row in self._read(sql, tuple(args))]
+        if tag is not None:
+            records = [r for r in records if tag in r.tags]
+        return records
+
+    # -- state machine -----------------------------------------------------------------------
+
+    def set_status(self, run_id: str, status: str, *, error: str | None = None,
+                   traceback: str | None = None, pid: int | None = None,
+                   expected: str | Iterable[str] | None = None) -> RunRecord:
+        """Moves a run to ``status``, enforcing the state machine in the module docstring.
+
+        ``running`` sets ``started_at``, ``pid`` (when given) and the heartbeat; a finished status
+        sets ``finished_at`` and the error text; ``queued`` (a resume) clears pid, error and
+        finish time. ``expected`` makes the change conditional on the current status.
+
+        Raises:
+            InvalidTransitionError: the state machine does not allow the change.
+        """
+        if status not in STATUSES:
+            raise ValueError(f"status must be one of {list(STATUSES)}, given: {status!r}")
+        allowed_from = None
+        if expected is not None:
+            allowed_from = {expected} if isinstance(expected, str) else set(expected)
+
+        def change(conn: sqlite3.Connection) -> RunRecord:
+            record = self._fetch(conn, run_id)
+            current = record.status
+            if allowed_from is not None and current not in allowed_from:
+                raise InvalidTransitionError(
+                    f"Run {run_id!r} is {current!r}, expected {sorted(allowed_from)} "
+                    f"before moving to {status!r}.")
+            if status not in ALLOWED_TRANSITIONS.get(current, ()):
+                allowed = ALLOWED_TRANSITIONS.get(current, ())
+                raise InvalidTransitionError(
+                    f"Cannot move run {run_id!r} from {current!r} to {status!r}; "
+                    f"from {current!r} a run can go to {list(allowed)}.")
+            now = time.time()
+            if status == "running":
+                conn.execute(
+                    "UPDATE runs SET status = ?, pid = COALESCE(?, pid), started_at = ?, "
+                    "heartbeat_at = ?, finished_at = NULL WHERE run_id = ?",
+                    (status, pid, now, now, run_id))
+            elif status == "queued":
+                conn.execute(
+                    "UPDATE runs SET status = ?, pid = NULL, finished_at = NULL, error = NULL, "
+                    "traceback = NULL WHERE run_id = ?", (status, run_id))
+            else:
+                conn.execute(
+                    "UPDATE runs SET status = ?, finished_at = ?, error = COALESCE(?, error), "
+                    "traceback = COALESCE(?, traceback), pid = COALESCE(?, pid) WHERE run_id = ?",
+                    (status, now, error, traceback, pid, run_id))
+            return self._fetch(conn, run_id)
+
+        if status in SUMMARISED_ON_STATUS and self.get(run_id).started_at is not None:
+            # before the outcome, so that whoever sees the outcome sees the summary too
+            self.refresh_summary(run_id)
+        return self._write(change)
+
+    def refresh_summary(self, run_id: str) -> RunRecord:
+        """The run's summary, made afresh from every line of its ``metrics.jsonl`` (see ``update_summary``)."""
+        import pandas as pd  # only when a summary is built
+
+        from workbench.store.metrics_store import read_all
+
+        frame = read_all(self.run_dir(run_id) / paths.METRICS_FILE)
+        if not len(frame):
+            return self.get(run_id)
+        frame = frame.sort_values(["step", "wall_time"], kind="stable")
+        return self.update_summary(run_id, [
+            {"step": None if pd.isna(step) else int(step), "split": split, "name": name, "value": value}
+            for step, split, name, value in zip(frame["step"], frame["split"], frame["name"], frame["value"])],
+            replace=True)
+
+    def heartbeat(self, run_id: str, *, pid: int | None = None) -> None:
+        """Records that the run's process is alive now (only while it is ``running``)."""
+        self._write(lambda conn: conn.execute(
+            "UPDATE runs SET heartbeat_at = ?, pid = COALESCE(?, pid) "
+            "WHERE run_id = ? AND status = 'running'", (time.time(), pid, run_id)))
+
+    # -- summary metrics ---------------------------------------------------------------------
+
+    def update_summary(self, run_id: str,
+                       metrics: Iterable[Mapping[str, Any]] | Mapping[str, float], *,
+                       step: int | None = None, split: str = "train", replace: bool = False) -> RunRecord:
+        """Merges metric values into the run's summary (last, best and step of best per metric).
+
+        ``metrics`` is either rows like the lines of ``metrics.jsonl``
+        (``{'step', 'split', 'name', 'value'}``, in time order), or a mapping ``name -> value``
+        recorded at ``step`` under ``split``. Keys are ``'<split>/<name>'``; best is the minimum
+        for names containing 'loss' or 'error', else the maximum. Non-finite values update
+        ``last`` but never ``best``. ``replace`` drops the summary held so far first.
+        """
+        if isinstance(metrics, Mapping):
+            rows: list[Mapping[str, Any]] = [
+                {"step": step, "split": split, "name": name, "value": value}
+                for name, value in metrics.items()]
+        else:
+            rows = list(metrics)
+
+        def merge(conn: sqlite3.Connection) -> RunRecord:
+            record = self._fetch(conn, run_id)
+            summary = {} if replace else {key: dict(value) for key, value in record.summary.items()}
+            for row in rows:
+                try:
+                    value = float(row["value"])
+                except (TypeError, ValueError, KeyError):
+                    continue
+                key = f"{row.get('split') or split}/{row['name']}"
+                row_step = row.get("step")
+                entry = summary.setdefault(key, {"last": None, "last_step": None,
+                                                 "best": None, "best_step": None})
+                entry["last"], entry["last_step"] = value, row_step
+                if not math.isfinite(value):
+                    continue
+                best = entry["best"]
+                lower = is_lower_better(str(row["name"]))
+                if best is None or (value < best if lower else value > best):
+                    entry["best"], entry["best_step"] = value, row_step
+            conn.execute("UPDATE runs SET summary_json = ? WHERE run_id = ?",
+                         (json.dumps(summary, sort_keys=True), run_id))
+            return self._fetch(conn, run_id)
+
+        return self._write(merge)
+
+    # -- user edits --------------------------------------------------------------------------
+
+    def rename(self, run_id: str, name: str) -> RunRecord:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"name must be a non-empty str, given: {name!r}")
+        return self._update(run_id, "name", name.strip())
+
+    def set_tags(self, run_id: str, tags: Iterable[str]) -> RunRecord:
+        if isinstance(tags, str):
+            raise TypeError(f"tags must be a list of str, given: {tags!r}")
+        tags = list(tags)
+        for tag in tags:
+            if not isinstance(tag, str):
+                raise TypeError(f"tags must be a list of str, given: {tags!r}")
+        unique = list(dict.fromkeys(t.strip() for t in tags if t.strip()))
+        return self._update(run_id, "tags_json", json.dumps(unique))
+
+    def set_note(self, run_id: str, note: str) -> RunRecord:
+        if not isinstance(note, str):
+            raise TypeError(f"note must be a str, given: {note!r}")
+        return self._update(run_id, "note", note)
+
+    def _update(self, run_id: str, column: str, value: Any) -> RunRecord:
+        # A column name cannot be an SQL parameter: only these literal names ever reach the f-string.
+        if column not in _EDITABLE_COLUMNS:
+            raise ValueError(f"column must be one of {list(_EDITABLE_COLUMNS)}, given: {column!r}")
+
+        def change(conn: sqlite3.Connection) -> RunRecord:
+            self._fetch(conn, run_id)
+            conn.execute(f"UPDATE runs SET {column} = ? WHERE run_id = ?", (value, run_id))
+            return self._fetch(conn, run_id)
+
+        return self._write(change)
+
+    def delete(self, run_id: str, *, force: bool = False) -> None:
+        """Deletes the run's row and its folder. A running run needs ``force=True`` (stop it first).
+
+        Raises:
+            ValueError: the run is running and ``force`` is false (a queued run is simply dropped).
+        """
+        folder = self.run_dir(run_id)
+
+        def remove(conn: sqlite3.Connection) -> None:
+            record = self._fetch(conn, run_id)
+            if record.status == "running" and not force:
+                raise ValueError(
+                    f"Run {run_id!r} is running; cancel it before deleting it (or pass force=True).")
+            conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
+
+        self._write(remove)
+        shutil.rmtree(folder, ignore_errors=True)

@@ -1,0 +1,67 @@
+"""The Streamlit entry point of the workbench: a router over ``../pages/*.py``.
+
+Start it with ``estimator-workbench`` (or ``streamlit run workbench/ui/app.py``). Page titles and
+icons live here; each page is a thin script that reads widgets, calls ``workbench`` and renders.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import streamlit as st
+
+from workbench.ui import session
+
+__all__ = ["PAGES_DIR", "main"]
+
+PAGES_DIR = Path(__file__).resolve().parents[2] / "pages"
+
+# (short name, file, title, icon); the first one is the landing page.
+_PAGES = (
+    ("data", "data.py", "Data", ":material/table_chart:"),
+    ("model", "model.py", "Model", ":material/code:"),
+    ("train", "train.py", "Train", ":material/play_arrow:"),
+    ("runs", "runs.py", "Runs", ":material/list:"),
+    ("run", "run.py", "Run detail", ":material/monitoring:"),
+    ("compare", "compare.py", "Compare", ":material/compare_arrows:"),
+    ("predict", "predict.py", "Predict", ":material/batch_prediction:"),
+)
+
+
+def _safety_banner() -> None:
+    """Warns (log and sidebar) when the server is exposed beyond loopback or runs without XSRF."""
+    exposed = session.warn_if_exposed(st.get_option("server.address"))
+    if exposed and not st.session_state.get("_exposed_seen"):
+        st.session_state["_exposed_seen"] = True
+        st.toast(exposed, icon=":material/warning:")
+    if not st.get_option("server.enableXsrfProtection"):
+        st.sidebar.warning("Streamlit's XSRF protection is off: turn server.enableXsrfProtection "
+                           "back on.", icon=":material/warning:")
+
+
+def main() -> None:
+    """Builds the navigation and runs the selected page (after the optional password)."""
+    st.set_page_config(page_title="Estimator Workbench", page_icon=":material/model_training:",
+                       layout="wide")
+    _safety_banner()
+    if not session.require_password():
+        st.stop()
+    pages = {name: st.Page(PAGES_DIR / file, title=title, icon=icon, url_path=name,
+                           default=(i == 0))
+             for i, (name, file, title, icon) in enumerate(_PAGES)}
+    session.register_pages(pages)
+    nav = st.navigation({"Build": [pages["data"], pages["model"], pages["train"]],
+                         "Analyse": [pages["runs"], pages["run"], pages["compare"], pages["predict"]]})
+    st.sidebar.caption(f"Workspace: {session.md(session.workspace())}")
+    try:
+        nav.run()
+    except sqlite3.OperationalError as exc:
+        # The registry stayed locked through every retry (or is unreadable): say so, never crash.
+        st.warning(f"The run registry {session.md(session.get_registry().db_path)} cannot be read right now "
+                   f"({session.md(exc)}). Another process holds it; runs keep going. Retry in a moment.",
+                   icon=":material/hourglass_top:")
+        st.button("Retry", key="_registry_retry")
+
+
+main()

@@ -1,0 +1,381 @@
+"""Plotly figures for the workbench: pure functions ``DataFrame/arrays -> go.Figure``.
+
+No ``st.*`` calls here (the pages render what these return), so every figure is unit-testable.
+Metric frames are in the long format of ``workbench.store.metrics_store``: one row per
+``(step, wall_time, split, name, value)``, plus an optional ``run`` column when several runs are
+overlaid.
+
+Smoothing is TensorBoard's debiased exponential moving average (the same formula W&B documents):
+``last = last * w + (1 - w) * v; smoothed = last / (1 - w ** n)`` over the finite values, ``n``
+counting them; non-finite values pass through unchanged and do not update the average.
+
+Text from the user's data and runs (class names, run names, metric and param names) goes
+through ``plain``: plotly renders a subset of HTML in labels (``<b>``, ``<a href>``, ...), so ``&``,
+``<`` and ``>`` are written as entities and show as typed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+__all__ = [
+    "X_AXES",
+    "confusion_matrix",
+    "confusion_matrix_figure",
+    "curves_figure",
+    "ema_smooth",
+    "empty_figure",
+    "param_scatter_figure",
+    "plain",
+    "pr_curve",
+    "residuals_figure",
+    "roc_curve",
+    "roc_pr_figure",
+    "unique_run_labels",
+    "x_values",
+]
+
+X_AXES = ("step", "relative", "wall")
+_SPLIT_DASH = {"train": "solid", "eval": "dash"}
+_PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+            "#7f7f7f", "#bcbd22", "#17becf")
+
+
+def plain(text: object) -> str:
+    """``text`` for a plotly label, shown as typed rather than as plotly's HTML subset.
+
+    Example:
+        >>> plain("<b>a & b</b>")
+        '&lt;b&gt;a &amp; b&lt;/b&gt;'
+    """
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def ema_smooth(values: Sequence[float] | np.ndarray, weight: float) -> np.ndarray:
+    """TensorBoard's debiased EMA of ``values`` with smoothing ``weight`` in [0, 1).
+
+    Vectorised in blocks (no per-point Python loop): inside a block of ``B`` points the recurrence
+    ``s_k = w * s_{k-1} + (1 - w) * v_k`` is ``s_k = w**k * (s_0 + (1 - w) * sum_i w**-i * v_i)``,
+    with ``B`` small enough that ``w**-B`` stays finite.
+
+    Example:
+        >>> ema_smooth([1.0, 2.0], 0.5).round(4).tolist()   # [1, (0.25 + 1) / 0.75]
+        [1.0, 1.6667]
+    """
+    if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not 0 <= weight < 1:
+        raise ValueError(f"weight must be a number in [0, 1), given: {weight!r}; use 0 for no "
+                         "smoothing and at most 0.999.")
+    arr = np.asarray(values, dtype=np.float64)
+    out = arr.copy()
+    finite = np.isfinite(arr)
+    v = arr[finite]
+    if weight == 0 or v.size == 0:
+        return out
+    w = float(weight)
+    n = v.size
+    # Block length: w**-B must not overflow float64 (|ln w| * B < ~600).
+    block = max(1, min(n, int(600 / max(-math.log(w), 1e-12))))
+    smoothed = np.empty(n, dtype=np.float64)
+    last = 0.0
+    for start in range(0, n, block):  # a loop over blocks, not points
+        chunk = v[start:start + block]
+        k = np.arange(1, chunk.size + 1, dtype=np.float64)
+        inv = np.power(w, -k)
+        acc = np.cumsum(chunk * inv) * (1 - w)
+        raw = np.power(w, k) * (last + acc)
+        smoothed[start:start + chunk.size] = raw
+        last = float(raw[-1])
+    debias = 1.0 - np.power(w, np.arange(1, n + 1, dtype=np.float64))
+    out[finite] = smoothed / debias
+    return out
+
+
+def x_values(df: pd.DataFrame, x_axis: str, origin: float | None = None) -> pd.Series:
+    """The x coordinate of each row: ``step``, ``relative`` (seconds since ``origin``, default
+    the first wall time in ``df``) or ``wall`` (timestamps)."""
+    if x_axis not in X_AXES:
+        raise ValueError(f"x_axis must be one of {list(X_AXES)}, given: {x_axis!r}.")
+    if x_axis == "step":
+        return df["step"].astype("float64")
+    wall = df["wall_time"].astype("float64")
+    if x_axis == "relative":
+        start = origin if origin is not None else (wall.min() if len(wall) else 0.0)
+        return wall - start
+    return pd.to_datetime(wall, unit="s")
+
+
+def empty_figure(message: str, height: int = 260) -> go.Figure:
+    """A blank figure carrying ``message`` (e.g. "waiting for the first metrics")."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font={"size": 14, "color": "#888"})
+    fig.update_layout(height=height, xaxis={"visible": False}, yaxis={"visible": False},
+                      margin={"l": 10, "r": 10, "t": 10, "b": 10})
+    return fig
+
+
+def _metric_order(names: Sequence[str]) -> list[str]:
+    """loss first, then the rest alphabetically; bookkeeping series last."""
+    uniq = list(dict.fromkeys(names))
+    tail = {"steps_per_sec", "global_step/sec", "gpu_memory_mb"}
+    return sorted(uniq, key=lambda n: (n != "loss", n in tail, n))
+
+
+def curves_figure(df: pd.DataFrame, *, smoothing: float = 0.0, x_axis: str = "step",
+                  log_y: bool = False, metrics: Sequence[str] | None = None,
+                  run_labels: Mapping[str, str] | None = None, columns: int = 2,
+                  height_per_row: int = 280) -> go.Figure:
+    """Loss and metric curves: one subplot per metric name, train and eval on the same axis.
+
+    Args:
+        df: long-format metrics (``step, wall_time, split, name, value`` and optionally ``run``).
+        smoothing: EMA weight in [0, 1); the raw series stays drawn, faded, under the smoothed one.
+        x_axis: ``step``, ``relative`` (seconds since the start of each run) or ``wall``.
+        log_y: logarithmic y axes.
+        metrics: the metric names to draw (default: all, loss first).
+        run_labels: display names of runs (``run`` column values) for the legend.
+        columns: subplots per row.
+
+    Returns:
+        The figure (a placeholder figure when ``df`` is empty).
+    """
+    if df is None or len(df) == 0:
+        return empty_figure("No metrics yet: the chart fills in as the run logs them.")
+    names = _metric_order(df["name"].astype(str).tolist()) if metrics is None else list(metrics)
+    names = [n for n in names if (df["name"] == n).any()]
+    if not names:
+        return empty_figure("None of the chosen metrics has values yet.")
+    cols = max(1, min(columns, len(names)))
+    rows = math.ceil(len(names) / cols)
+    # ~90 px between rows: a row's x-axis title and the next row's subplot title must not overlap.
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[plain(n) for n in names], horizontal_spacing=0.08,
+                        vertical_spacing=min(0.9 / max(rows - 1, 1), 90 / (rows * height_per_row)))
+    multi_run = "run" in df.columns and df["run"].nunique() > 1
+    runs = list(dict.fromkeys(df["run"].tolist())) if "run" in df.columns else [None]
+    colours = {run: _PALETTE[i % len(_PALETTE)] for i, run in enumerate(runs)}
+    shown: set[str] = set()
+    groups = df.groupby(["run", "name", "split"] if "run" in df.columns else ["name", "split"],
+                        sort=False, dropna=False)
+    origins = (df.groupby("run")["wall_time"].min().to_dict() if "run" in df.columns
+               else {None: df["wall_time"].min()})
+    for key, part in groups:
+        run, name, split = key if "run" in df.columns else (None, *key)
+        if name not in names:
+            continue
+        index = names.index(name)
+        row, col = index // cols + 1, index % cols + 1
+        part = part.sort_values("step", kind="stable")
+        x = x_values(part, x_axis, origin=origins.get(run))
+        y = part["value"].to_numpy(dtype=np.float64)
+        label_run = (run_labels or {}).get(run, run) if run is not None else None
+        legend = plain(f"{label_run} · {split}" if multi_run else split)
+        colour = colours[run] if multi_run else (_PALETTE[0] if split == "train" else _PALETTE[1])
+        dash = _SPLIT_DASH.get(str(split), "dot") if multi_run else "solid"
+        mode = "lines+markers" if split != "train" or len(part) < 3 else "lines"
+        if smoothing > 0 and len(part) > 1:
+            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line={"color": colour, "width": 1},
+                                     opacity=0.25, legendgroup=legend, showlegend=False,
+                                     hoverinfo="skip"), row=row, col=col)
+            y = ema_smooth(y, smoothing)
+        fig.add_trace(go.Scatter(x=x, y=y, mode=mode, name=legend, legendgroup=legend,
+                                 showlegend=legend not in shown,
+                                 line={"color": colour, "dash": dash, "width": 2},
+                                 marker={"size": 5}), row=row, col=col)
+        shown.add(legend)
+    x_title = {"step": "step", "relative": "seconds since start", "wall": "time"}[x_axis]
+    fig.update_xaxes(title_text=x_title, title_standoff=2)
+    if log_y:
+        fig.update_yaxes(type="log")
+    height = max(260, rows * height_per_row)
+    # The legend goes below the bottom x-axis title: ~45 px under the plot area, whatever its height.
+    fig.update_layout(height=height, margin={"l": 40, "r": 10, "t": 40, "b": 40},
+                      legend={"orientation": "h", "yanchor": "top", "y": -45 / (height - 80)},
+                      hovermode="x unified", uirevision="keep")  # keep zoom across live updates
+    return fig
+
+
+def confusion_matrix(y_true: Sequence[int] | np.ndarray, y_pred: Sequence[int] | np.ndarray,
+                     n_classes: int) -> np.ndarray:
+    """Counts ``[true class, predicted class]`` (ids outside ``[0, n_classes)`` are ignored).
+
+    Example:
+        >>> confusion_matrix([0, 1, 1], [0, 1, 0], 2).tolist()
+        [[1, 0], [1, 1]]
+    """
+    t = np.asarray(y_true, dtype=np.int64)
+    p = np.asarray(y_pred, dtype=np.int64)
+    if t.shape != p.shape:
+        raise ValueError(f"y_true and y_pred must have the same length, given {t.shape} and {p.shape}.")
+    ok = (t >= 0) & (t < n_classes) & (p >= 0) & (p < n_classes)
+    flat = np.bincount(t[ok] * n_classes + p[ok], minlength=n_classes * n_classes)
+    return flat.reshape(n_classes, n_classes)
+
+
+def confusion_matrix_figure(matrix: np.ndarray, class_names: Sequence[str] | None = None,
+                            normalize: bool = False) -> go.Figure:
+    """A heatmap of a confusion matrix (rows: true class, columns: predicted class)."""
+    m = np.asarray(matrix, dtype=np.float64)
+    names = [plain(c) for c in (class_names if class_names is not None else range(m.shape[0]))]
+    z = m / np.maximum(m.sum(axis=1, keepdims=True), 1) if normalize else m
+    text = [[f"{v:.2f}" if normalize else f"{int(v)}" for v in row] for row in z]
+    fig = go.Figure(go.Heatmap(z=z, x=names, y=names, text=text, texttemplate="%{text}",
+                               colorscale="Blues", showscale=False,
+                               hovertemplate="true %{y}<br>predicted %{x}<br>%{text}<extra></extra>"))
+    fig.update_layout(xaxis_title="predicted", yaxis_title="true", yaxis_autorange="reversed",
+                      height=max(300, 60 * len(names) + 120), margin={"l": 60, "r": 10, "t": 30, "b": 50})
+    return fig
+
+
+def roc_curve(y_true: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(fpr, tpr, auc)`` of a binary problem (``y_true`` in {0, 1}); ties handled as one step.
+
+    Example:
+        >>> fpr, tpr, auc = roc_curve([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+        >>> round(auc, 2)
+        0.75
+    """
+    y, s = np.asarray(y_true).astype(bool), np.asarray(scores, dtype=np.float64)
+    order = np.argsort(-s, kind="stable")
+    y, s = y[order], s[order]
+    distinct = np.r_[np.flatnonzero(np.diff(s)), y.size - 1] if y.size else np.array([], int)
+    tps = np.cumsum(y)[distinct]
+    fps = (distinct + 1) - tps
+    pos, neg = max(int(y.sum()), 1), max(int((~y).sum()), 1)
+    tpr = np.r_[0.0, tps / pos]
+    fpr = np.r_[0.0, fps / neg]
+    return fpr, tpr, float(np.trapezoid(tpr, fpr))
+
+
+def pr_curve(y_true: Sequence[int] | np.ndarray, scores: Sequence[float] | np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(recall, precision, average_precision)`` of a binary problem.
+
+    Example:
+        >>> r, p, ap = pr_curve([0, 1], [0.2, 0.9])
+        >>> ap
+        1.0
+    """
+    y, s = np.asarray(y_true).astype(bool), np.asarray(scores, dtype=np.float64)
+    order = np.argsort(-s, kind="stable")
+    y, s = y[order], s[order]
+    distinct = np.r_[np.flatnonzero(np.diff(s)), y.size - 1] if y.size else np.array([], int)
+    tps = np.cumsum(y)[distinct]
+    predicted = distinct + 1
+    precision = tps / predicted
+    recall = tps / max(int(y.sum()), 1)
+    ap = float(np.sum(np.diff(np.r_[0.0, recall]) * precision))
+    return np.r_[0.0, recall], np.r_[1.0, precision], ap
+
+
+def roc_pr_figure(y_true: Sequence[int] | np.ndarray, probabilities: np.ndarray,
+                  class_names: Sequence[str] | None = None) -> go.Figure:
+    """ROC and precision-recall curves side by side, one-vs-rest for every class.
+
+    Args:
+        y_true: class ids ``[n]``.
+        probabilities: ``[n, K]`` class probabilities (``[n]`` or ``[n, 1]``: the positive class
+            of a binary problem).
+        class_names: ``K`` names (default: the ids). A binary problem draws the positive class only.
+    """
+    p = np.asarray(probabilities, dtype=np.float64)
+    if p.ndim == 1 or p.shape[1] == 1:
+        p = p.reshape(-1)
+        p = np.stack([1 - p, p], axis=1)
+    y = np.asarray(y_true, dtype=np.int64)
+    k = p.shape[1]
+    names = [plain(c) for c in (class_names if class_names is not None else range(k))]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("ROC", "Precision-recall"))
+    classes = [1] if k == 2 else list(range(k))
+    for c in classes:
+        colour = _PALETTE[c % len(_PALETTE)]
+        fpr, tpr, auc = roc_curve(y == c, p[:, c])
+        rec, prec, ap = pr_curve(y == c, p[:, c])
+        fig.add_trace(go.Scatter(x=fpr, y=tpr, mode="lines", line={"color": colour},
+                                 name=f"{names[c]} (AUC {auc:.3f})", legendgroup=names[c]), row=1, col=1)
+        fig.add_trace(go.Scatter(x=rec, y=prec, mode="lines", line={"color": colour, "shape": "hv"},
+                                 name=f"{names[c]} (AP {ap:.3f})", legendgroup=names[c]), row=1, col=2)
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line={"dash": "dot", "color": "#aaa"},
+                             showlegend=False, hoverinfo="skip"), row=1, col=1)
+    fig.update_xaxes(title_text="false positive rate", range=[0, 1], row=1, col=1)
+    fig.update_yaxes(title_text="true positive rate", range=[0, 1.02], row=1, col=1)
+    fig.update_xaxes(title_text="recall", range=[0, 1], row=1, col=2)
+    fig.update_yaxes(title_text="precision", range=[0, 1.02], row=1, col=2)
+    fig.update_layout(height=380, margin={"l": 50, "r": 10, "t": 40, "b": 40})
+    return fig
+
+
+def residuals_figure(y_true: Sequence[float] | np.ndarray, y_pred: Sequence[float] | np.ndarray
+                     ) -> go.Figure:
+    """Regression diagnostics: predicted vs true (with the identity line) and residual vs predicted."""
+    t = np.asarray(y_true, dtype=np.float64).reshape(-1)
+    p = np.asarray(y_pred, dtype=np.float64).reshape(-1)
+    if t.shape != p.shape:
+        raise ValueError(f"y_true and y_pred must have the same length, given {t.shape} and {p.shape}.")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("Predicted vs true", "Residuals"))
+    fig.add_trace(go.Scatter(x=t, y=p, mode="markers", marker={"size": 5, "opacity": 0.6},
+                             name="examples", showlegend=False), row=1, col=1)
+    if t.size:
+        lo, hi = float(np.nanmin([t.min(), p.min()])), float(np.nanmax([t.max(), p.max()]))
+        fig.add_trace(go.Scatter(x=[lo, hi], y=[lo, hi], mode="lines", line={"dash": "dot", "color": "#aaa"},
+                                 showlegend=False, hoverinfo="skip"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=p, y=t - p, mode="markers", marker={"size": 5, "opacity": 0.6},
+                             showlegend=False), row=1, col=2)
+    fig.add_hline(y=0, line_dash="dot", line_color="#aaa", row=1, col=2)
+    fig.update_xaxes(title_text="true", row=1, col=1)
+    fig.update_yaxes(title_text="predicted", row=1, col=1)
+    fig.update_xaxes(title_text="predicted", row=1, col=2)
+    fig.update_yaxes(title_text="true - predicted", row=1, col=2)
+    fig.update_layout(height=360, margin={"l": 50, "r": 10, "t": 40, "b": 40})
+    return fig
+
+
+def unique_run_labels(runs: Sequence[tuple[str, str]]) -> dict[str, str]:
+    """Display labels of runs, given as ``(run_id, name)`` pairs: the name, or ``"name · r-1a2b3c"``
+    (the id's random suffix) for names that several runs share, so legends and points can be told
+    apart (the whole id when even the suffixes collide).
+
+    Example:
+        >>> unique_run_labels([("r-20250101-1a2b3c", "mlp"), ("r-20250102-4d5e6f", "mlp"),
+        ...                    ("r-20250102-777777", "cnn")])["r-20250101-1a2b3c"]
+        'mlp · r-1a2b3c'
+    """
+    counts: dict[str, int] = {}
+    for _, name in runs:
+        counts[name] = counts.get(name, 0) + 1
+    short = {run_id: f"r-{run_id.rsplit('-', 1)[-1]}" for run_id, _ in runs}
+    suffixes = list(short.values())
+    out = {}
+    for run_id, name in runs:
+        if counts[name] == 1:
+            out[run_id] = name
+        else:
+            out[run_id] = f"{name} · {short[run_id] if suffixes.count(short[run_id]) == 1 else run_id}"
+    return out
+
+
+def param_scatter_figure(table: pd.DataFrame, param: str, metric: str,
+                         label_column: str = "run") -> go.Figure:
+    """One point per run: ``param`` on x, ``metric`` on y (categorical params become categories)."""
+    for column in (param, metric):
+        if column not in table.columns:
+            raise ValueError(f"Column {column!r} is not in the table (columns: {list(table.columns)}).")
+    data = table[[param, metric] + ([label_column] if label_column in table.columns else [])].dropna(
+        subset=[metric])
+    x = data[param]
+    if not pd.api.types.is_numeric_dtype(x):
+        x = x.astype(str).map(plain)
+    fig = go.Figure(go.Scatter(
+        x=x, y=data[metric], mode="markers+text", marker={"size": 11},
+        text=data[label_column].map(plain) if label_column in data.columns else None, textposition="top center",
+        hovertemplate=f"{plain(param)}=%{{x}}<br>{plain(metric)}=%{{y}}<br>%{{text}}<extra></extra>"))
+    fig.update_layout(xaxis_title=plain(param), yaxis_title=plain(metric), height=360,
+                      margin={"l": 50, "r": 10, "t": 20, "b": 40})
+    return fig
+

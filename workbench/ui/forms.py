@@ -1,0 +1,248 @@
+"""Input widgets: the code editor, the params and RunConfig forms, the run picker, and the launch
+and warm-start actions behind the Train page's buttons."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from workbench.store import paths
+from workbench.store.records import TRAINING_ACTIONS, RunRecord
+from workbench.ui.session import get_launcher, get_registry, md, selected_run_id, set_selected_run
+
+__all__ = ['NAN_POLICIES', 'edit_code', 'launch_run', 'params_form', 'run_config_form', 'run_picker', 'warm_start_check']
+
+
+NAN_POLICIES = {"fail": "Fail the run", "stop": "Stop training (keep the last checkpoint)"}
+
+
+def run_picker(records: Sequence[RunRecord], label: str = "Run", key: str = "run_picker") -> RunRecord | None:
+    """A selectbox over ``records`` preselecting the URL's run; keeps the URL in sync."""
+    if not records:
+        return None
+    ids = [r.run_id for r in records]
+    wanted = selected_run_id()
+    index = ids.index(wanted) if wanted in ids else 0
+    by_id = {r.run_id: r for r in records}
+    # No status in the label: the browser keeps a keyed selectbox's shown text when only its
+    # formatting changes, so a finished run went on reading "[running]". The badge shows it.
+    choice = st.selectbox(label, ids, index=index, key=key,
+                          format_func=lambda i: f"{by_id[i].name} · {i}")
+    if choice != wanted:
+        set_selected_run(choice)
+    return by_id[choice]
+
+
+def _editor_text(response: Any) -> str | None:
+    """The text in a ``streamlit-code-editor`` response, None before its first event (an empty
+    editor is ``''``, not None)."""
+    if isinstance(response, Mapping):
+        return str(response.get("text") or "") if response.get("id") else None
+    return response if isinstance(response, str) else None
+
+
+def edit_code(label: str, value: str, key: str, height: int = 420,
+              on_change: Callable[[str], None] | None = None) -> str:
+    """A code editor: ``streamlit-code-editor`` (Ace, bundled, works offline) when installed,
+    else ``st.text_area``. Returns the current text.
+
+    The Ace editor reports its text when it loses focus (a click on a button, a link or anywhere
+    outside it) and on its Apply button / Ctrl+Enter; ``on_change(text)`` is then called as a
+    widget callback, i.e. before the next script run of any page, so a click that leaves the
+    editor and switches page still applies the edit."""
+    def changed() -> None:
+        text = _editor_text(st.session_state.get(key))
+        if text is not None and on_change is not None:
+            on_change(text)
+
+    try:
+        from code_editor import _component_func  # type: ignore[import-not-found]
+    except ImportError:
+        _component_func = None
+    if _component_func is not None and not st.session_state.get("_plain_editor"):
+        # code_editor() is this call without on_change (which it does not pass on); the private
+        # function is pinned by the dependency's range, and a changed signature falls back below.
+        try:
+            response = _component_func(
+                code=value, lang="python", theme="default", key=key, height=[18, 30], focus=False,
+                shortcuts="vscode", snippets=["", ""], completions=[], keybindings={},
+                buttons=[{"name": "Apply", "feather": "Check", "hasText": True, "alwaysOn": True,
+                          "commands": ["submit"], "style": {"bottom": "0.4rem", "right": "0.4rem"}}],
+                options={}, props={}, editor_props={}, component_props={}, menu={}, info={},
+                allow_reset=False, replace_completer=False, response_mode=["blur"], ghost_text="",
+                on_change=changed,
+                default={"id": "", "type": "", "lang": "", "text": "", "selected": "", "cursor": ""})
+        except TypeError:
+            st.session_state["_plain_editor"] = True
+        else:
+            text = _editor_text(response)
+            return value if text is None else text
+    return st.text_area(label, value=value, height=height, key=key, on_change=changed)
+
+
+def params_form(schema: Mapping[str, Mapping[str, Any]], values: Mapping[str, Any] | None = None,
+                key: str = "params") -> dict[str, Any]:
+    """One widget per PARAMS entry (int/float -> number, bool -> checkbox, choice -> selectbox,
+    str -> text). Call inside an ``st.form``; returns the raw values (validate with
+    ``templates.validate_params``)."""
+    values = dict(values or {})
+    out: dict[str, Any] = {}
+    cols = st.columns(2)
+    for i, (name, spec) in enumerate(schema.items()):
+        ptype = spec.get("type")
+        current = values.get(name, spec.get("default"))
+        label = spec.get("label") or name
+        help_text = spec.get("help")
+        wkey = f"{key}-{name}"
+        with cols[i % 2]:
+            if ptype == "bool":
+                out[name] = st.checkbox(label, value=bool(current), help=help_text, key=wkey)
+            elif ptype == "choice":
+                choices = list(spec.get("choices") or [])
+                index = choices.index(current) if current in choices else 0
+                out[name] = st.selectbox(label, choices, index=index, help=help_text, key=wkey)
+            elif ptype == "int":
+                out[name] = st.number_input(label, value=int(current), step=1,
+                                            min_value=spec.get("min"), max_value=spec.get("max"),
+                                            help=help_text, key=wkey)
+            elif ptype == "float":
+                lo, hi = spec.get("min"), spec.get("max")
+                out[name] = st.number_input(label, value=float(current), format="%g",
+                                            min_value=None if lo is None else float(lo),
+                                            max_value=None if hi is None else float(hi),
+                                            step=_float_step(float(current)), help=help_text, key=wkey)
+            else:
+                out[name] = st.text_input(label, value="" if current is None else str(current),
+                                          help=help_text, key=wkey)
+    return out
+
+
+def _float_step(value: float) -> float:
+    if value == 0:
+        return 0.01
+    return float(10 ** np.floor(np.log10(abs(value))))
+
+
+def run_config_form(gpus: Sequence[str], key: str = "rc") -> dict[str, Any]:
+    """The RunConfig and schedule widgets (call inside an ``st.form``).
+
+    Returns ``{'action', 'schedule': {...}, 'run_config': {...}, 'num_processes'}``. The schedule
+    always has ``nan_policy`` (``'fail'`` or ``'stop'``) and, only when the box is ticked,
+    ``early_stopping = {'metric', 'mode', 'patience', 'min_delta'}`` (read by the runner's
+    ``EarlyStopping.from_schedule``; train_and_evaluate only).
+    """
+    c1, c2, c3 = st.columns(3)
+    action = c1.selectbox("Action", ["train_and_evaluate", "train", "evaluate", "predict"], key=f"{key}-action",
+                          help="evaluate and predict use the checkpoint of the run chosen under "
+                               "'Start from'.")
+    max_steps = c2.number_input("Train until step (max_steps)", 1, 10_000_000, 500, step=100, key=f"{key}-steps")
+    batch_size = c3.number_input("Batch size", 1, 65_536, 32, key=f"{key}-batch")
+    c1, c2, c3 = st.columns(3)
+    seed = c1.number_input("Seed (tf_random_seed)", 0, 2**31 - 1, 42, key=f"{key}-seed")
+    ckpt_steps = c2.number_input("Checkpoint every N steps", 1, 10_000_000, 100, key=f"{key}-ckpt")
+    keep = c3.number_input("Keep checkpoints (keep_checkpoint_max)", 0, 1000, 5, key=f"{key}-keep",
+                           help="0 keeps all.")
+    c1, c2, c3 = st.columns(3)
+    metrics_every = c1.number_input("Log metrics every N steps", 1, 100_000, 10, key=f"{key}-metrics")
+    eval_every = c2.number_input("Evaluate every N steps", 1, 10_000_000, 100, key=f"{key}-eval",
+                                 help="train_and_evaluate only.")
+    eval_steps = c3.number_input("Eval batches (0: the whole eval split)", 0, 1_000_000, 0, key=f"{key}-evalsteps")
+    c1, c2, c3 = st.columns(3)
+    devices = ["auto", "cpu"] + [f"cuda:{g}" for g in range(len(gpus))]
+    device = c1.selectbox("Device", devices, key=f"{key}-device",
+                          help=f"GPUs found: {len(gpus)}." if gpus else "No GPU found: CPU only.")
+    num_processes = c2.number_input("Processes (torchrun)", 1, max(1, len(gpus)) if gpus else 4, 1,
+                                    key=f"{key}-procs", help="More than one runs DDP under torchrun.")
+    summary_steps = c3.number_input("Log loss every N steps (log_step_count_steps)", 1, 1_000_000, 100,
+                                    key=f"{key}-log")
+    # A form cannot show fields only once a box is ticked (it reruns on submit), so the early
+    # stopping fields are always there and are used only when the box is ticked.
+    c1, c2, c3, c4, c5 = st.columns([1.2, 1.2, 0.8, 1, 1], vertical_alignment="bottom")
+    early = c1.checkbox("Early stopping", value=False, key=f"{key}-es",
+                        help="train_and_evaluate only (it watches the evaluations, one every 'Evaluate "
+                             "every N steps'): stops training when the eval metric has not improved "
+                             "for 'patience' evaluations in a row.")
+    es_metric = c2.text_input("Watch eval metric", value="loss", key=f"{key}-es-metric",
+                              help="An eval metric the evaluation reports, e.g. loss, accuracy, auc, "
+                                   "average_loss. Early stopping only applies to train_and_evaluate.")
+    es_mode = c3.selectbox("Mode", ["min", "max"], key=f"{key}-es-mode",
+                           help="min: lower is better (loss, error); max: higher is better (accuracy, auc).")
+    es_patience = c4.number_input("Patience (evaluations)", 1, 10_000, 3, key=f"{key}-es-patience",
+                                  help="Evaluations without improvement before training stops.")
+    es_delta = c5.number_input("Min delta", min_value=0.0, value=0.0, format="%g", step=0.001,
+                               key=f"{key}-es-delta",
+                               help="A change smaller than this does not count as an improvement.")
+    nan_policy = st.radio("On NaN loss", list(NAN_POLICIES), horizontal=True, key=f"{key}-nan",
+                          format_func=NAN_POLICIES.get,
+                          help="fail: the run fails with the step and the last finite loss (TF's "
+                               "NanTensorHook default). stop: training stops there and the run ends "
+                               "'stopped' with the same message, keeping its checkpoints from before "
+                               "the NaN.")
+    schedule = {"max_steps": int(max_steps), "batch_size": int(batch_size),
+                "metrics_every_n_steps": int(metrics_every), "eval_every_steps": int(eval_every),
+                "nan_policy": nan_policy}
+    if eval_steps:
+        schedule["eval_steps"] = int(eval_steps)
+    if early:
+        schedule["early_stopping"] = {"metric": es_metric.strip() or "loss", "mode": es_mode,
+                                      "patience": int(es_patience), "min_delta": float(es_delta)}
+    run_config = {"tf_random_seed": int(seed), "save_checkpoints_steps": int(ckpt_steps),
+                  "keep_checkpoint_max": int(keep) or None, "log_step_count_steps": int(summary_steps),
+                  "save_summary_steps": int(summary_steps), "device": device}
+    return {"action": action, "schedule": schedule, "run_config": run_config,
+            "num_processes": int(num_processes)}
+
+
+def launch_run(*, name: str, action: str, dataset: Mapping[str, Any], template: Mapping[str, Any],
+               params: Mapping[str, Any], run_config: Mapping[str, Any], schedule: Mapping[str, Any],
+               parent_run_id: str | None = None, parent_relation: str | None = None,
+               checkpoint_path: str | None = None, num_processes: int = 1) -> RunRecord:
+    """Registers a run and hands it to the launcher (it starts now or waits in the queue).
+
+    ``schedule['preflight']`` defaults to True: the runner checks the model_fn on a tiny batch in
+    its own process before building the Estimator and fails the run with the check's error
+    (``runner._preflight``). A caller that sets it keeps its value. Ranks under torchrun do not
+    check, so a multi-process training run is checked here first, in a child process (as the
+    CLI does); a failed check raises ``ValueError`` with its report and launches nothing.
+    """
+    schedule = dict(schedule)
+    schedule.setdefault("preflight", True)
+    if schedule["preflight"] and num_processes > 1 and action in TRAINING_ACTIONS:
+        from workbench.execution.preflight import run_preflight
+
+        with st.spinner("Pre-flight check of the model_fn on a tiny batch..."):
+            report = run_preflight(str(template.get("code") or ""), dict(dataset), dict(params),
+                                   template_name=str(template.get("name") or "template"), action=action)
+        if not report.ok:
+            raise ValueError(report.summary())
+    registry = get_registry()
+    record = registry.create_run(
+        name=name, action=action, dataset=dict(dataset),
+        template={"name": template.get("name"), "code": template.get("code")}, params=dict(params),
+        run_config=dict(run_config), schedule=dict(schedule), parent_run_id=parent_run_id,
+        parent_relation=parent_relation, checkpoint_path=checkpoint_path, num_processes=num_processes)
+    return get_launcher().submit(record.run_id)
+
+
+def warm_start_check(*, template: Mapping[str, Any], params: Mapping[str, Any], dataset: Mapping[str, Any],
+                     run_config: Mapping[str, Any], parent: RunRecord) -> Any:
+    """Runs the compatibility check of a warm start (in a child process) and shows its report.
+
+    Returns the ``CompatibilityReport``; a variable that differs in shape makes it not ``ok``.
+    """
+    from workbench.execution.compat import check_compatibility
+
+    spec = {"template": {"name": template.get("name"), "code": template.get("code")}, "params": dict(params),
+            "dataset": dict(dataset), "run_config": dict(run_config), "action": "train"}
+    with st.spinner(f"Checking that {parent.run_id}'s checkpoint fits this model..."):
+        report = check_compatibility(spec, get_registry().run_dir(parent.run_id) / paths.MODEL_DIR)
+    show = st.success if report.ok else (st.error if report.error or report.shape_mismatch else st.warning)
+    show(md(report.summary()))
+    if report.shape_mismatch:
+        st.dataframe(pd.DataFrame([{"variable": name, "checkpoint shape": str(c), "model shape": str(m)}
+                                   for name, (c, m) in report.shape_mismatch.items()]), hide_index=True)
+    return report
