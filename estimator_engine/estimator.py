@@ -12,7 +12,9 @@ Separation of concerns:
 
 Unlike TF, the built model is cached between calls while the checkpoint on disk is unchanged,
 so repeated ``evaluate``/``predict`` calls do not rebuild and reload it (disk stays the source of
-truth: a new checkpoint, or a different ``checkpoint_path``, rebuilds it).
+truth: a new checkpoint, or a different ``checkpoint_path``, rebuilds it). A reuse is exactly a
+fresh restore of that checkpoint (``ModelState.reset_to_checkpoint``); where that cannot be
+proven, the model is rebuilt.
 """
 
 from __future__ import annotations
