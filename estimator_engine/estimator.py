@@ -81,6 +81,9 @@ def _to_python(value: Any) -> Any:
         return _to_python(value.result())
     if isinstance(value, Mapping):
         return {k: _to_python(v) for k, v in value.items()}
+    if isinstance(value, (tuple, list)):  # a metric whose result is a tuple/list (TF: nested numpy)
+        converted = [_to_python(v) for v in value]
+        return type(value)(*converted) if hasattr(value, "_fields") else type(value)(converted)
     return value
 
 

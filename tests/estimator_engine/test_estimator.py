@@ -388,6 +388,28 @@ class TestEvaluate:
         with pytest.raises(ValueError, match='Metric with name "loss" is not allowed'):
             est.evaluate(_linear_input_fn(num_epochs=1))
 
+    def test_nested_metric_values_are_numpy_at_every_level(self, tmp_path):
+        """TF's evaluate returns numpy values however a metric's value is nested (tuple, dict, list)."""
+        checkpoints.create_checkpoint(str(tmp_path), {"linear/weight": [[1.0]], "linear/bias": [0.0]}, 3)
+
+        def model_fn(features, labels, mode):
+            spec = linear_model_fn(features, labels, mode, {})
+            errors = (features["x"] - labels).abs().reshape(-1)  # weight 1, bias 0: predictions = x
+            nested = ee.MetricOp({"total": errors.sum(), "count": torch.tensor(float(errors.numel())),
+                                  "top": torch.stack([errors.sum(), errors.sum() * 2])},
+                                 lambda s: (s["total"] / s["count"], {"top": s["top"], "as_list": [s["count"]]}))
+            return spec._replace(eval_metric_ops={**spec.eval_metric_ops, "nested": nested})
+
+        est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+        x, y = make_linear_data(n=10)
+        result = est.evaluate(ee.inputs.numpy_input_fn(x, y, batch_size=4, shuffle=False))
+        mean, inner = result["nested"]
+        errors = np.abs(np.asarray(x["x"]) - np.asarray(y)).reshape(-1)
+        assert isinstance(mean, float) and mean == pytest.approx(float(errors.mean()), rel=1e-6)
+        assert isinstance(inner["top"], np.ndarray)
+        np.testing.assert_allclose(inner["top"], [errors.sum(), 2 * errors.sum()], rtol=1e-6)
+        assert inner["as_list"] == [10.0]
+
     def test_without_checkpoint_uses_initialisation(self, tmp_path, caplog):
         est = _estimator(tmp_path)
         with caplog.at_level(logging.INFO, logger="estimator_engine"):
