@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from estimator_engine.canned.optimizers import Ftrl, get_optimizer_factory
+from estimator_engine.canned.optimizers import Ftrl, TFAdam, get_optimizer_factory
 
 
 def test_ftrl_one_step_by_hand():
@@ -75,7 +75,7 @@ def test_named_optimizers_use_the_fastest_cpu_kernel_with_the_same_rule():
     assert get_optimizer_factory("Adagrad")(params).defaults["fused"] is True
     assert get_optimizer_factory("RMSProp")(params).defaults["foreach"] is True
     # Same updates as the per-tensor loop, to float precision.
-    for name, cls, extra in (("Adam", torch.optim.Adam, {}),
+    for name, cls, extra in (("Adam", TFAdam, {}),
                              ("Adagrad", torch.optim.Adagrad, {"initial_accumulator_value": 0.1})):
         fast = [torch.nn.Parameter(torch.ones(4))]
         slow = [torch.nn.Parameter(torch.ones(4))]
@@ -87,3 +87,32 @@ def test_named_optimizers_use_the_fastest_cpu_kernel_with_the_same_rule():
             fast_opt.step()
             slow_opt.step()
         torch.testing.assert_close(fast[0].detach(), slow[0].detach(), rtol=1e-6, atol=1e-7)
+
+
+def test_named_adam_places_epsilon_as_tf_does():
+    """TF's ApplyAdam: w -= lr*sqrt(1-b2^t)/(1-b1^t) * m/(sqrt(v)+eps); torch's Adam adds eps after
+    the bias correction (0.9990909 after one step on a 1e-6 gradient, TF 0.9997597)."""
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    opt = get_optimizer_factory("Adam")([w])
+    expected, m, v = 1.0, 0.0, 0.0
+    for t in (1, 2, 3):
+        g = 1e-6 * t
+        w.grad = torch.tensor([g])
+        opt.step()
+        m, v = 0.9 * m + 0.1 * g, 0.999 * v + 0.001 * g * g
+        expected -= 0.001 * math.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) * m / (math.sqrt(v) + 1e-7)
+        assert w.item() == pytest.approx(expected, rel=1e-7)
+
+
+def test_tf_adam_resumes_from_a_plain_adam_state():
+    """A checkpoint written by torch's Adam (before TFAdam) loads; TF's epsilon is taken from its eps."""
+    w = torch.nn.Parameter(torch.tensor([1.0]))
+    plain = torch.optim.Adam([w], lr=0.001, eps=1e-7)
+    w.grad = torch.tensor([1e-3])
+    plain.step()
+    resumed = TFAdam([w], lr=0.001)
+    resumed.load_state_dict(plain.state_dict())
+    w.grad = torch.tensor([1e-3])
+    resumed.step()
+    assert resumed.param_groups[0]["tf_epsilon"] == 1e-7
+    assert resumed.param_groups[0]["eps"] == pytest.approx(1e-7 / math.sqrt(1 - 0.999 ** 2))
