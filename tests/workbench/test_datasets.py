@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from workbench.data import datasets as ds
-from workbench.data import spec as data_spec
 from workbench.data import sources
+from workbench.data import spec as data_spec
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
 

@@ -254,7 +254,8 @@ def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
                 errors.append(
                     f"Label column {label!r} has missing values in {n_nan} of {len(s)} rows "
                     f"(e.g. rows {rows}). Leave those rows out (set 'Rows without a label' to "
-                    f"'drop', or df.dropna(subset=[{label!r}])) or choose another label."
+                    f"'drop' on the Data page, or --label-missing drop on the command line, or "
+                    f"df.dropna(subset=[{label!r}])) or choose another label."
                 )
             classes = s.dropna().unique()
             if len(classes) < 2:
