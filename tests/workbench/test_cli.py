@@ -56,7 +56,7 @@ class TestUI:
 
     def test_no_arguments_starts_the_ui(self, monkeypatch, workspace, tmp_path):
         calls = []
-        monkeypatch.setattr(serve.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
+        monkeypatch.setattr(serve.os, "execve", lambda path, cmd, env: calls.append((cmd, env)))
         app = REPO / "workbench" / "ui" / "app.py"
         if not app.exists():
             monkeypatch.setattr(serve, "_REPO_ROOT", tmp_path)
