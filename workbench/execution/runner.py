@@ -123,7 +123,8 @@ class RunContext:
         every = int(self.schedule.get("metrics_every_n_steps") or 10)
         return MetricsWriterHook(
             self.metrics_path if self.is_chief else os.devnull, every_n_steps=every,
-            stop_file=self.stop_path, should_stop=self.terminate.is_set)
+            stop_file=self.stop_path, should_stop=self.terminate.is_set,
+            final_step=self.schedule.get("max_steps"))
 
     def diverged(self) -> str | None:
         """Why training stopped on a NaN loss (``nan_policy: 'stop'``), or None."""
