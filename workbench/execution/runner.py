@@ -60,7 +60,7 @@ from workbench.store import paths
 from workbench.store.records import SUMMARISED_ON_STATUS, TRAINING_ACTIONS, InvalidTransitionError
 from workbench.store.registry import RunRegistry
 
-__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'EarlyStopping', 'Executor', 'PREFLIGHT_FILE', 'PreflightFailed', 'RunContext', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
+__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'PREFLIGHT_FILE', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'EarlyStopping', 'Executor', 'PreflightFailed', 'RunContext', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
 
 
 SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
