@@ -82,27 +82,36 @@ def stop_if_lower_hook(estimator: Any, metric_name: str, threshold: float,
 def stop_if_no_increase_hook(estimator: Any, metric_name: str, max_steps_without_increase: int,
                              eval_dir: str | os.PathLike | None = None, min_steps: int = 0,
                              run_every_secs: float | None = 60,
-                             run_every_steps: int | None = None) -> SessionRunHook:
+                             run_every_steps: int | None = None,
+                             min_delta: float = 0.0) -> SessionRunHook:
     """Stops training when ``metric_name`` has not strictly increased for ``max_steps_without_increase`` steps.
+
+    ``min_delta`` (an extension of TF's hook, as in Keras' ``EarlyStopping``): an increase counts as
+    an improvement only when it is larger than ``min_delta``.
 
     Example:
         >>> # hook = stop_if_no_increase_hook(est, 'accuracy', 1000)
     """
     return _stop_if_no_metric_improvement_hook(estimator, metric_name, max_steps_without_increase, True,
-                                               eval_dir, min_steps, run_every_secs, run_every_steps)
+                                               eval_dir, min_steps, run_every_secs, run_every_steps,
+                                               min_delta)
 
 
 def stop_if_no_decrease_hook(estimator: Any, metric_name: str, max_steps_without_decrease: int,
                              eval_dir: str | os.PathLike | None = None, min_steps: int = 0,
                              run_every_secs: float | None = 60,
-                             run_every_steps: int | None = None) -> SessionRunHook:
+                             run_every_steps: int | None = None,
+                             min_delta: float = 0.0) -> SessionRunHook:
     """Stops training when ``metric_name`` has not strictly decreased for ``max_steps_without_decrease`` steps.
+
+    ``min_delta``: a decrease counts as an improvement only when it is larger than ``min_delta``.
 
     Example:
         >>> # hook = stop_if_no_decrease_hook(est, 'loss', 1000, run_every_secs=None, run_every_steps=100)
     """
     return _stop_if_no_metric_improvement_hook(estimator, metric_name, max_steps_without_decrease, False,
-                                               eval_dir, min_steps, run_every_secs, run_every_steps)
+                                               eval_dir, min_steps, run_every_secs, run_every_steps,
+                                               min_delta)
 
 
 def _stop_if_threshold_crossed_hook(estimator, metric_name, threshold, higher_is_better, eval_dir,
@@ -127,9 +136,14 @@ def _stop_if_threshold_crossed_hook(estimator, metric_name, threshold, higher_is
 
 def _stop_if_no_metric_improvement_hook(estimator, metric_name, max_steps_without_improvement,
                                         higher_is_better, eval_dir, min_steps, run_every_secs,
-                                        run_every_steps) -> SessionRunHook:
+                                        run_every_steps, min_delta: float = 0.0) -> SessionRunHook:
+    if not min_delta >= 0:  # also refuses NaN
+        raise ValueError(f"min_delta must be a number >= 0 (the smallest change that counts as an "
+                         f"improvement), given: {min_delta!r}.")
     eval_dir = _eval_dir(estimator, eval_dir)
-    is_lhs_better = operator.gt if higher_is_better else operator.lt
+
+    def is_lhs_better(value: float, best: float) -> bool:
+        return value - min_delta > best if higher_is_better else value + min_delta < best
     increase_or_decrease = "increase" if higher_is_better else "decrease"
 
     def stop_if_no_metric_improvement_fn() -> bool:

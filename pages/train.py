@@ -4,6 +4,7 @@ import streamlit as st
 
 from workbench import templates
 from workbench.execution.processes import detect_gpus
+from workbench.execution.submit import parent_relation
 from workbench.store.records import TRAINING_ACTIONS
 from workbench.ui import forms, session
 
@@ -42,11 +43,7 @@ if launched:
     if action not in TRAINING_ACTIONS and not parent_id:
         st.error(f"The action {action!r} needs a trained run under 'Start from'.")
         st.stop()
-    if rc["schedule"].get("early_stopping") and action != "train_and_evaluate":
-        st.error(f"Early stopping watches the evaluations of train_and_evaluate; the action {action!r} "
-                 "has none. Choose train_and_evaluate or untick 'Early stopping'.")
-        st.stop()
-    relation = {"evaluate": "evaluate_from", "predict": "predict_from"}.get(action, "warm_start") if parent_id else None
+    relation = parent_relation(action) if parent_id else None
     if relation == "warm_start":
         report = forms.warm_start_check(template=template, params=params, dataset=dataset,
                                      run_config=rc["run_config"], parent=registry.get(parent_id))
@@ -57,7 +54,7 @@ if launched:
                                run_config=rc["run_config"], schedule=rc["schedule"],
                                parent_run_id=parent_id or None, parent_relation=relation,
                                num_processes=rc["num_processes"])
-    except ValueError as exc:  # the pre-flight check of a multi-process run failed: nothing launched
+    except ValueError as exc:  # refused by the run contract or the pre-flight check: nothing launched
         session.show_error(exc)
         st.stop()
     session.set_selected_run(record.run_id)

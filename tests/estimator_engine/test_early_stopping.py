@@ -77,6 +77,30 @@ def test_no_increase_and_named_eval_dir(est):
     assert should_stop(early_stopping.stop_if_no_increase_hook(est, "acc", 1)) is False  # default dir: empty
 
 
+@pytest.mark.parametrize("min_delta, expected", [
+    (0.0, False),   # 1.0 -> 0.9 -> 0.85: each step improves; best at 30, 30 - 30 < 20
+    (0.06, True),   # 0.85 is only 0.05 under 0.9: best stays at 20, and 40 - 20 >= 20
+    (0.2, True),    # no change counts: best stays at 10, 40 - 10 >= 20
+])
+def test_no_decrease_with_min_delta(est, min_delta, expected):
+    write_results(est, {10: {"loss": 1.0}, 20: {"loss": 0.9}, 30: {"loss": 0.85}, 40: {"loss": 0.86}})
+    hook = early_stopping.stop_if_no_decrease_hook(est, "loss", 20, min_delta=min_delta)
+    assert should_stop(hook) is expected
+
+
+def test_no_increase_with_min_delta(est):
+    write_results(est, {10: {"acc": 0.5}, 20: {"acc": 0.52}, 30: {"acc": 0.53}})
+    assert should_stop(early_stopping.stop_if_no_increase_hook(est, "acc", 20)) is False
+    assert should_stop(early_stopping.stop_if_no_increase_hook(est, "acc", 20, min_delta=0.05)) is True
+
+
+@pytest.mark.parametrize("min_delta", [-0.1, float("nan")])
+def test_min_delta_must_be_non_negative(est, min_delta):
+    with pytest.raises(ValueError, match=r"min_delta must be a number >= 0 \(the smallest change that "
+                                         r"counts as an improvement\), given: "):
+        early_stopping.stop_if_no_decrease_hook(est, "loss", 10, min_delta=min_delta)
+
+
 def test_missing_metric_names_the_recorded_ones(est):
     write_results(est, {10: {"loss": 1.0}})
     with pytest.raises(KeyError, match=r"Metric 'auc' is not in the eval results of step 10.*\['loss'\]"):

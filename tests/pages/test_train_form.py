@@ -7,6 +7,8 @@ registry recorded, which is what the runner reads (``EarlyStopping.from_schedule
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 pytest.importorskip("streamlit")
@@ -75,8 +77,10 @@ def test_early_stopping_needs_train_and_evaluate(home):
     at.checkbox(key="rc-es").check()
     at.selectbox(key="rc-action").set_value("train")
     submit(at)
-    assert any("Early stopping watches the evaluations of train_and_evaluate; the action 'train' has none"
-               in e.value for e in at.error), [e.value for e in at.error]
+    shown = [re.sub(r"\\(.)", r"\1", e.value) for e in at.error]  # show_error escapes markdown
+    assert any("Early stopping watches the evaluations of train_and_evaluate; the action 'train' has none. "
+               "Choose train_and_evaluate ('Action') or turn early stopping off (untick 'Early stopping')."
+               in text for text in shown), shown
     assert RunRegistry(home).list_runs() == []  # nothing launched
 
 

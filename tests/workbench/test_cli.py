@@ -56,7 +56,7 @@ class TestUI:
 
     def test_no_arguments_starts_the_ui(self, monkeypatch, workspace, tmp_path):
         calls = []
-        monkeypatch.setattr(serve.subprocess, "call", lambda cmd, env: calls.append((cmd, env)) or 0)
+        monkeypatch.setattr(serve.os, "execve", lambda path, cmd, env: calls.append((cmd, env)))
         app = REPO / "workbench" / "ui" / "app.py"
         if not app.exists():
             monkeypatch.setattr(serve, "_REPO_ROOT", tmp_path)
@@ -86,9 +86,9 @@ class TestErrors:
         (["run", "--dataset", "iris", "--template", "nope", "--no-preflight"],
          "Unknown template name: 'nope'"),
         (["run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "0"],
-         "--steps must be >= 1, given: 0"),
+         "--steps = 0 is out of range: it must be an integer from 1 to 10000000"),
         (["run", "--dataset", "iris", "--template", "mlp_classifier", "--config", '{"bogus_field": 1}'],
-         r"--config: run_config has unknown key\(s\) \['bogus_field'\]; a run's RunConfig takes \['tf_random_seed', "),
+         r"--config key 'bogus_field' is not a known setting; --config takes \['tf_random_seed', "),
         (["run", "--dataset", "/no/such.csv", "--template", "mlp_classifier"],
          "--dataset file '/no/such.csv' does not exist"),
         (["run", "--file", "/no/run.json"], "--file '/no/run.json' does not exist"),

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from workbench.data import datasets as ds
-from workbench.data import spec as data_spec
 from workbench.data import sources
+from workbench.data import spec as data_spec
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
 
@@ -189,7 +189,8 @@ def test_schema_replace_column_and_json_roundtrip():
 @pytest.mark.parametrize("filename, pattern", [
     ("one_class.csv", r"Label column 'label' has only one class \('x'\); a model needs at least two"),
     ("nan_label.csv", r"Label column 'label' has missing values in 2 of 5 rows \(e\.g\. rows \[1, 3\]\)\. "
-                      r"Leave those rows out \(set 'Rows without a label' to 'drop', or "
+                      r"Leave those rows out \(set 'Rows without a label' to 'drop' on the Data page, or "
+                      r"--label-missing drop on the command line, or "
                       r"df\.dropna\(subset=\['label'\]\)\) or choose another label\."),
     ("no_feature.csv", r"No usable feature: no column has the role 'feature'"),
     ("negative_weight.csv", r"Weight column 'sample_weight' has missing or negative values"),

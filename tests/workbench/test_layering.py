@@ -97,7 +97,8 @@ def test_blocker_catches_a_violation(tmp_path):
 
 def workbench_import_graph(root: Path = REPO / "workbench") -> dict[str, set[str]]:
     """Module -> the workbench modules it imports (at any depth: lazy imports count too), read
-    from the syntax tree. A submodule importing its own package (``__init__``) is no edge."""
+    from the syntax tree. A submodule importing its own package (``__init__``) is no edge, nor is
+    an import for type hints only (under ``if TYPE_CHECKING:``), which never runs."""
     import ast
 
     modules = {}
@@ -108,7 +109,12 @@ def workbench_import_graph(root: Path = REPO / "workbench") -> dict[str, set[str
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
         edges = set()
-        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+        tree = ast.parse(path.read_text("utf-8"))
+        type_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                     and "TYPE_CHECKING" in ast.unparse(block.test) for n in ast.walk(block)}
+        for node in ast.walk(tree):
+            if id(node) in type_only:
+                continue
             if isinstance(node, ast.ImportFrom) and node.module:
                 targets = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             elif isinstance(node, ast.Import):
@@ -130,7 +136,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return [*stack[stack.index(nxt):], nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         stack.pop()

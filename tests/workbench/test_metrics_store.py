@@ -281,3 +281,20 @@ def test_file_is_kept_open_and_closed_at_end(tmp_path):
     hook.end(session)
     assert hook._fd is None
     assert read_all(path)["step"].tolist() == [1, 2, 2, 4, 4]  # loss; loss + steps_per_sec
+
+
+@pytest.mark.parametrize(("max_steps", "expected"), [(5, [1, 5]), (25, [1, 10, 20, 25]), (20, [1, 10, 20])])
+def test_the_last_step_of_a_run_is_always_logged(tmp_path, max_steps, expected):
+    """A run whose max_steps is not a multiple of the logging period logs its last step too (a
+    succeeded 5-step run logged every 10 steps used to show only step 1)."""
+    import estimator_engine as ee
+    from estimator_engine.testing import linear_model_fn, make_linear_data
+
+    features, labels = make_linear_data(n=64)
+    input_fn = ee.inputs.numpy_input_fn(features, labels, batch_size=8, num_epochs=None, shuffle=False)
+    est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path / "model"), params={})
+    path = tmp_path / "metrics.jsonl"
+    est.train(input_fn, max_steps=max_steps,
+              hooks=[MetricsWriterHook(path, every_n_steps=10, final_step=max_steps)])
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["step"] for r in rows if r["name"] == "loss"] == expected

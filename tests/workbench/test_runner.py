@@ -12,7 +12,7 @@ from pathlib import Path
 import polling
 import pytest
 
-from workbench.execution import lineage, runner
+from workbench.execution import lineage, run_process, runner
 from workbench.store.registry import RunRegistry
 
 
@@ -79,7 +79,7 @@ class TestLifecycle:
         assert summary.startswith("json.decoder.JSONDecodeError: Expecting property name")
         assert summary.endswith("(test_runner.py, line 76, in test_library_frames_are_not_user_code)")
         assert "json/decoder.py" not in text  # stdlib frames are cut
-        assert not runner._is_user_frame(runner.__file__)
+        assert not run_process._is_user_frame(runner.__file__)
 
     def test_not_queued_run_is_not_started(self, workspace):
         rec = new_run(workspace)

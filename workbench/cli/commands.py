@@ -20,7 +20,6 @@ import argparse
 import dataclasses
 import datetime as _dt
 import json
-import secrets
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -32,9 +31,11 @@ from workbench.cli.serve import _cmd_ui
 from workbench.cli.usage import PROG as _PROG
 from workbench.cli.usage import UsageError
 from workbench.execution.bundle import export_bundle
+from workbench.execution.submit import submit_run
 from workbench.store import paths
 from workbench.store.records import ACTIONS, STATUSES, TRAINING_ACTIONS, RunNotFoundError, RunRecord
 from workbench.store.registry import RunRegistry
+from workbench.store.run_spec import RunSpecError
 
 __all__ = ['UsageError', 'build_parser', 'main']
 
@@ -100,7 +101,7 @@ def _with_fingerprint(spec: Any) -> dict[str, Any]:
     return spec.to_dict() | {"fingerprint": spec.fingerprint()}
 
 
-def _dataset_dict(dataset: Any, label: str | None) -> dict[str, Any]:
+def _dataset_dict(dataset: Any, label: str | None, label_missing: str | None = None) -> dict[str, Any]:
     """A dataset reference (bundled name, file path, or a DatasetSpec dict) -> a DatasetSpec dict
     with its ``fingerprint``."""
     from workbench.data import datasets
@@ -112,6 +113,8 @@ def _dataset_dict(dataset: Any, label: str | None) -> dict[str, Any]:
         spec = datasets.DatasetSpec(ref, datasets.infer_schema(_loaded(ref)))
     if label:
         spec = dataclasses.replace(spec, schema=spec.schema.replace_column(label, role="label"))
+    if label_missing:
+        spec = dataclasses.replace(spec, label_missing=label_missing)
     return _with_fingerprint(spec)
 
 
@@ -155,8 +158,7 @@ def _cmd_run(args: argparse.Namespace, root: Path) -> int:
     if local:
         launcher.poll()
     try:
-        record = _register_run(args, root)
-        launcher.submit(record.run_id)
+        record = _register_run(args, root, launcher)
     finally:
         if local:
             launcher.release_spare()  # one run: no spare for a next one
@@ -168,13 +170,23 @@ def _cmd_run(args: argparse.Namespace, root: Path) -> int:
     return _follow(launcher, record.run_id)
 
 
-def _register_run(args: argparse.Namespace, root: Path) -> RunRecord:
-    """Validates ``run``'s arguments (dataset, template, params, pre-flight) and registers the
-    run ``queued``."""
-    from workbench import templates
-    from workbench.execution import build
-    from workbench.execution.runner import SCHEDULE_KEYS
+# Run-contract field -> the flag that sets it, so a refusal names the flag the user typed.
+_SCHEDULE_FLAGS = {"max_steps": "--steps", "eval_every_steps": "--eval-every", "batch_size": "--batch-size",
+                   "eval_steps": "--eval-steps", "metrics_every_n_steps": "--metrics-every",
+                   "shuffle_seed": "--shuffle-seed", "nan_policy": "--nan-policy",
+                   "preflight_timeout": "--preflight-timeout"}
+CLI_CONTROLS = {**_SCHEDULE_FLAGS, "run_config": "--config", "schedule": "--file schedule", "num_processes": "--num-processes", "action": "--action",
+                "tf_random_seed": "--seed", "early_stopping.metric": "--early-stopping-metric",
+                "early_stopping.mode": "--early-stopping-mode",
+                "early_stopping.patience": "--early-stopping-patience",
+                "early_stopping.min_delta": "--early-stopping-min-delta"}
 
+
+def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) -> RunRecord:
+    """Reads ``run``'s arguments (flags over ``--file``) into a run request and hands it to the
+    submit service (``workbench.execution.submit``), which validates it against the run contract,
+    applies the pre-flight policy, registers it and submits it to ``launcher``."""
+    from workbench import templates
     spec = _load_run_file(args.file) if args.file else {}
     dataset = args.dataset if args.dataset is not None else spec.get("dataset")
     template = args.template if args.template is not None else spec.get("template")
@@ -201,52 +213,38 @@ def _register_run(args: argparse.Namespace, root: Path) -> RunRecord:
     elif dataset is None or template is None:
         raise UsageError("run needs --dataset and --template (or --file run.json holding them).")
     else:
-        dataset_dict = _dataset_dict(dataset, args.label or spec.get("label"))
+        dataset_dict = _dataset_dict(dataset, args.label or spec.get("label"),
+                                     args.label_missing or spec.get("label_missing"))
     if args.seed is not None:
         run_config["tf_random_seed"] = args.seed
-    # A seed is always recorded, so that the run's exported bundle reproduces it.
-    run_config.setdefault("tf_random_seed", secrets.randbelow(2**31))
-    try:
-        build.check_run_config(run_config, also_allowed=SCHEDULE_KEYS)
-    except ValueError as exc:
-        raise UsageError(f"--config: {exc}") from None
     schedule = dict(spec.get("schedule") or {})
-    for flag, key, value in (("--steps", "max_steps", args.steps), ("--eval-every", "eval_every_steps", args.eval_every),
-                             ("--batch-size", "batch_size", args.batch_size)):
+    early = dict(schedule.get("early_stopping") or {})
+    for key, value in (("metric", args.early_stopping_metric), ("mode", args.early_stopping_mode),
+                       ("patience", args.early_stopping_patience), ("min_delta", args.early_stopping_min_delta)):
         if value is not None:
-            if value < 1:
-                raise UsageError(f"{flag} must be >= 1, given: {value!r}.")
+            early[key] = value
+    if early:
+        schedule["early_stopping"] = early
+    for key, flag in _SCHEDULE_FLAGS.items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None:
             schedule[key] = value
-    trains = action in TRAINING_ACTIONS
-    if trains and not schedule.get("max_steps") and not schedule.get("steps"):
-        schedule["max_steps"] = 1000
+    if args.no_preflight:
+        schedule["preflight"] = False
     template_dict, schema = _template_dict(template, root)
     params = templates.validate_params(schema, params)
-    # The pre-flight check trains a step; evaluate/predict reuse a trained model (and may have
-    # data without labels).
-    if not args.no_preflight and trains and args.num_processes > 1:
-        # Under torch.distributed.run the ranks cannot check in-process: check here first.
-        from workbench.execution.preflight import run_preflight
-
+    if args.num_processes > 1 and action in TRAINING_ACTIONS and schedule.get("preflight", True):
         print("Pre-flight check...", file=sys.stderr, flush=True)
-        report = run_preflight(template_dict["code"], dataset_dict, params, timeout=args.preflight_timeout,
-                               template_name=template_dict["name"], action=action)
-        if not report.ok:
-            raise UsageError(report.summary())
-    elif not args.no_preflight and trains:
-        # The runner checks in its own process before training (report in runs/<id>/preflight.json;
-        # a failed check fails the run): one interpreter start and torch import instead of two.
-        schedule["preflight"] = True
-        schedule["preflight_timeout"] = args.preflight_timeout
-    reg = _registry(root)
-    return reg.create_run(
-        name=args.name or spec.get("name") or f"{template_dict['name']} on {_dataset_name(dataset_dict)}",
-        action=action, dataset=dataset_dict, template=template_dict, params=params,
-        run_config=run_config, schedule=schedule, num_processes=args.num_processes,
-        parent_run_id=parent.run_id if parent else None,
-        parent_relation=None if parent is None else {"evaluate": "evaluate_from",
-                                                     "predict": "predict_from"}.get(action, "warm_start"),
-        checkpoint_path=checkpoint)
+    try:
+        return submit_run(
+            _registry(root), launcher,
+            name=args.name or spec.get("name") or f"{template_dict['name']} on {_dataset_name(dataset_dict)}",
+            action=action, dataset=dataset_dict, template=template_dict, params=params,
+            run_config=run_config, schedule=schedule, num_processes=args.num_processes,
+            parent_run_id=parent.run_id if parent else None, checkpoint_path=checkpoint,
+            control=CLI_CONTROLS)
+    except RunSpecError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _dataset_of(parent: RunRecord, dataset: Any, action: str) -> dict[str, Any]:
@@ -409,7 +407,18 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--name")
     run.add_argument("--num-processes", type=int, default=1)
     run.add_argument("--no-preflight", action="store_true", help="skip the pre-flight check")
-    run.add_argument("--preflight-timeout", type=float, default=60.0)
+    run.add_argument("--preflight-timeout", type=float, help="seconds (default 60)")
+    run.add_argument("--label-missing", choices=("error", "drop"),
+                     help="rows whose label is blank: stop with an error (default) or leave them out")
+    run.add_argument("--eval-steps", type=int, help="batches per evaluation (default: the whole eval split)")
+    run.add_argument("--metrics-every", type=int, help="steps between logged training metrics")
+    run.add_argument("--shuffle-seed", type=int, help="seed of the input shuffling")
+    run.add_argument("--nan-policy", choices=("fail", "stop"),
+                     help="on a NaN loss: fail the run (default) or stop training, keeping the last checkpoint")
+    run.add_argument("--early-stopping-metric", help="eval metric watched for early stopping (e.g. loss)")
+    run.add_argument("--early-stopping-mode", choices=("min", "max"))
+    run.add_argument("--early-stopping-patience", type=int, help="evaluations without improvement")
+    run.add_argument("--early-stopping-min-delta", type=float, help="smallest change that counts as improvement")
     run.add_argument("--detach", action="store_true", help="print the run id and return")
 
     runs = sub.add_parser("runs", help="list runs")

@@ -4,9 +4,7 @@ exposed beyond this machine."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -59,6 +57,9 @@ def _cmd_ui(args: argparse.Namespace, root: Path) -> int:
         raise UsageError(f"The UI entry point {cmd[4]} is missing; is the workbench installed "
                          "completely?")
     env = dict(os.environ, WORKBENCH_HOME=str(root))
-    with contextlib.suppress(KeyboardInterrupt):
-        return subprocess.call(cmd, env=env)
-    return 0
+    # The server replaces this process (same pid): a SIGTERM or Ctrl-C sent to
+    # `estimator-workbench` reaches Streamlit itself, so no server is left listening behind it.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(cmd[0], cmd, env)
+    return 0  # not reached

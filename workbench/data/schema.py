@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ['CATEGORICAL', 'CATEGORICAL_MISSING', 'ColumnSchema', 'DTYPES', 'FEATURE', 'IGNORE', 'LABEL', 'LABEL_MISSING', 'MISSING_TOKEN', 'NUMERIC', 'NUMERIC_MISSING', 'ROLES', 'SUPERVISED_ACTIONS', 'Schema', 'WEIGHT', 'infer_schema', 'summary', 'validate']
+__all__ = ['CATEGORICAL', 'CATEGORICAL_MISSING', 'DTYPES', 'FEATURE', 'IGNORE', 'LABEL', 'LABEL_MISSING', 'MISSING_TOKEN', 'NUMERIC', 'NUMERIC_MISSING', 'ROLES', 'SUPERVISED_ACTIONS', 'WEIGHT', 'ColumnSchema', 'Schema', 'infer_schema', 'summary', 'validate']
 
 
 MISSING_TOKEN = "<missing>"
@@ -254,7 +254,8 @@ def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
                 errors.append(
                     f"Label column {label!r} has missing values in {n_nan} of {len(s)} rows "
                     f"(e.g. rows {rows}). Leave those rows out (set 'Rows without a label' to "
-                    f"'drop', or df.dropna(subset=[{label!r}])) or choose another label."
+                    f"'drop' on the Data page, or --label-missing drop on the command line, or "
+                    f"df.dropna(subset=[{label!r}])) or choose another label."
                 )
             classes = s.dropna().unique()
             if len(classes) < 2:

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 import numpy as np
 import pandas as pd
 
-__all__ = ['DEFAULT_MAX_BYTES', 'DatasetInfo', 'MAX_COLUMNS', 'SAMPLE_DATA_DIR', 'bundled_path', 'list_bundled', 'load_csv', 'load_table', 'save_upload']
+__all__ = ['DEFAULT_MAX_BYTES', 'MAX_COLUMNS', 'SAMPLE_DATA_DIR', 'DatasetInfo', 'bundled_path', 'list_bundled', 'load_csv', 'load_table', 'save_upload']
 
 
 SAMPLE_DATA_DIR = Path(__file__).resolve().parents[2] / "sample_data"

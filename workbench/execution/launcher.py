@@ -53,7 +53,7 @@ from workbench.execution.processes import (
     without_secrets,
 )
 
-__all__ = ['DEFAULT_HEARTBEAT_TIMEOUT_S', 'LocalLauncher', 'QUEUE_HANDOFF_ENV', 'SPARE_LOG', 'make_launcher']
+__all__ = ['DEFAULT_HEARTBEAT_TIMEOUT_S', 'QUEUE_HANDOFF_ENV', 'SPARE_LOG', 'LocalLauncher', 'make_launcher']
 
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0

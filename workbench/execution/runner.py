@@ -60,7 +60,7 @@ from workbench.store import paths
 from workbench.store.records import SUMMARISED_ON_STATUS, TRAINING_ACTIONS, InvalidTransitionError
 from workbench.store.registry import RunRegistry
 
-__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'EarlyStopping', 'Executor', 'PREFLIGHT_FILE', 'PreflightFailed', 'RunContext', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
+__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'PREFLIGHT_FILE', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'EarlyStopping', 'Executor', 'PreflightFailed', 'RunContext', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
 
 
 SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
@@ -123,7 +123,8 @@ class RunContext:
         every = int(self.schedule.get("metrics_every_n_steps") or 10)
         return MetricsWriterHook(
             self.metrics_path if self.is_chief else os.devnull, every_n_steps=every,
-            stop_file=self.stop_path, should_stop=self.terminate.is_set)
+            stop_file=self.stop_path, should_stop=self.terminate.is_set,
+            final_step=self.schedule.get("max_steps"))
 
     def diverged(self) -> str | None:
         """Why training stopped on a NaN loss (``nan_policy: 'stop'``), or None."""

@@ -159,6 +159,8 @@ class MetricsWriterHook(SessionRunHook):
         heartbeat: called (no arguments) at most every ~2 s while the loop runs; errors are ignored.
         stop_file: a path whose existence requests a graceful stop.
         should_stop: an extra stop predicate (the runner's SIGTERM flag).
+        final_step: the run's last step (``max_steps``), logged even when it is not a multiple of
+            ``every_n_steps`` (a 5-step run logged every 10 steps showed only step 1).
 
     Example:
         >>> hook = MetricsWriterHook("runs/r-1/metrics.jsonl", every_n_steps=10,
@@ -169,7 +171,7 @@ class MetricsWriterHook(SessionRunHook):
     def __init__(self, path: str | os.PathLike[str], every_n_steps: int = 10,
                  heartbeat: Callable[[], Any] | None = None,
                  stop_file: str | os.PathLike[str] | None = None,
-                 should_stop: Callable[[], bool] | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None, final_step: int | None = None) -> None:
         if not isinstance(every_n_steps, int) or isinstance(every_n_steps, bool) or every_n_steps < 1:
             raise ValueError(f"every_n_steps must be an int >= 1, given: {every_n_steps!r}")
         self.path = os.fspath(path)
@@ -177,6 +179,7 @@ class MetricsWriterHook(SessionRunHook):
         self.heartbeat = heartbeat
         self.stop_file = None if stop_file is None else os.fspath(stop_file)
         self.should_stop = should_stop
+        self.final_step = final_step
         self.stop_requested = False
         self.last_step: int | None = None
         self._session: Any = None
@@ -206,8 +209,9 @@ class MetricsWriterHook(SessionRunHook):
         self._beat()
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
-        if self._train and (not self._logged_once
-                            or (self._global_step(self._step) + 1) % self.every_n_steps == 0):
+        next_step = self._global_step(self._step) + 1
+        if self._train and (not self._logged_once or next_step % self.every_n_steps == 0
+                            or next_step == self.final_step):
             return self._fetches
         return None
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from workbench.store import paths
 
-__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'FINISHED_STATUSES', 'InvalidTransitionError', 'PARENT_RELATIONS', 'RUN_JSON_SCHEMA_VERSION', 'RunNotFoundError', 'RunRecord', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'is_lower_better', 'new_run_id', 'run_spec']
+__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'FINISHED_STATUSES', 'PARENT_RELATIONS', 'RUN_JSON_SCHEMA_VERSION', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'InvalidTransitionError', 'RunNotFoundError', 'RunRecord', 'is_lower_better', 'new_run_id', 'run_spec']
 
 
 ACTIONS = ("train", "evaluate", "predict", "train_and_evaluate")

@@ -44,7 +44,7 @@ from workbench.store.records import (
     run_spec,
 )
 
-__all__ = ['RunRegistry', 'SCHEMA_VERSION']
+__all__ = ['SCHEMA_VERSION', 'RunRegistry']
 
 
 _BUSY_TIMEOUT_MS = 10_000

@@ -11,7 +11,8 @@ import pandas as pd
 import streamlit as st
 
 from workbench.store import paths
-from workbench.store.records import TRAINING_ACTIONS, RunRecord
+from workbench.store.records import RunRecord
+from workbench.store.run_spec import MAX_BATCH_SIZE, MAX_STEPS
 from workbench.ui.session import get_launcher, get_registry, md, selected_run_id, set_selected_run
 
 __all__ = ['NAN_POLICIES', 'edit_code', 'launch_run', 'params_form', 'run_config_form', 'run_picker', 'warm_start_check']
@@ -139,8 +140,8 @@ def run_config_form(gpus: Sequence[str], key: str = "rc") -> dict[str, Any]:
     action = c1.selectbox("Action", ["train_and_evaluate", "train", "evaluate", "predict"], key=f"{key}-action",
                           help="evaluate and predict use the checkpoint of the run chosen under "
                                "'Start from'.")
-    max_steps = c2.number_input("Train until step (max_steps)", 1, 10_000_000, 500, step=100, key=f"{key}-steps")
-    batch_size = c3.number_input("Batch size", 1, 65_536, 32, key=f"{key}-batch")
+    max_steps = c2.number_input("Train until step (max_steps)", 1, MAX_STEPS, 500, step=100, key=f"{key}-steps")
+    batch_size = c3.number_input("Batch size", 1, MAX_BATCH_SIZE, 32, key=f"{key}-batch")
     c1, c2, c3 = st.columns(3)
     seed = c1.number_input("Seed (tf_random_seed)", 0, 2**31 - 1, 42, key=f"{key}-seed")
     ckpt_steps = c2.number_input("Checkpoint every N steps", 1, 10_000_000, 100, key=f"{key}-ckpt")
@@ -197,35 +198,40 @@ def run_config_form(gpus: Sequence[str], key: str = "rc") -> dict[str, Any]:
             "num_processes": int(num_processes)}
 
 
+# Run-contract field -> the Train form's control, so a refusal names what to change on the page.
+UI_CONTROLS = {"max_steps": "'Train until step'", "batch_size": "'Batch size'",
+               "tf_random_seed": "'Seed'", "save_checkpoints_steps": "'Checkpoint every N steps'",
+               "keep_checkpoint_max": "'Keep checkpoints'", "metrics_every_n_steps": "'Log metrics every N steps'",
+               "eval_every_steps": "'Evaluate every N steps'", "eval_steps": "'Eval batches'",
+               "num_processes": "'Processes (torchrun)'", "log_step_count_steps": "'Log loss every N steps'",
+               "early_stopping.metric": "'Watch eval metric'", "early_stopping.mode": "'Mode'",
+               "early_stopping.patience": "'Patience (evaluations)'", "early_stopping.min_delta": "'Min delta'",
+               "nan_policy": "'On NaN loss'", "action": "'Action'",
+               "early_stopping": "untick 'Early stopping'"}
+
+
 def launch_run(*, name: str, action: str, dataset: Mapping[str, Any], template: Mapping[str, Any],
                params: Mapping[str, Any], run_config: Mapping[str, Any], schedule: Mapping[str, Any],
                parent_run_id: str | None = None, parent_relation: str | None = None,
                checkpoint_path: str | None = None, num_processes: int = 1) -> RunRecord:
-    """Registers a run and hands it to the launcher (it starts now or waits in the queue).
-
-    ``schedule['preflight']`` defaults to True: the runner checks the model_fn on a tiny batch in
-    its own process before building the Estimator and fails the run with the check's error
-    (``runner._preflight``). A caller that sets it keeps its value. Ranks under torchrun do not
-    check, so a multi-process training run is checked here first, in a child process (as the
-    CLI does); a failed check raises ``ValueError`` with its report and launches nothing.
+    """Submits a run through the one submit path (``workbench.execution.submit.submit_run``):
+    validated against the run contract (a ``RunSpecError``, a ``ValueError``, names the form's
+    control), pre-flight policy, registered, handed to the launcher (it starts now or waits in the
+    queue). A multi-process training run is checked first, under a spinner; a failed check
+    launches nothing.
     """
-    schedule = dict(schedule)
-    schedule.setdefault("preflight", True)
-    if schedule["preflight"] and num_processes > 1 and action in TRAINING_ACTIONS:
-        from workbench.execution.preflight import run_preflight
+    from workbench.execution.preflight import run_preflight
+    from workbench.execution.submit import submit_run
 
+    def preflight_with_spinner(*args: Any, **kwargs: Any) -> Any:
         with st.spinner("Pre-flight check of the model_fn on a tiny batch..."):
-            report = run_preflight(str(template.get("code") or ""), dict(dataset), dict(params),
-                                   template_name=str(template.get("name") or "template"), action=action)
-        if not report.ok:
-            raise ValueError(report.summary())
-    registry = get_registry()
-    record = registry.create_run(
-        name=name, action=action, dataset=dict(dataset),
-        template={"name": template.get("name"), "code": template.get("code")}, params=dict(params),
-        run_config=dict(run_config), schedule=dict(schedule), parent_run_id=parent_run_id,
-        parent_relation=parent_relation, checkpoint_path=checkpoint_path, num_processes=num_processes)
-    return get_launcher().submit(record.run_id)
+            return run_preflight(*args, **kwargs)
+
+    return submit_run(get_registry(), get_launcher(), name=name, action=action, dataset=dataset,
+                      template=template, params=params, run_config=run_config, schedule=schedule,
+                      num_processes=num_processes, parent_run_id=parent_run_id, relation=parent_relation,
+                      checkpoint_path=checkpoint_path, control=UI_CONTROLS,
+                      preflight_runner=preflight_with_spinner)
 
 
 def warm_start_check(*, template: Mapping[str, Any], params: Mapping[str, Any], dataset: Mapping[str, Any],
