@@ -41,9 +41,9 @@ def _metrics(result: dict) -> dict:
     return {k: float(v) for k, v in result.items() if np.ndim(v) == 0}
 
 
-def _iris_train_eval(case: str, make, steps: int = common.STEPS) -> None:
+def _iris_train_eval(case: str, make, steps: int = common.STEPS, init: str | None = None) -> None:
     x, y = common.iris()
-    est = make(_model_dir(case))
+    est = make(_model_dir(case, init))
     est.train(ee.inputs.numpy_input_fn(x, y, batch_size=common.BATCH, num_epochs=None, shuffle=False), steps=steps)
     RESULTS[case] = _metrics(est.evaluate(ee.inputs.numpy_input_fn(x, y, batch_size=150, num_epochs=1,
                                                                    shuffle=False)))
@@ -62,6 +62,39 @@ def case_dnn() -> None:
         _iris_train_eval("dnn_" + name.lower(), lambda d, name=name: ee.DNNClassifier(
             hidden_units=[10, 10], feature_columns=_iris_columns(), n_classes=3, optimizer=name,
             model_dir=d, config=_config()))
+
+
+class TFAdam(torch.optim.Optimizer):
+    """TF's ``ApplyAdam`` kernel (what Keras' legacy Adam runs): epsilon is added to ``sqrt(v)``
+    before the bias correction, ``w -= lr * sqrt(1 - b2^t) / (1 - b1^t) * m / (sqrt(v) + eps)``.
+    A diagnostic: torch's Adam adds epsilon after the bias correction."""
+
+    def __init__(self, params, lr=0.001, beta1=0.9, beta2=0.999, epsilon=1e-7):
+        super().__init__(params, {"lr": lr, "beta1": beta1, "beta2": beta2, "epsilon": epsilon})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                state = self.state[p]
+                if not state:
+                    state["t"], state["m"], state["v"] = 0, torch.zeros_like(p), torch.zeros_like(p)
+                state["t"] += 1
+                b1, b2, t = group["beta1"], group["beta2"], state["t"]
+                state["m"].mul_(b1).add_(p.grad, alpha=1 - b1)
+                state["v"].mul_(b2).addcmul_(p.grad, p.grad, value=1 - b2)
+                lr_t = group["lr"] * (1 - b2 ** t) ** 0.5 / (1 - b1 ** t)
+                p.sub_(lr_t * state["m"] / (state["v"].sqrt() + group["epsilon"]))
+
+
+def case_dnn_adam_tf_rule() -> None:
+    """'Adam' run with TF's own update rule (TFAdam) instead of the engine's: isolates the
+    Adam residual of case dnn_adam to the epsilon placement."""
+    _iris_train_eval("dnn_adam_tf_rule", lambda d: ee.DNNClassifier(
+        hidden_units=[10, 10], feature_columns=_iris_columns(), n_classes=3, optimizer=TFAdam,
+        model_dir=d, config=_config()), init="dnn_adam")
 
 
 def case_linear_baseline() -> None:
@@ -186,7 +219,7 @@ def case_wide_deep() -> None:
     first = {k: v[:10] for k, v in x.items()}
     predicted = np.stack([p["probabilities"] for p in est.predict(
         ee.inputs.numpy_input_fn(first, batch_size=10, shuffle=False))])
-    serve = ee.export.load(exports[0])
+    serve = ee.export.load(exports[0], signature="predict")
     rows = [{k: (str(v[i]) if v.dtype == object else float(v[i])) for k, v in first.items()} for i in range(10)]
     served = np.asarray(serve(rows)["probabilities"])
     metrics = _metrics(result)
