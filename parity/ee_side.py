@@ -132,13 +132,13 @@ def _keras_sgd(lr: float):
     return functools.partial(torch.optim.SGD, lr=lr)
 
 
-def case_early_stopping() -> None:
+def case_early_stopping(learning_rate: float = 0.5, case: str = "early_stopping") -> None:
     x, y = common.iris()
     train_x = {k: v[::2] for k, v in x.items()}
     eval_x = {k: v[1::2] for k, v in x.items()}
     est = ee.DNNClassifier(
-        hidden_units=[10, 10], feature_columns=_iris_columns(), n_classes=3, optimizer=_keras_sgd(0.5),
-        model_dir=_model_dir("early_stopping"), config=_config(save_checkpoints_steps=50, save_checkpoints_secs=None, keep_checkpoint_max=100))
+        hidden_units=[10, 10], feature_columns=_iris_columns(), n_classes=3, optimizer=_keras_sgd(learning_rate),
+        model_dir=_model_dir(case), config=_config(save_checkpoints_steps=50, save_checkpoints_secs=None, keep_checkpoint_max=100))
     hook = ee.early_stopping.stop_if_no_decrease_hook(
         est, metric_name="loss", max_steps_without_decrease=100, run_every_secs=None, run_every_steps=50)
     train_spec = ee.TrainSpec(ee.inputs.numpy_input_fn(
@@ -147,7 +147,7 @@ def case_early_stopping() -> None:
                             steps=None, throttle_secs=0, start_delay_secs=0)
     ee.train_and_evaluate(est, train_spec, eval_spec)
     evals = ee.read_eval_metrics(est.eval_dir())
-    RESULTS["early_stopping"] = {"stop_step": float(est.get_variable_value("global_step")),
+    RESULTS[case] = {"stop_step": float(est.get_variable_value("global_step")),
                                  "eval_steps": [int(s) for s in evals],
                                  "eval_losses": [float(m["loss"]) for m in evals.values()]}
 
@@ -223,6 +223,7 @@ def case_wide_deep() -> None:
     rows = [{k: (str(v[i]) if v.dtype == object else float(v[i])) for k, v in first.items()} for i in range(10)]
     served = np.asarray(serve(rows)["probabilities"])
     metrics = _metrics(result)
+    metrics["serving_default_outputs"] = ",".join(sorted(ee.export.load(exports[0])(rows)))
     metrics["served_vs_predict_max_abs"] = float(np.abs(served - predicted).max())
     metrics["p_first_row"] = float(predicted[0, 1])
     metrics["p_mean_first10"] = float(predicted[:, 1].mean())
@@ -267,8 +268,15 @@ def case_warm_start() -> None:
             new.get_variable_value("dnn/hiddenlayer_0/kernel"), old_vars["dnn/hiddenlayer_0/kernel"]))}
 
 
+
+def case_early_stopping_lr01() -> None:
+    """The same with SGD 0.1: the eval loss falls, then stops falling."""
+    case_early_stopping(0.1, "early_stopping_lr01")
+
+
 def main() -> None:
-    wanted = sys.argv[2:] or [n[5:] for n in globals() if n.startswith("case_")]
+    known = [n[5:] for n in globals() if n.startswith("case_")]
+    wanted = [n for n in sys.argv[2:] if n in known] if sys.argv[2:] else known
     for name in wanted:
         try:
             globals()["case_" + name]()

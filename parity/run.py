@@ -22,12 +22,31 @@ sys.path.insert(0, HERE)
 
 import common  # noqa: E402
 
-CASES = ["dnn", "linear_baseline", "seeded_shuffle", "early_stopping", "custom", "wide_deep", "warm_start"]
-# Metrics compared per result key; the rest is shown as is.
+CASES = ["dnn", "dnn_adam_tf_rule", "linear_baseline", "seeded_shuffle", "early_stopping", "early_stopping_lr01", "custom",
+         "wide_deep", "warm_start"]
 REL_TOL = 1e-4
+# Shown, not compared: the two sides draw a seeded init and shuffle with different RNGs.
+INFO = {"numpy_input_fn_loss_run1", "numpy_input_fn_loss_run2", "tf_data_loss_run1", "tf_data_loss_run2",
+        "tf_data_identical"}
+NOTES = {
+    ("seeded_shuffle", "numpy_input_fn_identical"):
+        "engine reproducible; TF's numpy_input_fn(shuffle=True) is not (RandomShuffleQueue fed by a "
+        "thread), TF's tf.data shuffle is (tf_data_identical)",
+}
+FIXTURE_CASES = ["dnn_adagrad", "dnn_adam", "custom", "linear_classifier", "linear_regressor",
+                 "baseline_classifier", "baseline_regressor", "wide_deep", "early_stopping",
+                 "early_stopping_lr01"]
 
 
 def _row(case: str, metric: str, ours, theirs) -> str:
+    if (case, metric) in NOTES:
+        return f"| {case} | {metric} | {ours} | {theirs} | - | {NOTES[case, metric]} |"
+    if metric in INFO:
+        shown = [f"{v:.6g}" if isinstance(v, float) else str(v) for v in (ours, theirs)]
+        return f"| {case} | {metric} | {shown[0]} | {shown[1]} | - | info (different RNGs) |"
+    if isinstance(ours, str) or isinstance(theirs, str):
+        verdict = "match" if ours == theirs else "**MISMATCH**"
+        return f"| {case} | {metric} | {ours} | {theirs} | - | {verdict} |"
     if ours is None or theirs is None:
         return f"| {case} | {metric} | {ours} | {theirs} | - | **MISSING** |"
     if isinstance(ours, list) or isinstance(theirs, list):
@@ -53,6 +72,9 @@ def write_table(work: str, path: str) -> str:
     tf = common.load_json(os.path.join(work, "tf.json"))
     ours = common.load_json(os.path.join(work, "ee.json"))
     errors = ours.pop("_errors", {})
+    # Engine-only diagnostic: the 'Adam' case rerun with TF's ApplyAdam rule, against TF's 'Adam'.
+    if "dnn_adam" in tf:
+        tf["dnn_adam_tf_rule"] = tf["dnn_adam"]
     lines = ["# Parity: estimator_engine vs TensorFlow 2.15.1 / tensorflow-estimator 2.15.0", "",
              "Reproduce: `.venv/bin/python parity/run.py` (needs `/tmp/tfpeer_venv` with TF 2.15; "
              "see parity/README.md). Same data, same unshuffled batches, same steps; the engine starts "
@@ -73,17 +95,36 @@ def write_table(work: str, path: str) -> str:
     return text
 
 
+def write_fixtures(work: str) -> None:
+    """Writes TF's initial weights of each case (and the warm-start source) for the known-answer tests."""
+    import json
+
+    import numpy as np
+
+    out: dict = {"_about": "Model weights TF 2.15 wrote in model.ckpt-0 of each parity case "
+                           "(warm_start_old_final: the old model's final weights); written by parity/run.py --fixtures."}
+    for case in FIXTURE_CASES + ["warm_start_old_final"]:
+        path = os.path.join(work, case + (".npz" if case.endswith("_final") else "_init.npz"))
+        out[case] = {k: np.asarray(v).tolist() for k, v in sorted(common.init_variables(path).items())}
+    with open(os.path.join(HERE, "fixtures", "tf_init_weights.json"), "w") as handle:
+        json.dump(out, handle, separators=(",", ":"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tf-python", default="/tmp/tfpeer_venv/bin/python")
     parser.add_argument("--work", default="/tmp/parity_work")
     parser.add_argument("--skip-tf", action="store_true")
+    parser.add_argument("--fixtures", action="store_true",
+                        help="also rewrite parity/fixtures/tf_init_weights.json from this TF run")
     parser.add_argument("cases", nargs="*", default=CASES)
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     if not args.skip_tf:
         subprocess.run([args.tf_python, os.path.join(HERE, "tf_side.py"), args.work, *args.cases], check=True)
     subprocess.run([sys.executable, os.path.join(HERE, "ee_side.py"), args.work, *args.cases], check=True)
+    if args.fixtures:
+        write_fixtures(args.work)
     print(write_table(args.work, os.path.join(HERE, "RESULTS.md")))
 
 

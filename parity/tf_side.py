@@ -108,15 +108,15 @@ def case_seeded_shuffle() -> None:
     RESULTS["seeded_shuffle"] = result
 
 
-def case_early_stopping() -> None:
+def case_early_stopping(learning_rate: float = 0.5, case: str = "early_stopping") -> None:
     """The stop_if_no_decrease_hook docstring example, made deterministic (steps, not seconds)."""
     x, y = common.iris()
     train_x = {k: v[::2] for k, v in x.items()}
     eval_x = {k: v[1::2] for k, v in x.items()}
-    model_dir = _model_dir("early_stopping")
+    model_dir = _model_dir(case)
     est = tf.estimator.DNNClassifier(
         hidden_units=[10, 10], feature_columns=_iris_columns(), n_classes=3,
-        optimizer=lambda: tf.keras.optimizers.legacy.SGD(learning_rate=0.5), model_dir=model_dir,
+        optimizer=lambda: tf.keras.optimizers.legacy.SGD(learning_rate=learning_rate), model_dir=model_dir,
         config=_config(save_checkpoints_steps=50, save_checkpoints_secs=None, keep_checkpoint_max=100))
     hook = tf.estimator.experimental.stop_if_no_decrease_hook(
         est, metric_name="loss", max_steps_without_decrease=100, run_every_secs=None, run_every_steps=50)
@@ -125,10 +125,10 @@ def case_early_stopping() -> None:
     eval_spec = tf.estimator.EvalSpec(inputs.numpy_input_fn(eval_x, y[1::2], batch_size=75, shuffle=False),
                                       steps=None, throttle_secs=0, start_delay_secs=0)
     tf.estimator.train_and_evaluate(est, train_spec, eval_spec)
-    _save_init("early_stopping", model_dir)
+    _save_init(case, model_dir)
     from tensorflow_estimator.python.estimator.early_stopping import read_eval_metrics
     evals = read_eval_metrics(est.eval_dir())
-    RESULTS["early_stopping"] = {"stop_step": float(est.get_variable_value("global_step")),
+    RESULTS[case] = {"stop_step": float(est.get_variable_value("global_step")),
                                  "eval_steps": [int(s) for s in evals],
                                  "eval_losses": [float(m["loss"]) for m in evals.values()]}
 
@@ -204,6 +204,7 @@ def case_wide_deep() -> None:
     rows = [{k: (str(v[i]) if v.dtype == object else float(v[i])) for k, v in first.items()} for i in range(10)]
     served = loaded.signatures["predict"](examples=tf.constant([_example(r) for r in rows]))["probabilities"].numpy()
     metrics = _metrics(result)
+    metrics["serving_default_outputs"] = ",".join(sorted(loaded.signatures["serving_default"].structured_outputs))
     metrics["served_vs_predict_max_abs"] = float(np.abs(served - predicted).max())
     metrics["p_first_row"] = float(predicted[0, 1])
     metrics["p_mean_first10"] = float(predicted[:, 1].mean())
@@ -255,9 +256,16 @@ def case_warm_start() -> None:
             new.get_variable_value("dnn/hiddenlayer_0/kernel"), old.get_variable_value("dnn/hiddenlayer_0/kernel")))}
 
 
+
+def case_early_stopping_lr01() -> None:
+    """The same with SGD 0.1: the eval loss falls, then stops falling."""
+    case_early_stopping(0.1, "early_stopping_lr01")
+
+
 def main() -> None:
     os.makedirs(WORK, exist_ok=True)
-    wanted = sys.argv[2:] or [n[5:] for n in globals() if n.startswith("case_")]
+    known = [n[5:] for n in globals() if n.startswith("case_")]
+    wanted = [n for n in sys.argv[2:] if n in known] if sys.argv[2:] else known
     path = os.path.join(WORK, "tf.json")
     for name in wanted:
         globals()["case_" + name]()

@@ -51,10 +51,15 @@ TF_WARM_EMBEDDING = [[-0.010401792824268341, -0.026920650154352188, 0.1913902610
                      [0.0, 0.0, 0.0],
                      [0.13431598246097565, -0.5154207348823547, -0.40126317739486694],
                      [0.0, 0.0, 0.0]]
-TF_EARLY_STOP_STEP = 201
-TF_EARLY_EVAL_STEPS = [50, 100, 150, 200, 201]
-TF_EARLY_EVAL_LOSSES = [1.1050251722335815, 1.1050204038619995, 1.1050204038619995, 1.1050204038619995,
-                        1.1017242670059204]
+# (learning rate, fixture case) -> (stop step, eval steps, eval losses). With 0.5 the network dies
+# (flat loss); with 0.1 the loss is best at step 200 and has not decreased for 100 steps at 300.
+TF_EARLY_STOPPING = {
+    (0.5, "early_stopping"): (201, [50, 100, 150, 200, 201], [
+        1.1050251722335815, 1.1050204038619995, 1.1050204038619995, 1.1050204038619995, 1.1017242670059204]),
+    (0.1, "early_stopping_lr01"): (301, [50, 100, 150, 200, 250, 300, 301], [
+        0.5642913579940796, 0.6189323663711548, 0.42478179931640625, 0.3409280478954315, 0.5496155619621277,
+        0.3931291997432709, 0.25029489398002625]),
+}
 
 
 @functools.cache
@@ -244,11 +249,13 @@ def test_warm_start_settings_docstring_example_remaps_vocab_like_tf(tmp_path):
     assert not np.array_equal(estimator.get_variable_value("dnn/hiddenlayer_0/kernel"), old_kernel)
 
 
-def test_stop_if_no_decrease_hook_stops_at_tfs_step(tmp_path):
+@pytest.mark.parametrize("learning_rate, case", list(TF_EARLY_STOPPING))
+def test_stop_if_no_decrease_hook_stops_at_tfs_step(tmp_path, learning_rate, case):
+    stop_step, eval_steps, eval_losses = TF_EARLY_STOPPING[learning_rate, case]
     x, y = _iris()
     estimator = ee.DNNClassifier(
         hidden_units=[10, 10], feature_columns=_iris_columns(), n_classes=3,
-        optimizer=functools.partial(torch.optim.SGD, lr=0.5), model_dir=_model_dir(tmp_path, "early_stopping"),
+        optimizer=functools.partial(torch.optim.SGD, lr=learning_rate), model_dir=_model_dir(tmp_path, case),
         config=ee.RunConfig(tf_random_seed=1, save_checkpoints_steps=50, save_checkpoints_secs=None,
                             keep_checkpoint_max=100))
     hook = ee.early_stopping.stop_if_no_decrease_hook(
@@ -259,10 +266,10 @@ def test_stop_if_no_decrease_hook_stops_at_tfs_step(tmp_path):
                                               num_epochs=None, shuffle=False), max_steps=3000, hooks=[hook]),
         ee.EvalSpec(ee.inputs.numpy_input_fn({k: v[1::2] for k, v in x.items()}, y[1::2], batch_size=75,
                                              shuffle=False), steps=None, throttle_secs=0))
-    assert estimator.get_variable_value("global_step") == TF_EARLY_STOP_STEP
+    assert estimator.get_variable_value("global_step") == stop_step
     evals = ee.read_eval_metrics(estimator.eval_dir())
-    assert list(evals) == TF_EARLY_EVAL_STEPS
-    np.testing.assert_allclose([m["loss"] for m in evals.values()], TF_EARLY_EVAL_LOSSES, rtol=REL)
+    assert list(evals) == eval_steps
+    np.testing.assert_allclose([m["loss"] for m in evals.values()], eval_losses, rtol=REL)
 
 
 def test_seeded_shuffled_runs_are_identical(tmp_path):
