@@ -38,7 +38,7 @@ TF_LINEAR_REGRESSOR = {"average_loss": 0.05709536746144295, "prediction/mean": 1
                        "label/mean": 1.1993334293365479}
 TF_BASELINE_REGRESSOR = {"average_loss": 0.5772729516029358, "prediction/mean": 1.1874977350234985,
                          "label/mean": 1.1993334293365479}
-TF_CUSTOM = {"loss": 0.2865847945213318, "accuracy": 0.9466666579246521}
+TF_CUSTOM = {"loss": 0.12217143923044205, "accuracy": 0.95333331823349}
 TF_WIDE_DEEP = {"accuracy": 0.6996996998786926, "accuracy_baseline": 0.5615615844726562,
                 "auc": 0.8325396776199341, "auc_precision_recall": 0.7971693873405457,
                 "average_loss": 0.6469984650611877, "label/mean": 0.43843844532966614,
