@@ -6,14 +6,13 @@ number of steps; the engine side starts from the weights TF wrote in its ``model
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 
-import csv
-
 import numpy as np
 
-__all__ = ["ROOT", "IRIS_FEATURES", "iris", "penguins", "save_json", "load_json", "init_variables"]
+__all__ = ["IRIS_FEATURES", "ROOT", "init_variables", "iris", "load_json", "penguins", "save_json"]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 IRIS_FEATURES = ["sepal_length_cm", "sepal_width_cm", "petal_length_cm", "petal_width_cm"]

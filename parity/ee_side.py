@@ -15,11 +15,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+import common
+import numpy as np
+import torch
 
-import common  # noqa: E402
-import estimator_engine as ee  # noqa: E402
+import estimator_engine as ee
 
 fc = ee.feature_column
 WORK = sys.argv[1]
@@ -166,8 +166,7 @@ class TFDense(torch.nn.Module):
 
 
 def case_custom() -> None:
-    columns = _iris_columns() + [fc.embedding_column(
-        fc.bucketized_column(fc.numeric_column("petal_length_cm"), [2.0, 5.0]), dimension=2)]
+    columns = [*_iris_columns(), fc.embedding_column(fc.bucketized_column(fc.numeric_column("petal_length_cm"), [2.0, 5.0]), dimension=2)]
 
     def model_fn(features, labels, mode, params):
         net = fc.input_layer(features, params["feature_columns"])

@@ -103,7 +103,7 @@ def write_fixtures(work: str) -> None:
 
     out: dict = {"_about": "Model weights TF 2.15 wrote in model.ckpt-0 of each parity case "
                            "(warm_start_old_final: the old model's final weights); written by parity/run.py --fixtures."}
-    for case in FIXTURE_CASES + ["warm_start_old_final"]:
+    for case in [*FIXTURE_CASES, "warm_start_old_final"]:
         path = os.path.join(work, case + (".npz" if case.endswith("_final") else "_init.npz"))
         out[case] = {k: np.asarray(v).tolist() for k, v in sorted(common.init_variables(path).items())}
     with open(os.path.join(HERE, "fixtures", "tf_init_weights.json"), "w") as handle:

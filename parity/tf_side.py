@@ -13,10 +13,9 @@ import sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-import common  # noqa: E402
+import common
+import numpy as np
+import tensorflow as tf
 
 fc = tf.feature_column
 inputs = tf.compat.v1.estimator.inputs
@@ -135,8 +134,7 @@ def case_early_stopping(learning_rate: float = 0.5, case: str = "early_stopping"
 
 def case_custom() -> None:
     """The custom iris estimator: input_layer (numeric + an embedding of a bucketized column) + Dense layers."""
-    columns = _iris_columns() + [fc.embedding_column(
-        fc.bucketized_column(fc.numeric_column("petal_length_cm"), [2.0, 5.0]), dimension=2)]
+    columns = [*_iris_columns(), fc.embedding_column(fc.bucketized_column(fc.numeric_column("petal_length_cm"), [2.0, 5.0]), dimension=2)]
 
     def model_fn(features, labels, mode, params):
         net = tf.compat.v1.feature_column.input_layer(features, params["feature_columns"])

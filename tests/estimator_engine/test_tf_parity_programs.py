@@ -177,8 +177,7 @@ def _custom_model_fn(features, labels, mode, params):
 
 def test_custom_iris_estimator_with_input_layer_embedding_matches_tf(tmp_path):
     x, y = _iris()
-    columns = _iris_columns() + [fc.embedding_column(
-        fc.bucketized_column(fc.numeric_column("petal_length_cm"), [2.0, 5.0]), dimension=2)]
+    columns = [*_iris_columns(), fc.embedding_column(fc.bucketized_column(fc.numeric_column("petal_length_cm"), [2.0, 5.0]), dimension=2)]
     estimator = ee.Estimator(_custom_model_fn, model_dir=_model_dir(tmp_path, "custom"),
                              params={"feature_columns": columns})
     _assert_close(_train_eval_iris(estimator, x, y), TF_CUSTOM)
