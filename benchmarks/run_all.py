@@ -168,6 +168,12 @@ def render_results(folder: Path = RESULTS, limits: dict[str, str] | None = None,
             elif row["key"] in limits and met is None:
                 note = limits[row["key"]]
             lines.append(f"| {row['measure']} | {_figure(row)} | {row['target']} | {verdict} | {load_text} | {note} |")
+    loads = [v for r in results.values() for row in (r.get("targets") or []) for v in (row.get("load_1m") or [])
+             if v is not None]
+    if loads and max(loads) > 1.5:
+        lines += ["", f"**Load warning**: some rows were measured under a 1-minute load of up to {max(loads):.1f} "
+                  f"on {first.get('cpus', os.cpu_count())} cores (other processes competing): their figures and "
+                  "spreads describe a shared machine, not the engine. Re-run on a quiet machine for verdicts."]
     if missing:
         lines += ["", f"Not measured yet (no JSON in `{folder.relative_to(HERE.parent) if folder.is_relative_to(HERE.parent) else folder}`): "
                   + ", ".join(missing) + "."]

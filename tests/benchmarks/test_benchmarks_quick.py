@@ -94,6 +94,10 @@ def test_results_md_is_generated_with_ranges_load_and_limit_notes(tmp_path):
     assert "no note yet: add `## train_cnn_batches`" in cnn
     assert "Not measured yet" in text and "tf_peer" in text
     assert "`python bench_train_overhead.py`" in text
+    assert "Load warning" not in text  # every load <= 1.5
+    rows[0]["load_1m"] = [3.0, 2.5]
+    (tmp_path / "train_overhead.json").write_text(json.dumps({"benchmark": "train_overhead", "targets": rows}))
+    assert "load of up to 3.0" in run_all.render_results(tmp_path, {})
 
 
 def test_every_missed_target_key_of_the_scripts_has_a_note():
