@@ -8,7 +8,10 @@ A TF SavedModel cannot be reproduced on PyTorch, so an export is a directory wit
     program.torchscript.pt only when torch.export failed: a torch.jit.trace of the same function
                            (signature.json says why).
     signature.json         inputs (names, dtypes, shapes with -1 for the batch), and per signature
-                           key (default ``serving_default``) its method and named outputs.
+                           key (default ``serving_default``) its method and named outputs with
+                           dtypes; a string output (``classes``) has dtype ``string`` and a
+                           ``lookup``: the program returns ids, ``load`` maps them through the
+                           recorded vocabulary to numpy ``bytes`` arrays, as predict() returns them.
     variables.pt           the restored variables {name: tensor} (``torch.load(weights_only=True)``).
     preprocessing.json     only for a model with vocabulary / hash-bucket / identity / crossed feature
                            columns (format version 2): their lookups as plain data, run by ``load``
@@ -52,6 +55,7 @@ from estimator_engine.export_output import (
     ExportOutput,
     PredictOutput,
     RegressionOutput,
+    StringLookup,
 )
 from estimator_engine.mode_keys import ModeKeys
 from estimator_engine.serving import (
@@ -287,14 +291,23 @@ def _feature_sources(features: Any, receiver_tensors: Mapping[str, torch.Tensor]
     return sources
 
 
-def _flatten_outputs(export_outputs: Mapping[str, ExportOutput]) -> tuple[list[tuple[str, str, int]], list[torch.Tensor], list[dict[str, str]]]:
-    """(signature key, output name, index) per output, the distinct tensors, and skipped outputs."""
-    layout: list[tuple[str, str, int]] = []
+_OutputLayout = tuple[str, str, int, "tuple[str, ...] | None"]
+
+
+def _flatten_outputs(export_outputs: Mapping[str, ExportOutput]) -> tuple[list[_OutputLayout], list[torch.Tensor], list[dict[str, str]]]:
+    """(signature key, output name, index, vocabulary) per output, the distinct tensors, and skipped outputs.
+
+    A ``StringLookup`` output exports its id tensor at ``index``; its vocabulary goes to signature.json.
+    """
+    layout: list[_OutputLayout] = []
     tensors: list[torch.Tensor] = []
     index_of: dict[int, int] = {}
     skipped: list[dict[str, str]] = []
     for key in sorted(export_outputs):
         for name, value in export_outputs[key].as_signature_outputs().items():
+            vocabulary = None
+            if isinstance(value, StringLookup):
+                value, vocabulary = value.ids, value.vocabulary
             if not isinstance(value, torch.Tensor):
                 skipped.append({"signature": key, "output": name,
                                 "reason": f"not a tensor ({type(value).__name__}); only tensors can be exported"})
@@ -303,7 +316,7 @@ def _flatten_outputs(export_outputs: Mapping[str, ExportOutput]) -> tuple[list[t
             if index is None:
                 index = index_of[id(value)] = len(tensors)
                 tensors.append(value)
-            layout.append((key, name, index))
+            layout.append((key, name, index, vocabulary))
     return layout, tensors, skipped
 
 
@@ -524,7 +537,7 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
     state = ModelState(torch.device("cpu"), checkpoint_path=path, checkpoint=checkpoint)
     call_model_fn = _cpu_model_fn_caller(estimator)
 
-    layouts: list[list[tuple[str, str, int]]] = []  # of every call, to check tracing saw the same outputs
+    layouts: list[list[_OutputLayout]] = []  # of every call, to check tracing saw the same outputs
 
     def call(model_features: Any) -> Mapping[str, ExportOutput]:
         spec = call_model_fn(model_features, None)
@@ -584,10 +597,15 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
         for key in sorted(export_outputs):
             signatures[key] = {"method": _method(export_outputs[key]), "outputs": {}}
         batch_rows = next(iter(program_inputs.values())).shape[0]
-        for key, name, index in layout:
+        for key, name, index, vocabulary in layout:
             dynamic = dynamic_outputs[index] if dynamic_outputs is not None else (
                 not static_batch and tensors[index].dim() > 0 and tensors[index].shape[0] == batch_rows)
-            signatures[key]["outputs"][name] = {"index": index, **_tensor_info(tensors[index], dynamic)}
+            info = {"index": index, **_tensor_info(tensors[index], dynamic)}
+            if vocabulary is not None:
+                # A string output: the program returns ids, load() returns vocabulary[ids] as bytes.
+                info = {**info, "dtype": "string", "lookup": {"ids_dtype": info["dtype"],
+                                                              "vocabulary": list(vocabulary)}}
+            signatures[key]["outputs"][name] = info
         signature = {
             "format": EXPORT_FORMAT,
             "format_version": EXPORT_FORMAT_VERSION if plan is not None else 1,
@@ -762,6 +780,9 @@ class LoadedModel:
         self.signature_key = signature_key
         self.inputs: dict[str, Any] = dict(signature["inputs"])
         self._outputs = dict(signature["signatures"][signature_key]["outputs"])
+        # String outputs (TF's classes): the program's ids mapped through the recorded vocabulary.
+        self._lookups = {name: StringLookup(torch.zeros(0, dtype=torch.int64), info["lookup"]["vocabulary"])
+                         for name, info in self._outputs.items() if info.get("lookup")}
         self.output_names = list(self._outputs)
         self._program = program
         self.preprocessing = preprocessing
@@ -771,7 +792,7 @@ class LoadedModel:
     def __repr__(self) -> str:
         return f"LoadedModel(path={self.path!r}, signature={self.signature_key!r}, outputs={self.output_names})"
 
-    def __call__(self, features: Any) -> dict[str, torch.Tensor]:
+    def __call__(self, features: Any) -> dict[str, torch.Tensor | np.ndarray]:
         if isinstance(features, (str, bytes)) or serving._sequence_of_records(features) or (
                 isinstance(features, Mapping) and self.preprocessing is not None
                 and self.preprocessing.parse_spec is not None and features
@@ -799,7 +820,9 @@ class LoadedModel:
             inputs[name] = tensor.to(device="cpu", dtype=dtype)
         with torch.no_grad():
             results = self._program(inputs)
-        return {name: results[info["index"]] for name, info in self._outputs.items()}
+        return {name: (self._lookups[name].lookup(results[info["index"]]) if name in self._lookups
+                       else results[info["index"]])
+                for name, info in self._outputs.items()}
 
     def parse(self, records: Any) -> dict[str, np.ndarray]:
         """Raw features from records (dicts or JSON lines) with the export's parse spec.

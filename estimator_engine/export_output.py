@@ -1,17 +1,20 @@
 """What an exported model returns per signature (TF's ``tf.estimator.export.*Output`` classes).
 
 They are plain value objects: the ``EstimatorSpec`` validates them in PREDICT mode and the exporter
-turns each into one signature of the exported program.
+turns each into one signature of the exported program. A string output (TF's ``classes``) cannot be a
+torch tensor, so it is a ``StringLookup``: an id tensor plus a vocabulary; the export records the
+vocabulary as JSON and ``ee.export.load`` returns ``vocabulary[ids]`` as a numpy array of ``bytes``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import torch
 
-__all__ = ["ClassificationOutput", "ExportOutput", "PredictOutput", "RegressionOutput"]
+__all__ = ["ClassificationOutput", "ExportOutput", "PredictOutput", "RegressionOutput", "StringLookup"]
 
 
 def _check_tensor(value: Any, what: str) -> None:
@@ -19,10 +22,45 @@ def _check_tensor(value: Any, what: str) -> None:
         raise ValueError(f"{what} must be a torch.Tensor, given: {value!r}")
 
 
+class StringLookup:
+    """A string output derived from an integer id tensor: ``vocabulary[ids]`` (TF's string ``classes``).
+
+    The exported program returns ``ids``; the export stores ``vocabulary`` (plain JSON) and the loaded
+    model maps the ids to a numpy array of UTF-8 ``bytes``, as TF returns string tensors.
+
+    Example:
+        >>> lookup = StringLookup(torch.tensor([[1], [0]]), ['no', 'yes'])
+        >>> lookup.lookup(lookup.ids).tolist()
+        [[b'yes'], [b'no']]
+    """
+
+    def __init__(self, ids: torch.Tensor, vocabulary: Sequence[str | bytes]):
+        _check_tensor(ids, "StringLookup ids")
+        if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+            raise ValueError(f"StringLookup ids must be an integer tensor, given dtype {ids.dtype}")
+        if isinstance(vocabulary, (str, bytes)) or not len(vocabulary):
+            raise ValueError(f"StringLookup vocabulary must be a non-empty list of strings, given: {vocabulary!r}")
+        words = []
+        for word in vocabulary:
+            if isinstance(word, bytes):
+                word = word.decode("utf-8")
+            if not isinstance(word, str):
+                raise ValueError(f"StringLookup vocabulary entries must be str or bytes, given: {word!r}")
+            words.append(word)
+        self.ids = ids
+        self.vocabulary: tuple[str, ...] = tuple(words)
+
+    def lookup(self, ids: Any) -> np.ndarray:
+        """``vocabulary[ids]`` as a numpy object array of ``bytes`` with the shape of ``ids``."""
+        table = np.array([w.encode("utf-8") for w in self.vocabulary], dtype=object)
+        ids = ids.detach().cpu().numpy() if isinstance(ids, torch.Tensor) else np.asarray(ids)
+        return table[ids.astype(np.int64)]
+
+
 class ExportOutput:
     """Base class of the values of ``EstimatorSpec.export_outputs``."""
 
-    def as_signature_outputs(self) -> dict[str, torch.Tensor]:
+    def as_signature_outputs(self) -> dict[str, torch.Tensor | StringLookup]:
         """The named tensors this output exposes in the exported signature."""
         raise NotImplementedError
 
@@ -36,20 +74,20 @@ class ClassificationOutput(ExportOutput):
         ['scores']
     """
 
-    def __init__(self, scores: torch.Tensor | None = None, classes: torch.Tensor | None = None):
+    def __init__(self, scores: torch.Tensor | None = None, classes: torch.Tensor | StringLookup | None = None):
         if scores is None and classes is None:
             raise ValueError("At least one of scores and classes must be set.")
         if scores is not None:
             _check_tensor(scores, "ClassificationOutput scores")
             if scores.is_floating_point() is False:
                 raise ValueError(f"ClassificationOutput scores must be a float tensor, given dtype {scores.dtype}")
-        if classes is not None:
+        if classes is not None and not isinstance(classes, StringLookup):
             _check_tensor(classes, "ClassificationOutput classes")
         self.scores = scores
         self.classes = classes
 
-    def as_signature_outputs(self) -> dict[str, torch.Tensor]:
-        outputs = {}
+    def as_signature_outputs(self) -> dict[str, torch.Tensor | StringLookup]:
+        outputs: dict[str, torch.Tensor | StringLookup] = {}
         if self.scores is not None:
             outputs["scores"] = self.scores
         if self.classes is not None:
@@ -83,7 +121,7 @@ class PredictOutput(ExportOutput):
         ['y']
     """
 
-    def __init__(self, outputs: torch.Tensor | Mapping[str, torch.Tensor]):
+    def __init__(self, outputs: torch.Tensor | Mapping[str, torch.Tensor | StringLookup]):
         if isinstance(outputs, torch.Tensor):
             outputs = {"output": outputs}
         if not isinstance(outputs, Mapping):
@@ -91,8 +129,9 @@ class PredictOutput(ExportOutput):
         for key, value in outputs.items():
             if not isinstance(key, str):
                 raise ValueError(f"PredictOutput output keys must be strings, given: {key!r}")
-            _check_tensor(value, f"PredictOutput output {key!r}")
+            if not isinstance(value, StringLookup):
+                _check_tensor(value, f"PredictOutput output {key!r}")
         self.outputs = dict(outputs)
 
-    def as_signature_outputs(self) -> dict[str, torch.Tensor]:
+    def as_signature_outputs(self) -> dict[str, torch.Tensor | StringLookup]:
         return dict(self.outputs)

@@ -13,8 +13,10 @@ Heads follow TF 2's ``BinaryClassHead``, ``MultiClassHead`` and ``RegressionHead
 * prediction keys and eval metric keys as in TF (see each class); ``classes`` are numpy arrays of
   ``bytes`` (``b'0'``/``b'1'`` or the vocabulary, UTF-8 encoded), as TF's string tensors come out;
 * ``export_outputs`` in PREDICT: ``serving_default`` plus ``classification`` / ``regression`` /
-  ``predict`` as TF builds them (string classes cannot be torch tensors, so a
-  ``ClassificationOutput`` holds the ``scores`` only; ``predict`` holds every tensor prediction).
+  ``predict`` as TF builds them: ``classification`` holds the ``scores`` and the class names tiled per
+  example; ``predict`` every prediction. String classes cannot be torch tensors, so they are
+  ``StringLookup``s (an id tensor plus the names) that the export records and ``ee.export.load`` turns
+  back into the same numpy ``bytes`` arrays predict() returns.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import torch.nn.functional as F
 
 from estimator_engine import metrics
 from estimator_engine import spec as spec_lib
-from estimator_engine.export_output import ClassificationOutput, PredictOutput, RegressionOutput
+from estimator_engine.export_output import ClassificationOutput, PredictOutput, RegressionOutput, StringLookup
 from estimator_engine.metric_op import MetricOp
 from estimator_engine.mode_keys import ModeKeys
 from estimator_engine.spec import DEFAULT_SERVING_KEY, EstimatorSpec
@@ -462,6 +464,30 @@ class _ClassHead(Head):
                 self._classes(predictions[PredictionKeys.CLASS_IDS]))
         return predictions
 
+    def _all_class_ids(self, scores: torch.Tensor) -> torch.Tensor:
+        return torch.arange(self.n_classes, dtype=torch.int32, device=scores.device).expand(
+            scores.shape[0], self.n_classes)
+
+    def _name_lookup(self, ids: torch.Tensor) -> StringLookup:
+        return StringLookup(ids, list(self._class_names))
+
+    def _class_export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
+        """TF's ``classification`` (scores + the class names tiled per example) and ``predict`` (every
+        prediction; ``classes``/``all_classes`` as lookups of the id tensors)."""
+        probabilities = predictions[PredictionKeys.PROBABILITIES]
+        all_ids = predictions.get(PredictionKeys.ALL_CLASS_IDS)
+        if all_ids is None:
+            all_ids = self._all_class_ids(probabilities)
+        classification = ClassificationOutput(scores=probabilities, classes=self._name_lookup(all_ids))
+        everything: dict[str, Any] = _tensor_predictions(predictions)
+        if PredictionKeys.CLASS_IDS in predictions:
+            everything[PredictionKeys.CLASSES] = self._name_lookup(predictions[PredictionKeys.CLASS_IDS])
+            everything[PredictionKeys.ALL_CLASSES] = self._name_lookup(all_ids)
+        else:  # multi-label: ``classes`` are all the names, tiled
+            everything[PredictionKeys.CLASSES] = self._name_lookup(all_ids)
+        return {DEFAULT_SERVING_KEY: classification, _CLASSIFY_KEY: classification,
+                _PREDICT_KEY: PredictOutput(everything)}
+
     def _classes(self, class_ids: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         ids = class_ids.detach().cpu().numpy()
         classes = self._class_names[ids]
@@ -544,13 +570,9 @@ class BinaryClassHead(_ClassHead):
         }
 
     def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
-        classification = ClassificationOutput(scores=predictions[PredictionKeys.PROBABILITIES])
-        return {
-            DEFAULT_SERVING_KEY: classification,
-            _CLASSIFY_KEY: classification,
-            _REGRESS_KEY: RegressionOutput(predictions[PredictionKeys.LOGISTIC]),
-            _PREDICT_KEY: PredictOutput(_tensor_predictions(predictions)),
-        }
+        outputs = self._class_export_outputs(predictions)
+        outputs[_REGRESS_KEY] = RegressionOutput(predictions[PredictionKeys.LOGISTIC])
+        return outputs
 
 
 class MultiClassHead(_ClassHead):
@@ -617,12 +639,7 @@ class MultiClassHead(_ClassHead):
         }
 
     def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
-        classification = ClassificationOutput(scores=predictions[PredictionKeys.PROBABILITIES])
-        return {
-            DEFAULT_SERVING_KEY: classification,
-            _CLASSIFY_KEY: classification,
-            _PREDICT_KEY: PredictOutput(_tensor_predictions(predictions)),
-        }
+        return self._class_export_outputs(predictions)
 
 
 class MultiLabelHead(_ClassHead):
@@ -711,12 +728,7 @@ class MultiLabelHead(_ClassHead):
         return ops
 
     def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
-        classification = ClassificationOutput(scores=predictions[PredictionKeys.PROBABILITIES])
-        return {
-            DEFAULT_SERVING_KEY: classification,
-            _CLASSIFY_KEY: classification,
-            _PREDICT_KEY: PredictOutput(_tensor_predictions(predictions)),
-        }
+        return self._class_export_outputs(predictions)
 
 
 class RegressionHead(Head):
@@ -982,7 +994,7 @@ class MultiHead(Head):
         if DEFAULT_SERVING_KEY not in first:
             raise ValueError(f"{self.heads[0].name} did not specify default export_outputs.")
         outputs: dict[str, Any] = {DEFAULT_SERVING_KEY: first[DEFAULT_SERVING_KEY]}
-        merged: dict[str, torch.Tensor] = {}
+        merged: dict[str, Any] = {}
         for name, head_outputs in per_head.items():
             for key, output in head_outputs.items():
                 outputs[name if key == DEFAULT_SERVING_KEY else f"{name}/{key}"] = output

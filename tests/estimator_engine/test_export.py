@@ -318,7 +318,7 @@ def test_fresh_process_without_model_fn_module(tmp_path):
 
 
 def test_canned_classifier_export_in_a_fresh_process(tmp_path):
-    """A canned DNNClassifier exports through torch.export (class names are left out) and its
+    """A canned DNNClassifier exports through torch.export (class names as id lookups) and its
     scores, loaded in a fresh process, equal predict's probabilities."""
     columns = [ee.feature_column.numeric_column("x1"), ee.feature_column.numeric_column("x2")]
     classifier = ee.DNNClassifier(hidden_units=[8], feature_columns=columns, n_classes=3,

@@ -129,18 +129,24 @@ def test_served_records_equal_predict_in_a_fresh_process(wide_and_deep, tmp_path
         out = {{}}
         for key in ("serving_default", "predict"):
             for name, value in export.load({path!r}, signature=key)(lines).items():
-                out[key + "/" + name] = [str(value.dtype).removeprefix("torch."), value.tolist()]
+                values = value.astype(str).tolist() if value.dtype == object else value.tolist()  # bytes
+                out[key + "/" + name] = [str(value.dtype).removeprefix("torch."), values]
         print(json.dumps(out))
     ''')
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
                             cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": os.getcwd()})
     assert result.returncode == 0, result.stderr[-3000:]
     served = json.loads(result.stdout.strip().splitlines()[-1])
-    assert sorted(served) == ["predict/all_class_ids", "predict/class_ids", "predict/logistic", "predict/logits",
-                              "predict/probabilities", "serving_default/scores"]
+    assert sorted(served) == ["predict/all_class_ids", "predict/all_classes", "predict/class_ids",
+                              "predict/classes", "predict/logistic", "predict/logits", "predict/probabilities",
+                              "serving_default/classes", "serving_default/scores"]
     for key, (dtype, values) in served.items():
-        name = "probabilities" if key == "serving_default/scores" else key.split("/")[1]
+        name = {"serving_default/scores": "probabilities",
+                "serving_default/classes": "all_classes"}.get(key, key.split("/")[1])
         assert dtype == str(expected[name].dtype), key
+        if expected[name].dtype == object:  # class names: bytes, as predict() returns them
+            assert values == expected[name].astype(str).tolist(), key
+            continue
         np.testing.assert_allclose(np.array(values, dtype=expected[name].dtype), expected[name], rtol=0, atol=1e-6,
                                    err_msg=key)
     # the OOV rows really reached OOV buckets and the default id, rather than failing or being dropped

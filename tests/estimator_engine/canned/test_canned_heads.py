@@ -16,7 +16,7 @@ from estimator_engine.canned.heads import (
     RegressionHead,
     classification_head,
 )
-from estimator_engine.export_output import ClassificationOutput, PredictOutput, RegressionOutput
+from estimator_engine.export_output import ClassificationOutput, PredictOutput, RegressionOutput, StringLookup
 
 
 def _results(ops):
@@ -151,7 +151,12 @@ def test_binary_export_outputs_in_predict():
     assert isinstance(spec.export_outputs["regression"], RegressionOutput)
     predict = spec.export_outputs["predict"]
     assert isinstance(predict, PredictOutput)
-    assert "classes" not in predict.outputs and "logistic" in predict.outputs
+    # TF's predict signature holds every prediction: string classes as lookups of the id tensors.
+    assert isinstance(predict.outputs["classes"], StringLookup) and "logistic" in predict.outputs
+    assert predict.outputs["classes"].ids is predict.outputs["class_ids"]
+    assert predict.outputs["classes"].lookup(predict.outputs["classes"].ids).tolist() == [[b"1"]]
+    classification = spec.export_outputs["classification"]
+    assert classification.classes.lookup(classification.classes.ids).tolist() == [[b"0", b"1"]]
 
 
 def test_train_mode_needs_exactly_one_of_optimizer_and_train_op_fn():
