@@ -160,6 +160,9 @@ class SummaryWriter:
                 raise ImportError("SummaryWriter(tensorboard=True) needs tensorboardX: "
                                   "`pip install tensorboardX`.") from exc
 
+            # tensorboardX checks for the folder, then makes it without exist_ok: the background
+            # checkpoint writer making model_dir in between raised FileExistsError.
+            os.makedirs(self._logdir, exist_ok=True)
             self._state.tensorboard = TensorBoardWriter(logdir=self._logdir,
                                                         flush_secs=max(1, int(self._flush_secs)))
         return self._state.tensorboard
