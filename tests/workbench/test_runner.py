@@ -12,7 +12,7 @@ from pathlib import Path
 import polling
 import pytest
 
-from workbench.execution import lineage, run_process, runner
+from workbench.execution import engine_hooks, lineage, run_process, runner
 from workbench.store.registry import RunRegistry
 
 
@@ -379,14 +379,14 @@ class TestEarlyStoppingAndNanPolicy:
         from estimator_engine.early_stopping import _StopOnPredicateHook
 
         est = ee.Estimator(lambda features, labels, mode: None, model_dir=str(tmp_path))
-        assert runner.early_stopping_hook(est, None, 10) is None
-        assert runner.early_stopping_hook(est, {"patience": 0}, 10) is None
-        assert isinstance(runner.early_stopping_hook(est, {"patience": 2, "metric": "accuracy"}, 10),
+        assert engine_hooks.early_stopping_hook(est, None, 10) is None
+        assert engine_hooks.early_stopping_hook(est, {"patience": 0}, 10) is None
+        assert isinstance(engine_hooks.early_stopping_hook(est, {"patience": 2, "metric": "accuracy"}, 10),
                           _StopOnPredicateHook)
         with pytest.raises(ValueError, match="must be 'min' or 'max'"):
-            runner.early_stopping_hook(est, {"patience": 1, "mode": "up"}, 10)
+            engine_hooks.early_stopping_hook(est, {"patience": 1, "mode": "up"}, 10)
         with pytest.raises(ValueError, match="min_delta must be a number >= 0"):
-            runner.early_stopping_hook(est, {"patience": 1, "min_delta": -1.0}, 10)
+            engine_hooks.early_stopping_hook(est, {"patience": 1, "min_delta": -1.0}, 10)
 
     @pytest.mark.slow
     def test_the_workbench_and_the_engine_stop_at_the_same_step_with_the_same_checkpoints(

@@ -28,7 +28,7 @@ original budget instead of adding to it), ``eval_steps``, ``eval_every_steps``
 ``evaluate``/``predict``, which reuse a trained model on data that may have no label); its report
 goes to ``runs/<id>/preflight.json`` and a failed check fails the run with the check's error.
 ``early_stopping`` (``{'metric', 'mode', 'patience', 'min_delta'}``, train_and_evaluate; see
-``early_stopping_hook``: the engine's hooks) and ``nan_policy`` (``'fail'``, the default, or ``'stop'``: the run ends
+``engine_hooks.early_stopping_hook``: the engine's hooks) and ``nan_policy`` (``'fail'``, the default, or ``'stop'``: the run ends
 ``stopped`` at the first NaN loss, its newest checkpoint the last finite one).
 Checking here rather than in a separate process before the launch saves a second interpreter
 start and torch import (seconds) between pressing Train and the first metric line.
@@ -60,7 +60,7 @@ from workbench.store import paths
 from workbench.store.records import SUMMARISED_ON_STATUS, TRAINING_ACTIONS, InvalidTransitionError
 from workbench.store.registry import RunRegistry
 
-__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'PREFLIGHT_FILE', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'Executor', 'PreflightFailed', 'RunContext', 'early_stopping_hook', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
+__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'PREFLIGHT_FILE', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'Executor', 'PreflightFailed', 'RunContext', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
 
 
 SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
@@ -278,6 +278,7 @@ def _train_and_evaluate(ctx: RunContext, estimator: Any, input_fns: Any, max_ste
     """``ee.train_and_evaluate`` with in-process evaluation every ``eval_every_steps`` steps and the
     engine's early-stopping hook; the runner adds only the metrics stream and the stop signals."""
     import estimator_engine as ee
+    from workbench.execution.engine_hooks import early_stopping_hook, eval_stream_hook
 
     if max_steps is None:
         raise ValueError("train_and_evaluate needs schedule['max_steps'] (how long to train), "
@@ -285,77 +286,18 @@ def _train_and_evaluate(ctx: RunContext, estimator: Any, input_fns: Any, max_ste
     every = int(ctx.schedule.get("eval_every_steps") or max(1, max_steps // 10))
     train_fn, eval_fn = _input_fn(input_fns, "train"), _input_fn(input_fns, "eval")
     hooks = _train_hooks(ctx)
-    # After the engine's evaluator (which it puts first): streams each evaluation as it is made.
-    hooks.append(_eval_stream_hook(ctx, estimator.eval_dir(), every))
-    settings = ctx.schedule.get("early_stopping")
+    hooks.append(eval_stream_hook(ctx, estimator.eval_dir(), every))  # runs after the engine's evaluator
+    settings = ctx.schedule.get("early_stopping") or {}
     stopper = early_stopping_hook(estimator, settings, every)
-    if stopper is not None:
-        hooks.append(stopper)
+    hooks += [stopper] if stopper is not None else []
     ee.train_and_evaluate(estimator, ee.TrainSpec(train_fn, max_steps=max_steps, hooks=hooks),
                           ee.EvalSpec(eval_fn, steps=eval_steps, every_n_steps=every))
     if getattr(stopper, "stopped_at", None) is not None:  # (chief only: the others obey its marker)
-        print(f"workbench.execution.runner: early stopping at step {stopper.stopped_at}: eval "
-              f"{settings.get('metric') or 'loss'} has not improved by more than "
-              f"{float(settings.get('min_delta') or 0.0):g} for {int(settings['patience'])} evaluations "
-              f"({int(settings['patience']) * every} steps)", flush=True)
-
-
-def early_stopping_hook(estimator: Any, settings: Mapping[str, Any] | None, every: int) -> Any:
-    """The engine's ``stop_if_no_{decrease,increase}_hook`` for ``schedule['early_stopping']``, or None.
-
-    ``patience`` counts evaluations, made every ``every`` steps: training stops when the metric has
-    not improved by more than ``min_delta`` for ``patience * every`` steps. ``mode`` defaults to
-    ``'min'`` for names with 'loss' or 'error' in them and ``'max'`` otherwise.
-
-    Example:
-        >>> # hook = early_stopping_hook(est, {'metric': 'loss', 'patience': 3}, every=100)
-    """
-    if not settings or not int(settings.get("patience") or 0):
-        return None
-    from estimator_engine import early_stopping
-
-    metric = str(settings.get("metric") or "loss")
-    mode = settings.get("mode") or ("min" if any(w in metric for w in ("loss", "error")) else "max")
-    if mode not in ("min", "max"):
-        raise ValueError(f"schedule['early_stopping']['mode'] must be 'min' or 'max', given: {mode!r}.")
-    make = (early_stopping.stop_if_no_decrease_hook if mode == "min"
-            else early_stopping.stop_if_no_increase_hook)
-    # Checked every step (a stat of the results file unless an evaluation was just written), so
-    # that it stops in the step of the evaluation that decides it, as the engine's own example does.
-    return make(estimator, metric, int(settings["patience"]) * every, run_every_secs=None,
-                run_every_steps=1, min_delta=float(settings.get("min_delta") or 0.0))
-
-
-def _eval_stream_hook(ctx: RunContext, eval_dir: str, every: int) -> Any:
-    """A hook that appends each new evaluation of ``eval_dir`` to ``metrics.jsonl`` (chief only)
-    when the engine has made one: every ``every`` steps and at the end of training. (Defined here
-    so that importing the runner does not import torch.)"""
-    from estimator_engine.hooks.base import SessionRunHook
-    from estimator_engine.summary import read_eval_metrics
-
-    class EvalStreamHook(SessionRunHook):
-        def __init__(self) -> None:
-            self._written: set[int] = set()
-
-        def begin(self) -> None:
-            self._written = set(read_eval_metrics(eval_dir))  # streamed by an earlier attempt
-
-        def after_run(self, run_context: Any, run_values: Any) -> None:
-            if run_context.session.global_step % every == 0:
-                self._stream()
-
-        def end(self, session: Any) -> None:
-            self._stream()
-
-        def _stream(self) -> None:
-            if not ctx.is_chief:
-                return
-            for step, metrics in read_eval_metrics(eval_dir).items():
-                if step not in self._written:
-                    self._written.add(step)
-                    ctx.write_eval(step, metrics)
-
-    return EvalStreamHook()
+        patience, metric = int(settings["patience"]), settings.get("metric") or "loss"
+        delta = settings.get("min_delta")
+        print(f"workbench.execution.runner: early stopping at step {stopper.stopped_at}: eval {metric} has not "
+              f"improved by more than {float(delta or 0):g} for {patience} evaluations ({patience * every} steps)",
+              flush=True)
 
 
 def _train_hooks(ctx: RunContext) -> list[Any]:
