@@ -13,15 +13,14 @@ land in ``DIR`` (default ``<bundle>/rerun``): ``model/`` (checkpoints, eval resu
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
 
 from workbench.execution.lineage import TASK_INFO_FILE
+from workbench.store.records import read_run_json
 
 __all__ = ["BUNDLE_CHECKPOINT_DIR", "main", "rerun_bundle"]
 
@@ -55,7 +54,7 @@ def rerun_bundle(bundle_dir: str | os.PathLike[str], *, data: str | os.PathLike[
     from workbench.execution import runner
 
     bundle_dir = Path(bundle_dir).resolve()
-    spec: dict[str, Any] = json.loads((bundle_dir / "run.json").read_text("utf-8"))
+    spec = read_run_json(bundle_dir / "run.json")  # a bundle of an older workbench is migrated
     spec["template"] = {**(spec.get("template") or {}), "code": (bundle_dir / "model_fn.py").read_text("utf-8")}
     if data is not None:
         spec["dataset"] = {**spec["dataset"], "ref": {"kind": "file", "path": str(Path(data).resolve())}}

@@ -57,7 +57,12 @@ from workbench.execution.run_process import (
     preflight_error,
 )
 from workbench.store import paths
-from workbench.store.records import SUMMARISED_ON_STATUS, TRAINING_ACTIONS, InvalidTransitionError
+from workbench.store.records import (
+    SUMMARISED_ON_STATUS,
+    TRAINING_ACTIONS,
+    InvalidTransitionError,
+    read_run_json,
+)
 from workbench.store.registry import RunRegistry
 
 __all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'PREFLIGHT_FILE', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'Executor', 'PreflightFailed', 'RunContext', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
@@ -354,7 +359,7 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
     run_dir = Path(run_dir).resolve()
     spec_file = run_dir / paths.RUN_JSON
     try:
-        spec = json.loads(spec_file.read_text(encoding="utf-8"))
+        spec = read_run_json(spec_file)  # migrated to the current schema_version
     except (OSError, ValueError) as exc:
         print(f"workbench.execution.runner: cannot read {spec_file}: {exc}", file=sys.stderr)
         return 2
