@@ -6,7 +6,10 @@ evaluation) and stops training when it holds. When the predicate runs: on the ho
 ``run_every_secs`` (default 60 s) or ``run_every_steps`` (pass ``run_every_secs=None`` to use
 steps); the first step after training starts always checks. With in-process evaluation
 (``EvalSpec(every_n_steps=N)``) put the hook in ``TrainSpec.hooks``: it sees an evaluation in the
-same step it was written (the evaluation hook runs first), so ``run_every_steps=N`` suffices.
+same step it was written (the evaluation hook runs first) when it checks every step
+(``run_every_secs=None, run_every_steps=1``; a check re-reads the results only when they have
+changed). With ``run_every_steps=N`` the checks fall on steps 1, N+1, 2N+1, ... (the timer starts
+at the first step, as TF's does), one step after each evaluation.
 
 In multi-process training the chief checks the predicate and writes a stop marker file into
 ``model_dir``; the other processes poll that file every step and stop too.
@@ -28,7 +31,7 @@ from typing import Any
 
 from estimator_engine.hooks.base import SessionRunContext, SessionRunHook, SessionRunValues
 from estimator_engine.hooks.timer import SecondOrStepTimer
-from estimator_engine.summary import read_eval_metrics
+from estimator_engine.summary import SUMMARIES_FILENAME, read_eval_metrics
 
 __all__ = [
     "make_early_stopping_hook",
@@ -53,6 +56,30 @@ def _metric(metrics: dict[str, float], metric_name: str, step: int, eval_dir: st
 
 def _eval_dir(estimator: Any, eval_dir: str | os.PathLike | None) -> str:
     return os.fspath(eval_dir) if eval_dir else estimator.eval_dir()
+
+
+def _when_results_change(predicate: Callable[[], bool], eval_dir: str) -> Callable[[], bool]:
+    """``predicate``, re-run only when the eval results file has changed since its last run.
+
+    The metric predicates depend on that file alone, so checking every step
+    (``run_every_steps=1``, to stop in the step an in-process evaluation is made) costs a
+    ``stat`` per step instead of a re-read of every evaluation.
+    """
+    path = os.path.join(eval_dir, SUMMARIES_FILENAME)
+    seen: list[Any] = [object(), False]  # (file signature, answer)
+
+    def checked() -> bool:
+        try:
+            info = os.stat(path)
+            signature: Any = (info.st_ino, info.st_size, info.st_mtime_ns)
+        except FileNotFoundError:
+            signature = None
+        if signature != seen[0]:
+            seen[1] = predicate()  # may raise (an unknown metric): then asked again next time
+            seen[0] = signature
+        return seen[1]
+
+    return checked
 
 
 def stop_if_higher_hook(estimator: Any, metric_name: str, threshold: float,
@@ -131,7 +158,8 @@ def _stop_if_threshold_crossed_hook(estimator, metric_name, threshold, higher_is
                 return True
         return False
 
-    return make_early_stopping_hook(estimator, stop_if_threshold_crossed_fn, run_every_secs, run_every_steps)
+    return make_early_stopping_hook(estimator, _when_results_change(stop_if_threshold_crossed_fn, eval_dir),
+                                    run_every_secs, run_every_steps)
 
 
 def _stop_if_no_metric_improvement_hook(estimator, metric_name, max_steps_without_improvement,
@@ -161,7 +189,8 @@ def _stop_if_no_metric_improvement_hook(estimator, metric_name, max_steps_withou
                 return True
         return False
 
-    return make_early_stopping_hook(estimator, stop_if_no_metric_improvement_fn, run_every_secs, run_every_steps)
+    return make_early_stopping_hook(estimator, _when_results_change(stop_if_no_metric_improvement_fn, eval_dir),
+                                    run_every_secs, run_every_steps)
 
 
 def make_early_stopping_hook(estimator: Any, should_stop_fn: Callable[[], bool],
@@ -194,7 +223,11 @@ def make_early_stopping_hook(estimator: Any, should_stop_fn: Callable[[], bool],
 
 
 class _StopOnPredicateHook(SessionRunHook):
-    """Calls ``should_stop_fn`` when its timer triggers (always on the first step) and stops if True."""
+    """Calls ``should_stop_fn`` when its timer triggers (always on the first step) and stops if True.
+
+    ``stopped_at``: the global step at which it requested the stop (None until it does), so that a
+    caller can tell an early stop from the end of ``max_steps``.
+    """
 
     def __init__(self, should_stop_fn: Callable[[], bool], run_every_secs: float | None = 60,
                  run_every_steps: int | None = None, marker: str | None = None) -> None:
@@ -203,9 +236,11 @@ class _StopOnPredicateHook(SessionRunHook):
         self._should_stop_fn = should_stop_fn
         self._timer = SecondOrStepTimer(every_secs=run_every_secs, every_steps=run_every_steps)
         self._marker = marker
+        self.stopped_at: int | None = None
 
     def begin(self) -> None:
         self._timer.reset()
+        self.stopped_at = None
         if self._marker is not None and os.path.exists(self._marker):
             os.remove(self._marker)  # a stale signal of an earlier run
 
@@ -215,6 +250,7 @@ class _StopOnPredicateHook(SessionRunHook):
             self._timer.update_last_triggered_step(global_step)
             if self._should_stop_fn():
                 _log.info("Requesting early stopping at global step %d", global_step)
+                self.stopped_at = global_step
                 if self._marker is not None:
                     with open(self._marker, "w", encoding="utf-8") as f:
                         f.write(str(global_step))

@@ -149,6 +149,16 @@ def test_stops_train_and_evaluate_with_in_process_evaluation(tmp_path):
                                     EvalSpec(eval_input_fn, steps=None, every_n_steps=5))
     assert metrics["global_step"] == 15  # evaluated at 5, 10, 15: 15 - 5 >= 10 stops in that step
     assert list(ee.read_eval_metrics(est.eval_dir())) == [5, 10, 15]
+    assert hook.stopped_at == 15  # tells the caller it was an early stop, and where
+
+
+def test_stopped_at_stays_none_when_training_reaches_max_steps(tmp_path):
+    config = ee.RunConfig(save_checkpoints_steps=None, save_checkpoints_secs=None)
+    est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path / "m"), params={"learning_rate": 0.0}, config=config)
+    hook = early_stopping.stop_if_no_decrease_hook(est, "loss", 100, run_every_secs=None, run_every_steps=1)
+    train_and_evaluate(est, TrainSpec(train_input_fn, max_steps=10, hooks=[hook]),
+                       EvalSpec(eval_input_fn, steps=None, every_n_steps=5))
+    assert hook.stopped_at is None
 
 
 def test_stops_a_converging_model_when_it_plateaus(tmp_path):

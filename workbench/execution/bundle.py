@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from workbench.execution.rerun import BUNDLE_CHECKPOINT_DIR
 from workbench.store import paths
 from workbench.store.records import RunRecord
 from workbench.store.registry import RunRegistry
@@ -20,60 +21,20 @@ from workbench.store.registry import RunRegistry
 __all__ = ['export_bundle']
 
 
-_RERUN = '''"""Re-runs an exported workbench run with the engine: python rerun.py [--data FILE] [--model-dir DIR].
+_RERUN = '''"""Re-runs this exported workbench run: python rerun.py [--data FILE] [--out DIR].
 
-Needs the estimator-workbench package (estimator_engine + workbench) installed. The dataset is
-the bundled one named in run.json, or --data FILE (its content is checked against the recorded
-fingerprint).
+Needs the estimator-workbench package installed; the run goes through the workbench's own execution
+path (workbench.execution.rerun). The dataset is the bundled one named in run.json, or --data FILE
+(its content is checked against the recorded fingerprint).
 """
 
-import argparse
-import json
 import pathlib
 import sys
 
-HERE = pathlib.Path(__file__).resolve().parent
-
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--data", help="the dataset file, when it is not a bundled one")
-    parser.add_argument("--model-dir", default=str(HERE / "rerun_model"))
-    args = parser.parse_args()
-    spec = json.loads((HERE / "run.json").read_text())
-    spec["template"]["code"] = (HERE / "model_fn.py").read_text()
-    if args.data:
-        spec["dataset"]["ref"] = {"kind": "file", "path": str(pathlib.Path(args.data).resolve())}
-    from workbench.data import datasets
-    from workbench.execution.build import build_estimator
-
-    dataset = datasets.DatasetSpec.from_dict(spec["dataset"])
-    recorded = spec["dataset"].get("fingerprint")
-    if recorded and dataset.fingerprint() != recorded:
-        print("warning: the dataset differs from the one the run used (fingerprint mismatch)",
-              file=sys.stderr)
-    schedule = spec.get("schedule") or {}
-    for key in ("batch_size", "shuffle_seed"):
-        if schedule.get(key) is not None:
-            spec[key] = schedule[key]
-    spec["run_config"] = {k: v for k, v in spec.get("run_config", {}).items()
-                          if k not in ("max_steps", "steps", "eval_steps", "eval_every_steps",
-                                       "metrics_every_n_steps", "batch_size", "shuffle_seed")}
-    estimator, input_fns = build_estimator(spec, args.model_dir)
-    action = spec.get("action", "train")
-    max_steps = schedule.get("max_steps") or schedule.get("steps")
-    if action in ("train", "train_and_evaluate"):
-        estimator.train(input_fns.train, max_steps=max_steps)
-    if action in ("evaluate", "train_and_evaluate") and input_fns.eval is not None:
-        print(json.dumps({k: float(v) for k, v in estimator.evaluate(
-            input_fns.eval, steps=schedule.get("eval_steps")).items()}, indent=1))
-    if action == "predict":
-        for row in estimator.predict(input_fns.predict):
-            print(row)
-
+from workbench.execution.rerun import main
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main(bundle_dir=pathlib.Path(__file__).resolve().parent))
 '''
 
 
@@ -140,4 +101,4 @@ def _write_bundle(tmp: Path, record: RunRecord, spec: Mapping[str, Any], folder:
         if task_info.exists():
             zf.write(task_info, "task_info.json")
         for path in checkpoint_files:
-            zf.write(path, f"checkpoint/{path.name}")
+            zf.write(path, f"{BUNDLE_CHECKPOINT_DIR}/{path.name}")

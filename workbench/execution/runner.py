@@ -28,7 +28,7 @@ original budget instead of adding to it), ``eval_steps``, ``eval_every_steps``
 ``evaluate``/``predict``, which reuse a trained model on data that may have no label); its report
 goes to ``runs/<id>/preflight.json`` and a failed check fails the run with the check's error.
 ``early_stopping`` (``{'metric', 'mode', 'patience', 'min_delta'}``, train_and_evaluate; see
-``EarlyStopping``) and ``nan_policy`` (``'fail'``, the default, or ``'stop'``: the run ends
+``engine_hooks.early_stopping_hook``: the engine's hooks) and ``nan_policy`` (``'fail'``, the default, or ``'stop'``: the run ends
 ``stopped`` at the first NaN loss, its newest checkpoint the last finite one).
 Checking here rather than in a separate process before the launch saves a second interpreter
 start and torch import (seconds) between pressing Train and the first metric line.
@@ -57,10 +57,15 @@ from workbench.execution.run_process import (
     preflight_error,
 )
 from workbench.store import paths
-from workbench.store.records import SUMMARISED_ON_STATUS, TRAINING_ACTIONS, InvalidTransitionError
+from workbench.store.records import (
+    SUMMARISED_ON_STATUS,
+    TRAINING_ACTIONS,
+    InvalidTransitionError,
+    read_run_json,
+)
 from workbench.store.registry import RunRegistry
 
-__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'PREFLIGHT_FILE', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'EarlyStopping', 'Executor', 'PreflightFailed', 'RunContext', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
+__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'PREFLIGHT_FILE', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'Executor', 'PreflightFailed', 'RunContext', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
 
 
 SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
@@ -275,28 +280,29 @@ def _current_step(estimator: Any) -> int:
 
 def _train_and_evaluate(ctx: RunContext, estimator: Any, input_fns: Any, max_steps: int | None,
                         eval_steps: int | None) -> None:
-    """Alternates ``train(max_steps=next boundary)`` and ``evaluate`` until ``max_steps``."""
+    """``ee.train_and_evaluate`` with in-process evaluation every ``eval_every_steps`` steps and the
+    engine's early-stopping hook; the runner adds only the metrics stream and the stop signals."""
+    import estimator_engine as ee
+    from workbench.execution.engine_hooks import early_stopping_hook, eval_stream_hook
+
     if max_steps is None:
         raise ValueError("train_and_evaluate needs schedule['max_steps'] (how long to train), "
                          "given none; set max_steps in the run's schedule.")
     every = int(ctx.schedule.get("eval_every_steps") or max(1, max_steps // 10))
     train_fn, eval_fn = _input_fn(input_fns, "train"), _input_fn(input_fns, "eval")
-    stopper = EarlyStopping.from_schedule(ctx.schedule.get("early_stopping"))
-    step = _current_step(estimator)
-    while step < max_steps and not ctx.stop_requested():
-        target = min(max_steps, (step // every + 1) * every)
-        estimator.train(train_fn, hooks=_train_hooks(ctx), max_steps=target)
-        if ctx.diverged():
-            break
-        new_step = _current_step(estimator)
-        results = estimator.evaluate(eval_fn, steps=eval_steps)  # reuses the trained model in memory
-        ctx.write_eval(int(results.get("global_step", new_step)), results)
-        if new_step <= step:  # input ended before the boundary: nothing more to train on
-            break
-        step = new_step
-        if stopper is not None and stopper.update(step, results):
-            print(f"workbench.execution.runner: early stopping at step {step}: {stopper.reason}", flush=True)
-            break
+    hooks = _train_hooks(ctx)
+    hooks.append(eval_stream_hook(ctx, estimator.eval_dir(), every))  # runs after the engine's evaluator
+    settings = ctx.schedule.get("early_stopping") or {}
+    stopper = early_stopping_hook(estimator, settings, every)
+    hooks += [stopper] if stopper is not None else []
+    ee.train_and_evaluate(estimator, ee.TrainSpec(train_fn, max_steps=max_steps, hooks=hooks),
+                          ee.EvalSpec(eval_fn, steps=eval_steps, every_n_steps=every))
+    if getattr(stopper, "stopped_at", None) is not None:  # (chief only: the others obey its marker)
+        patience, metric = int(settings["patience"]), settings.get("metric") or "loss"
+        delta = settings.get("min_delta")
+        print(f"workbench.execution.runner: early stopping at step {stopper.stopped_at}: eval {metric} has not "
+              f"improved by more than {float(delta or 0):g} for {patience} evaluations ({patience * every} steps)",
+              flush=True)
 
 
 def _train_hooks(ctx: RunContext) -> list[Any]:
@@ -312,58 +318,6 @@ def _train_hooks(ctx: RunContext) -> list[Any]:
         ctx.nan_hook = ctx.nan_hook or ee.NanTensorHook("loss", fail_on_nan_loss=False)
         hooks.append(ctx.nan_hook)
     return hooks
-
-
-@dataclass
-class EarlyStopping:
-    """Stops train_and_evaluate when an eval metric has not improved for ``patience`` evaluations.
-
-    ``schedule['early_stopping'] = {'metric': 'loss', 'mode': 'min', 'patience': 3, 'min_delta': 0}``;
-    ``mode`` defaults to ``'min'`` for names with 'loss' or 'error' in them and ``'max'`` otherwise.
-
-    Example:
-        >>> stopper = EarlyStopping(metric="loss", mode="min", patience=1)
-        >>> stopper.update(10, {"loss": 1.0}), stopper.update(20, {"loss": 1.5})
-        (False, True)
-    """
-
-    metric: str
-    mode: str
-    patience: int
-    min_delta: float = 0.0
-    best: float | None = None
-    best_step: int | None = None
-    waited: int = 0
-    reason: str = ""
-
-    @classmethod
-    def from_schedule(cls, settings: Mapping[str, Any] | None) -> EarlyStopping | None:
-        if not settings or not int(settings.get("patience") or 0):
-            return None
-        metric = str(settings.get("metric") or "loss")
-        mode = settings.get("mode") or ("min" if any(w in metric for w in ("loss", "error")) else "max")
-        if mode not in ("min", "max"):
-            raise ValueError(f"schedule['early_stopping']['mode'] must be 'min' or 'max', given: {mode!r}.")
-        return cls(metric=metric, mode=mode, patience=int(settings["patience"]),
-                   min_delta=float(settings.get("min_delta") or 0.0))
-
-    def update(self, step: int, results: Mapping[str, Any]) -> bool:
-        """Records one evaluation; returns True when training should stop."""
-        if self.metric not in results:
-            raise ValueError(f"Early stopping watches eval metric {self.metric!r}, but the evaluation "
-                             f"reported {sorted(results)}. Choose one of those.")
-        value = float(results[self.metric])
-        better = self.best is None or (value < self.best - self.min_delta if self.mode == "min"
-                                       else value > self.best + self.min_delta)
-        if better:
-            self.best, self.best_step, self.waited = value, step, 0
-            return False
-        self.waited += 1
-        if self.waited >= self.patience:
-            self.reason = (f"eval {self.metric} has not improved on {self.best:.6g} (step {self.best_step}) "
-                           f"for {self.waited} evaluations")
-            return True
-        return False
 
 
 def _predict(ctx: RunContext, estimator: Any, input_fns: Any, checkpoint_path: str | None) -> None:
@@ -405,7 +359,7 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
     run_dir = Path(run_dir).resolve()
     spec_file = run_dir / paths.RUN_JSON
     try:
-        spec = json.loads(spec_file.read_text(encoding="utf-8"))
+        spec = read_run_json(spec_file)  # migrated to the current schema_version
     except (OSError, ValueError) as exc:
         print(f"workbench.execution.runner: cannot read {spec_file}: {exc}", file=sys.stderr)
         return 2
