@@ -57,11 +57,7 @@ class TestUI:
     def test_no_arguments_starts_the_ui(self, monkeypatch, workspace, tmp_path):
         calls = []
         monkeypatch.setattr(serve.os, "execve", lambda path, cmd, env: calls.append((cmd, env)))
-        app = REPO / "workbench" / "ui" / "app.py"
-        if not app.exists():
-            monkeypatch.setattr(serve, "_REPO_ROOT", tmp_path)
-            (tmp_path / "workbench" / "ui").mkdir(parents=True)
-            (tmp_path / "workbench" / "ui" / "app.py").write_text("")
+        assert serve._UI_SCRIPT.exists()  # found through importlib.resources, not the checkout
         assert run_cli("--workspace", str(tmp_path / "ws")) == 0
         (cmd, env), = calls
         assert "streamlit" in cmd and env["WORKBENCH_HOME"] == str((tmp_path / "ws").resolve())

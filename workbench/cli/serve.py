@@ -8,13 +8,14 @@ import os
 import sys
 from pathlib import Path
 
+from workbench import resources
 from workbench.cli.usage import PROG as _PROG
 from workbench.cli.usage import UsageError
 
 __all__ = ['exposure_warning', 'ui_command']
 
 
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_UI_SCRIPT = resources.ui_script()  # the installed package's, whatever the cwd
 
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -25,7 +26,7 @@ def ui_command(address: str = "127.0.0.1", port: int | None = None) -> list[str]
 
     XSRF protection is passed explicitly so that no config file can turn it off.
     """
-    cmd = [sys.executable, "-m", "streamlit", "run", str(_REPO_ROOT / "workbench" / "ui" / "app.py"),
+    cmd = [sys.executable, "-m", "streamlit", "run", str(_UI_SCRIPT),
            "--server.address", address, "--server.headless", "true",
            "--server.enableXsrfProtection", "true", "--server.enableCORS", "true",
            "--browser.gatherUsageStats", "false"]
@@ -57,6 +58,10 @@ def _cmd_ui(args: argparse.Namespace, root: Path) -> int:
         raise UsageError(f"The UI entry point {cmd[4]} is missing; is the workbench installed "
                          "completely?")
     env = dict(os.environ, WORKBENCH_HOME=str(root))
+    # .streamlit/config.toml is read from the cwd only: its settings that matter come as
+    # Streamlit's environment variables instead (an explicit setting of the user's still wins).
+    env.setdefault("STREAMLIT_SERVER_FILE_WATCHER_TYPE", "none")
+    env.setdefault("STREAMLIT_CLIENT_TOOLBAR_MODE", "viewer")
     # The server replaces this process (same pid): a SIGTERM or Ctrl-C sent to
     # `estimator-workbench` reaches Streamlit itself, so no server is left listening behind it.
     sys.stdout.flush()

@@ -14,10 +14,12 @@ from typing import Any, BinaryIO
 import numpy as np
 import pandas as pd
 
+from workbench import resources
+
 __all__ = ['DEFAULT_MAX_BYTES', 'MAX_COLUMNS', 'SAMPLE_DATA_DIR', 'DatasetInfo', 'bundled_path', 'list_bundled', 'load_csv', 'load_table', 'save_upload']
 
 
-SAMPLE_DATA_DIR = Path(__file__).resolve().parents[2] / "sample_data"
+SAMPLE_DATA_DIR = resources.sample_data_dir()  # installed as workbench.sample_data
 
 
 DEFAULT_MAX_BYTES = 200 * 1024 * 1024  # Streamlit's default upload limit

@@ -79,7 +79,6 @@ def _end_idle_spares() -> None:
             launcher._discard_spare()
 
 
-_REPO_ROOT = str(Path(__file__).resolve().parents[2])
 
 
 class LocalLauncher(Launcher):
@@ -295,11 +294,8 @@ class LocalLauncher(Launcher):
     def _child_env(self, gpus: list[str]) -> dict[str, str]:
         # Secrets go even when passed in ``env=``: the runner executes user code.
         env = without_secrets({**os.environ, **self.extra_env})
-        # The child must import this checkout's workbench whatever its cwd.
-        pythonpath = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-        if _REPO_ROOT not in pythonpath:
-            pythonpath.insert(0, _REPO_ROOT)
-        env["PYTHONPATH"] = os.pathsep.join(pythonpath)
+        # The child imports the installed package (wheel or editable install), whatever its cwd:
+        # no checkout is put on PYTHONPATH.
         env["PYTHONUNBUFFERED"] = "1"
         if self.gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)

@@ -51,7 +51,6 @@ __all__ = ["ALLOWED_ARGS", "MODES", "PreflightReport", "check_in_process", "erro
 
 ALLOWED_ARGS = ("features", "labels", "mode", "params", "config")
 MODES = ("train", "eval", "predict")
-_REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclasses.dataclass
@@ -158,7 +157,6 @@ def run_preflight(code: str, dataset_spec: Any, params: Mapping[str, Any] | None
         from workbench.execution.processes import without_secrets
 
         env = without_secrets(os.environ)  # the check runs user code: no UI password for it
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_REPO_ROOT), env.get("PYTHONPATH")) if p)
         env.setdefault("OMP_NUM_THREADS", "1")
         env["CUDA_VISIBLE_DEVICES"] = ""  # the check runs on CPU: fast start, no GPU contention
         proc = subprocess.Popen(

@@ -13,8 +13,8 @@ Requirements:
       ``metrics.jsonl`` and ``worker.log`` there, and updates ``registry.sqlite`` (see
       ``docs/SCALE.md`` for the file-system caveats of SQLite on network storage).
     - The project (``workbench`` and ``estimator_engine``) is importable on the nodes: installed in
-      the nodes' environment, or its checkout on shared storage (this launcher puts its own
-      checkout on the job's ``PYTHONPATH``).
+      the nodes' environment (``pip install estimator-workbench``; nothing is taken from a checkout
+      or the job's working directory).
     - The cluster address comes from ``address=`` or ``$WORKBENCH_RAY_ADDRESS`` (the dashboard's
       HTTP address, e.g. ``http://head-node:8265``).
 
@@ -64,7 +64,6 @@ ADDRESS_ENV_VAR = "WORKBENCH_RAY_ADDRESS"
 RAY_JOB_FILE = "ray_job.json"
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
 _TERMINAL = ("SUCCEEDED", "FAILED", "STOPPED")
-_REPO_ROOT = str(Path(__file__).resolve().parents[2])
 _INSTALL_HINT = "install the optional extra: pip install 'estimator-workbench[ray]'"
 
 
@@ -279,10 +278,6 @@ class RayJobLauncher(Launcher):
         runtime_env = json.loads(json.dumps(self.base_runtime_env))  # a deep copy
         env_vars = dict(runtime_env.get("env_vars") or {})
         env_vars.update(self.extra_env)
-        pythonpath = [p for p in env_vars.get("PYTHONPATH", "").split(os.pathsep) if p]
-        if _REPO_ROOT not in pythonpath:
-            pythonpath.append(_REPO_ROOT)  # this checkout, when it is on the shared storage
-        env_vars["PYTHONPATH"] = os.pathsep.join(pythonpath)
         env_vars["PYTHONUNBUFFERED"] = "1"
         env_vars[paths.ENV_VAR] = str(self.root)
         env_vars.setdefault("RAY_JOB_STOP_WAIT_TIME_S", str(max(1, round(self.stop_wait_s))))

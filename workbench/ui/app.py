@@ -7,15 +7,15 @@ icons live here; each page is a thin script that reads widgets, calls ``workbenc
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 
 import streamlit as st
 
+from workbench import resources
 from workbench.ui import session
 
 __all__ = ["PAGES_DIR", "main"]
 
-PAGES_DIR = Path(__file__).resolve().parents[2] / "pages"
+PAGES_DIR = resources.pages_dir()  # installed as workbench.pages (a wheel or the checkout's pages/)
 
 # (short name, file, title, icon); the first one is the landing page.
 _PAGES = (
