@@ -160,6 +160,7 @@ def _label_dtype(s: pd.Series) -> str:
     if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
         return CATEGORICAL
     values = s.dropna()
+    values = values[np.isfinite(values.to_numpy(dtype=float))]  # inf is refused by validate, not here
     if len(values) and np.all(np.mod(values.to_numpy(dtype=float), 1) == 0) \
             and values.nunique() <= min(_MAX_INT_CLASSES, max(2, len(values) // 2)):
         return CATEGORICAL
