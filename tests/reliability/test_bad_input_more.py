@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench.data import datasets, predictions
+from workbench.data import datasets, predictions, sources
 from workbench.execution import runner
 from workbench.store.registry import RunRegistry
 
@@ -28,7 +28,7 @@ def test_two_gigabyte_file_is_refused_by_size_before_reading(tmp_path, monkeypat
     big = tmp_path / "huge.csv"
     with open(big, "wb") as f:
         f.truncate(2 * 1024**3)  # sparse: no 2 GB actually written
-    monkeypatch.setattr(datasets, "_read_bytes", lambda source: pytest.fail("read the file"))
+    monkeypatch.setattr(sources, "_read_bytes", lambda source: pytest.fail("read the file"))
     started = time.monotonic()
     with pytest.raises(ValueError, match=r"is 2147\.5 MB, over the size limit of 209\.7 MB"):
         datasets.load_table(big)
@@ -46,7 +46,7 @@ def test_two_gigabyte_file_through_the_cli(tmp_path, monkeypatch, capsys, worksp
     big = tmp_path / "huge.csv"
     with open(big, "wb") as f:
         f.truncate(2 * 1024**3)
-    monkeypatch.setattr(datasets, "_read_bytes", lambda source: pytest.fail("read the file"))
+    monkeypatch.setattr(sources, "_read_bytes", lambda source: pytest.fail("read the file"))
     assert cli.main(["run", "--dataset", str(big), "--template", "mlp_classifier",
                      "--steps", "5", "--detach"]) == 2
     assert "over the size limit" in capsys.readouterr().err
@@ -85,9 +85,10 @@ def test_two_thousand_columns_one_row():
     frame = datasets.load_csv(data)
     schema = datasets.infer_schema(frame)
     assert frame.shape == (1, 2000) and schema.label == "label" and len(schema.features) == 1999
+    # One row is the reason (issue 14 item 8), not the one class that follows from it.
     assert datasets.validate(frame, schema) == [
-        "Label column 'label' has only one class ('a'); a model needs at least two distinct "
-        "label values. Choose another label or add rows."]
+        "The dataset has 1 row(s); the action 'train' needs at least 2 rows (and more to learn "
+        "anything). Add rows."]
     assert time.monotonic() - started < 2.0
 
 
