@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ['CATEGORICAL', 'CATEGORICAL_MISSING', 'DTYPES', 'FEATURE', 'IGNORE', 'LABEL', 'LABEL_MISSING', 'MISSING_TOKEN', 'NUMERIC', 'NUMERIC_MISSING', 'ROLES', 'SUPERVISED_ACTIONS', 'WEIGHT', 'ColumnSchema', 'Schema', 'infer_schema', 'summary', 'validate']
+__all__ = ['CATEGORICAL', 'CATEGORICAL_MISSING', 'ColumnSchema', 'DTYPES', 'FEATURE', 'IGNORE', 'LABEL', 'LABEL_MISSING', 'MISSING_TOKEN', 'NUMERIC', 'NUMERIC_MISSING', 'RESERVED_COLUMN_NAMES', 'ROLES', 'SUPERVISED_ACTIONS', 'Schema', 'WEIGHT', 'infer_schema', 'summary', 'validate']
 
 
 MISSING_TOKEN = "<missing>"
@@ -26,6 +26,10 @@ NUMERIC, CATEGORICAL = "numeric", "categorical"
 
 
 DTYPES = (NUMERIC, CATEGORICAL)
+
+
+# Column names the workbench uses for its own keys (the label key fed to the model).
+RESERVED_COLUMN_NAMES = ("__label__",)
 
 
 SUPERVISED_ACTIONS = ("train", "evaluate", "train_and_evaluate")
@@ -156,6 +160,7 @@ def _label_dtype(s: pd.Series) -> str:
     if not pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
         return CATEGORICAL
     values = s.dropna()
+    values = values[np.isfinite(values.to_numpy(dtype=float))]  # inf is refused by validate, not here
     if len(values) and np.all(np.mod(values.to_numpy(dtype=float), 1) == 0) \
             and values.nunique() <= min(_MAX_INT_CLASSES, max(2, len(values) // 2)):
         return CATEGORICAL
@@ -221,6 +226,14 @@ def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
         The list of problems (empty when the data can be used).
     """
     errors: list[str] = []
+    reserved = [str(c) for c in df.columns if str(c) in RESERVED_COLUMN_NAMES]
+    if reserved:
+        errors.append(f"Column {reserved[0]!r} has a name the workbench reserves for the label it "
+                      "feeds the model. Rename that column in the data file (e.g. to "
+                      f"{reserved[0].strip('_') or 'label'!r}) and load it again.")
+    if action in SUPERVISED_ACTIONS and len(df) < 2:
+        errors.append(f"The dataset has {len(df)} row(s); the action {action!r} needs at least 2 "
+                      "rows (and more to learn anything). Add rows.")
     if action == "predict":
         # New data to predict on has no label (nor weight) as a rule; the model reads features only.
         absent = [c for c in schema.features if c not in df.columns]
@@ -238,6 +251,13 @@ def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
         errors.append("No usable feature: no column has the role 'feature' with at least one value. "
                       "Set the role of one or more columns to 'feature'.")
     for c in present:
+        if c.role in (FEATURE, LABEL, WEIGHT) and _check_numeric(df, c.name):
+            n_inf = int(np.isinf(df[c.name].to_numpy(dtype=float)).sum())
+            if n_inf:
+                row = int(np.flatnonzero(np.isinf(df[c.name].to_numpy(dtype=float)))[0])
+                errors.append(f"Column {c.name!r} ({c.role}) has {n_inf} infinite value(s) (e.g. "
+                              f"row {row}: {float(df[c.name].iloc[row])}). Replace them with numbers or "
+                              "leave those rows out; infinities make the loss NaN.")
         if c.role == FEATURE and c.dtype == NUMERIC and not _check_numeric(df, c.name):
             errors.append(f"Column {c.name!r} is typed numeric but holds non-numeric values "
                           f"(e.g. {df[c.name].dropna().iloc[0]!r}). Set its type to 'categorical'.")
@@ -249,7 +269,10 @@ def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
         else:
             s = df[label]
             n_nan = int(s.isna().sum())
-            if n_nan and label_missing != "drop":
+            if len(s) and n_nan == len(s):
+                errors.append(f"Label column {label!r} has no values: all {len(s)} rows are "
+                              "missing. Choose the column that holds the label.")
+            elif n_nan and label_missing != "drop":
                 rows = np.flatnonzero(s.isna().to_numpy())[:5].tolist()
                 errors.append(
                     f"Label column {label!r} has missing values in {n_nan} of {len(s)} rows "
@@ -258,10 +281,18 @@ def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
                     f"df.dropna(subset=[{label!r}])) or choose another label."
                 )
             classes = s.dropna().unique()
-            if len(classes) < 2:
+            n_rows = int(s.notna().sum())
+            if n_rows < 2 or n_nan == len(s):
+                pass  # the row count / empty label is the reason, said above
+            elif len(classes) < 2:
                 what = f"only one class ({classes[0]!r})" if len(classes) else "no values"
                 errors.append(f"Label column {label!r} has {what}; a model needs at least two "
                               "distinct label values. Choose another label or add rows.")
+            elif schema.column(label).dtype == CATEGORICAL and len(classes) == n_rows:
+                errors.append(f"Label column {label!r} has one row per class ({n_rows} rows, "
+                              f"{len(classes)} classes): nothing to learn per class, it looks like an "
+                              "identifier. Choose the column to predict as label, or type it "
+                              "'numeric' for regression.")
             if schema.column(label).dtype == NUMERIC and not _check_numeric(df, label):
                 errors.append(f"Label column {label!r} is typed numeric (regression) but holds text. "
                               "Set its type to 'categorical'.")

@@ -4,6 +4,7 @@ a clear ValueError for every bad file (size, encoding, CSV bombs)."""
 from __future__ import annotations
 
 import csv
+import errno
 import dataclasses
 import io
 import os
@@ -16,7 +17,7 @@ import pandas as pd
 
 from workbench import resources
 
-__all__ = ['DEFAULT_MAX_BYTES', 'MAX_COLUMNS', 'SAMPLE_DATA_DIR', 'DatasetInfo', 'bundled_path', 'list_bundled', 'load_csv', 'load_table', 'save_upload']
+__all__ = ['DEFAULT_MAX_BYTES', 'DatasetInfo', 'MAX_COLUMNS', 'MAX_ROWS', 'SAMPLE_DATA_DIR', 'bundled_path', 'list_bundled', 'load_csv', 'load_table', 'save_upload']
 
 
 SAMPLE_DATA_DIR = resources.sample_data_dir()  # installed as workbench.sample_data
@@ -28,6 +29,19 @@ DEFAULT_MAX_BYTES = 200 * 1024 * 1024  # Streamlit's default upload limit
 # A wide header is a CSV bomb: 32 MB of "c0,c1,..." with one row took 107 s and 4 GB of memory
 # in pandas. 10,000 columns is far beyond what the forms and the input pipeline are built for.
 MAX_COLUMNS = 10_000
+
+# A 332 KB Parquet file held 40M rows (1.5 GB, 41 s to load; a 3.3 MB one raised ArrowMemoryError):
+# the row count is read from the footer and refused before any data is read.
+MAX_ROWS = 5_000_000
+
+# Magic bytes of formats that are often saved or renamed as .csv.
+_SIGNATURES: tuple[tuple[bytes, str, str], ...] = (
+    (b"PAR1", "a Parquet file", "rename it to .parquet"),
+    (b"PK\x03\x04", "a zip archive", "unzip it and load the CSV file inside"),
+    (b"\x1f\x8b", "a gzip-compressed file", "decompress it (`gunzip`) first"),
+    (b"\xd0\xcf\x11\xe0", "an old Excel (.xls) workbook", "open it and save it as 'CSV UTF-8'"),
+    (b"%PDF", "a PDF document", "export the table from it as CSV"),
+)
 
 
 _BUNDLED: dict[str, tuple[str, str]] = {
@@ -119,10 +133,18 @@ def _fmt_size(n: int) -> str:
 
 
 def _check_size(source: Any, where: str, max_bytes: int | None) -> int:
+    if isinstance(source, (str, os.PathLike)) and os.path.isdir(source):
+        raise ValueError(f"Data file {where} is a folder, not a file. Give the path of a .csv or "
+                         ".parquet file inside it.")
     try:
         size = _source_size(source)
     except FileNotFoundError:
         raise ValueError(f"Data file {where} does not exist. Check the path.") from None
+    except PermissionError:
+        raise ValueError(f"Data file {where} cannot be read (permission denied). Check its "
+                         "permissions.") from None
+    if max_bytes is not None and max_bytes <= 0:
+        raise ValueError(f"max_bytes must be a positive number of bytes or None, got {max_bytes!r}.")
     if max_bytes is not None and size > max_bytes:
         raise ValueError(
             f"Data file {where} is {_fmt_size(size)}, over the size limit of {_fmt_size(max_bytes)} "
@@ -151,7 +173,23 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
     """
     where = _describe_source(path_or_buffer)
     _check_size(path_or_buffer, where, max_bytes)
-    raw = _read_bytes(path_or_buffer)
+    try:
+        raw = _read_bytes(path_or_buffer)
+    except OSError as e:
+        raise ValueError(f"Data file {where} could not be read: {e.strerror or e}.") from None
+    if raw.startswith(b"PK\x03\x04") and b"xl/" in raw[:65536]:
+        raise ValueError(f"CSV file {where} is not a CSV file: it is an Excel (.xlsx) workbook. Open "
+                         "it and save it as 'CSV UTF-8', or rename it to .xlsx and export a CSV.")
+    for magic, what, fix in _SIGNATURES:
+        if raw.startswith(magic):
+            raise ValueError(f"CSV file {where} is not a CSV file: it is {what}. {fix[0].upper()}{fix[1:]}.")
+    head = raw[:1024].lstrip().lower()
+    if head.startswith((b"<!doctype html", b"<html")):
+        raise ValueError(f"CSV file {where} is an HTML page, not a CSV file (a web page saved "
+                         "instead of the file it links to). Download the raw CSV file.")
+    if b"\x00" in raw[:65536]:
+        raise ValueError(f"CSV file {where} holds binary data (NUL bytes), not text. Check that "
+                         "it is a CSV file (UTF-16 files: save them as UTF-8).")
     if not raw.strip():
         raise ValueError(
             f"CSV file {where} is empty ({len(raw)} bytes). Provide a file with a header row and "
@@ -167,6 +205,9 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
             f"column {column}. Save the file as UTF-8 (e.g. 'CSV UTF-8' in Excel, or "
             "`iconv -f latin1 -t utf-8 in.csv > out.csv`) and load it again."
         ) from None
+    if "\r" in text and "\n" not in text:
+        # Classic Mac line endings: csv handles them, but say it instead of guessing rows.
+        text = text.replace("\r", "\n")
     try:
         # The header first, alone: a bomb (a huge header) is refused before the rows are parsed.
         header = next(csv.reader(io.StringIO(text)))
@@ -214,7 +255,14 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
             f"the header has {n_cols} ({int(bad.size)} such rows). Fix that line (a stray or "
             f"missing separator, or an unclosed quote) so that every row has {n_cols} fields."
         )
-    return pd.read_csv(io.StringIO(text))
+    try:
+        return pd.read_csv(io.StringIO(text))
+    except MemoryError:
+        raise ValueError(f"CSV file {where} is too large to load in memory. Load a sample of "
+                         "the rows.") from None
+    except Exception as e:  # noqa: BLE001  every loader error becomes one clear message
+        raise ValueError(f"CSV file {where} could not be parsed: {e}. Check the quoting (an "
+                         "unclosed quote runs to the end of the file).") from None
 
 
 def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTES) -> pd.DataFrame:
@@ -222,6 +270,9 @@ def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTE
 
     Parquet needs ``pyarrow``; without it the error says so and how to install it.
     """
+    if isinstance(path, (str, os.PathLike)) and os.path.isdir(path):
+        raise ValueError(f"Data file {_describe_source(path)} is a folder, not a file. Give the "
+                         "path of a .csv or .parquet file inside it.")
     suffix = Path(path).suffix.lower()
     if suffix in (".csv", ".txt"):
         return load_csv(path, max_bytes=max_bytes)
@@ -238,16 +289,25 @@ def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTE
         try:
             import pyarrow.parquet as pq
 
-            width = len(pq.read_schema(path).names)  # the footer only: a bomb is refused unread
-            if width > MAX_COLUMNS:
-                raise ValueError(f"Parquet file {where} has {width:,} columns, over the limit of "
-                                 f"{MAX_COLUMNS:,}. Keep the columns the model needs.")
-            df = pd.read_parquet(path)
-        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
-            if "over the limit" in str(e):
-                raise
+            meta = pq.read_metadata(path)  # the footer only: a bomb is refused unread
+            width, n_rows = meta.num_columns, meta.num_rows
+        except Exception as e:  # noqa: BLE001  ArrowInvalid, OSError, ...: one clear message
             raise ValueError(f"Parquet file {where} could not be read ({e}). Check that it is a "
                              "Parquet file, or save the data as CSV.") from None
+        if width > MAX_COLUMNS:
+            raise ValueError(f"Parquet file {where} has {width:,} columns, over the limit of "
+                             f"{MAX_COLUMNS:,}. Keep the columns the model needs.")
+        if n_rows > MAX_ROWS:
+            raise ValueError(f"Parquet file {where} has {n_rows:,} rows, over the limit of "
+                             f"{MAX_ROWS:,}. Load a sample of the rows.")
+        try:
+            df = pd.read_parquet(path)
+        except MemoryError:
+            raise ValueError(f"Parquet file {where} is too large to load in memory. Load a sample "
+                             "of the rows.") from None
+        except Exception as e:  # noqa: BLE001  ArrowMemoryError is not a MemoryError
+            raise ValueError(f"Parquet file {where} could not be read ({type(e).__name__}: {e}). "
+                             "Check that it is a Parquet file, or save the data as CSV.") from None
         names = [str(c) for c in df.columns]
         if len(df) == 0 or df.shape[1] == 0:
             raise ValueError(f"Parquet file {where} is empty. Provide at least one row and two columns.")
@@ -283,8 +343,14 @@ def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
     folder = Path(workspace) / "datasets"
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".upload-{os.getpid()}{suffix}"  # keeps the suffix so load_table picks the reader
-    tmp.write_bytes(data)
     try:
+        try:
+            tmp.write_bytes(data)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise ValueError(f"Upload {filename!r} was not saved: the disk is full ({folder}). "
+                                 "Free some space and upload it again.") from None
+            raise ValueError(f"Upload {filename!r} was not saved to {folder}: {e.strerror or e}.") from None
         try:
             load_table(tmp, max_bytes=max_bytes)
         except ValueError as e:
