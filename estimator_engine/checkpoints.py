@@ -40,6 +40,7 @@ import difflib
 import logging
 import math
 import os
+import pickle
 import re
 import tempfile
 import time
@@ -593,6 +594,15 @@ def _invalid(path: str, problem: str) -> CheckpointError:
 def _load(path: str, map_location: Any = "cpu", mmap: bool = False) -> dict[str, Any]:
     try:
         data = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as exc:
+        # Never relay torch's advice (load with weights_only=False / add safe globals): for a
+        # crafted file that advice is the exploit.
+        found = re.search(r"unsupported global:? (?:GLOBAL )?([\w.]+)", str(exc), re.IGNORECASE)
+        what = f" (Unsupported global: {found.group(1)})" if found else ""
+        raise _invalid(path, "the safe loader refused it: it holds pickled objects other than "
+                             f"tensors and plain values{what}, as a file crafted to run code does. "
+                             "Do not load it by other means; use a checkpoint from a trusted source"
+                       ) from exc
     except Exception as exc:  # any failure to unpickle means "not a checkpoint we can trust"
         first_line = (str(exc).strip().splitlines() or [""])[0][:300]
         raise _invalid(path, f"{type(exc).__name__}: {first_line}") from exc

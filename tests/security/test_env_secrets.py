@@ -36,7 +36,7 @@ def secrets(monkeypatch):
     ("WORKBENCH_API_TOKEN", True), ("WORKBENCH_S3_KEY", True), ("WORKBENCH_CREDENTIALS", True),
     ("WORKBENCH_HOME", False), ("WORKBENCH_RAY_ADDRESS", False),
     ("WORKBENCH_RUNNER_MODULE", False), ("WORKBENCH_RUNNER_PYTHONPATH", False),
-    ("PATH", False), ("HF_TOKEN", False),  # the user's own variables are theirs to use
+    ("PATH", False), ("HF_TOKEN", True),  # issue 14.3: every secret-looking variable, any prefix
 ])
 def test_which_variables_are_secrets(name, secret):
     assert is_secret_env_var(name) is secret

@@ -54,7 +54,7 @@ class TestBinding:
         assert server.get("enableCORS", True) is True
 
     def test_the_app_warns_when_served_beyond_loopback(self, workspace, caplog):
-        assert session.warn_if_exposed("127.0.0.1") is None and session.warn_if_exposed("") is None
+        assert session.warn_if_exposed("127.0.0.1") is None  # "" binds every interface: exposed (issue 14.2)
         with caplog.at_level("WARNING", logger="workbench.ui"):
             text = session.warn_if_exposed("0.0.0.0")
         assert "anyone who can reach it can run arbitrary Python code" in text

@@ -52,11 +52,13 @@ class TestUI:
         assert cmd[4].endswith("workbench/ui/app.py")
         assert cmd[5:] == ["--server.address", "127.0.0.1", "--server.headless", "true",
                            "--server.enableXsrfProtection", "true", "--server.enableCORS", "true",
-                           "--browser.gatherUsageStats", "false"]
+                           "--browser.gatherUsageStats", "false",
+                           "--server.allowedHosts", "localhost", "--server.allowedHosts", "127.0.0.1",
+                           "--server.allowedHosts", "::1"]  # issue 14.1
 
     def test_no_arguments_starts_the_ui(self, monkeypatch, workspace, tmp_path):
         calls = []
-        monkeypatch.setattr(serve.os, "execve", lambda path, cmd, env: calls.append((cmd, env)))
+        monkeypatch.setattr(serve, "_serve", lambda cmd, env: calls.append((cmd, env)) or 0)
         assert serve._UI_SCRIPT.exists()  # found through importlib.resources, not the checkout
         assert run_cli("--workspace", str(tmp_path / "ws")) == 0
         (cmd, env), = calls

@@ -387,6 +387,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="interface to listen on (default 127.0.0.1, this machine only); anything "
                          "else lets whoever reaches it run code here, so a warning is printed")
     ui.add_argument("--port", type=int)
+    ui.add_argument("--allowed-host", action="append", metavar="NAME",
+                    help="a further Host name the UI answers to (repeatable; e.g. the name of a "
+                         "reverse proxy); by default only the names of --address are accepted")
     ui.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
 
     run = sub.add_parser("run", help="submit a run and follow its progress")

@@ -4,32 +4,62 @@ exposed beyond this machine."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import signal
+import socket
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from workbench import resources
 from workbench.cli.usage import PROG as _PROG
 from workbench.cli.usage import UsageError
 
-__all__ = ['exposure_warning', 'ui_command']
+__all__ = ['allowed_hosts', 'exposure_warning', 'ui_command']
 
 
 _UI_SCRIPT = resources.ui_script()  # the installed package's, whatever the cwd
 
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Addresses that bind every interface: the Host names they answer to are this machine's names.
+_WILDCARD = ("", "0.0.0.0", "::")
 
 
-def ui_command(address: str = "127.0.0.1", port: int | None = None) -> list[str]:
+def allowed_hosts(address: str = "127.0.0.1", extra: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """The ``Host`` names the UI accepts (Streamlit's ``server.allowedHosts``): the names of the
+    address it is bound to, plus ``extra`` (``--allowed-host``). Anything else -- a DNS-rebinding
+    page whose Host is ``rebind.attacker.test`` -- is refused on the websocket.
+
+    Example:
+        >>> allowed_hosts("127.0.0.1")
+        ['localhost', '127.0.0.1', '::1']
+    """
+    hosts = list(_LOOPBACK[1:2] + _LOOPBACK[:1] + _LOOPBACK[2:])
+    bound = address.strip().strip("[]")
+    if bound in _WILDCARD:
+        hosts += [socket.gethostname(), socket.getfqdn()]
+    else:
+        hosts.append(bound)
+    hosts += [h.strip() for h in extra if h.strip()]
+    return list(dict.fromkeys(h.lower() for h in hosts if h))
+
+
+def ui_command(address: str = "127.0.0.1", port: int | None = None,
+               extra_hosts: tuple[str, ...] | list[str] = ()) -> list[str]:
     """The command that starts the Streamlit UI (bound to loopback unless told otherwise).
 
-    XSRF protection is passed explicitly so that no config file can turn it off.
+    XSRF protection and the Host allow-list are passed explicitly so that no config file can turn
+    them off.
     """
     cmd = [sys.executable, "-m", "streamlit", "run", str(_UI_SCRIPT),
            "--server.address", address, "--server.headless", "true",
            "--server.enableXsrfProtection", "true", "--server.enableCORS", "true",
            "--browser.gatherUsageStats", "false"]
+    for host in allowed_hosts(address, extra_hosts):
+        cmd += ["--server.allowedHosts", host]
     if port is not None:
         cmd += ["--server.port", str(port)]
     return cmd
@@ -37,7 +67,7 @@ def ui_command(address: str = "127.0.0.1", port: int | None = None) -> list[str]
 
 def exposure_warning(address: str) -> str | None:
     """The warning printed when the UI is bound beyond loopback (None for loopback)."""
-    if address.strip() in _LOOPBACK:
+    if address.strip().strip("[]") in _LOOPBACK:
         return None
     password = "is set" if os.environ.get("WORKBENCH_PASSWORD") else "is NOT set"
     return (f"warning: the UI will listen on {address!r}, not only on 127.0.0.1: anyone who can "
@@ -47,7 +77,7 @@ def exposure_warning(address: str) -> str | None:
 
 
 def _cmd_ui(args: argparse.Namespace, root: Path) -> int:
-    cmd = ui_command(args.address, args.port)
+    cmd = ui_command(args.address, args.port, getattr(args, "allowed_host", None) or ())
     warning = exposure_warning(args.address)
     if warning:
         print(f"{_PROG}: {warning}", file=sys.stderr)
@@ -62,9 +92,35 @@ def _cmd_ui(args: argparse.Namespace, root: Path) -> int:
     # Streamlit's environment variables instead (an explicit setting of the user's still wins).
     env.setdefault("STREAMLIT_SERVER_FILE_WATCHER_TYPE", "none")
     env.setdefault("STREAMLIT_CLIENT_TOOLBAR_MODE", "viewer")
-    # The server replaces this process (same pid): a SIGTERM or Ctrl-C sent to
-    # `estimator-workbench` reaches Streamlit itself, so no server is left listening behind it.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os.execve(cmd[0], cmd, env)
-    return 0  # not reached
+    # The password never enters the server's environment (readable by user code through
+    # /proc/<pid>/environ): it goes through a 0600 file that the server deletes once read.
+    password = env.pop("WORKBENCH_PASSWORD", "")
+    if password:
+        fd, secret_path = tempfile.mkstemp(prefix="workbench-password-")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:  # mkstemp creates it 0600
+            handle.write(password)
+        env["WORKBENCH_PASSWORD_FILE"] = secret_path
+    try:
+        return _serve(cmd, env)
+    finally:
+        if password:  # the server deletes it once read; this covers a server that never started
+            Path(secret_path).unlink(missing_ok=True)
+
+
+def _serve(cmd: list[str], env: dict[str, str]) -> int:
+    """Runs the server and forwards SIGTERM/SIGHUP/SIGINT to it, so that stopping this command
+    never leaves the server behind listening on its port."""
+    proc = subprocess.Popen(cmd, env=env)
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    try:
+        while True:
+            with contextlib.suppress(KeyboardInterrupt):
+                return proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -74,6 +74,9 @@ def export_bundle(root: str | os.PathLike[str], run_id: str, out: str | os.PathL
         latest = checkpoints.latest_checkpoint(model_dir) if model_dir.is_dir() else None
         if latest is None:
             raise ValueError(f"Run {run_id!r} has no checkpoint to include.")
+        # A bundle is shared: never ship a file the safe loader refuses (a crafted checkpoint).
+        # load_checkpoint raises CheckpointError saying why, and nothing is written.
+        checkpoints.load_checkpoint(latest)
         checkpoint_files = sorted(Path(latest).parent.glob(Path(latest).name + "*"))
     tmp = target.with_suffix(".zip.tmp")
     try:

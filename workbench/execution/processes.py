@@ -18,23 +18,26 @@ if TYPE_CHECKING:
 __all__ = ['SECRET_ENV_VARS', 'descendants', 'detect_gpus', 'is_secret_env_var', 'pid_alive', 'without_secrets']
 
 
-# The UI's secrets: runner processes execute user code, which must not read them. Today the only
-# one is the UI password (workbench.ui.PASSWORD_ENV); any other WORKBENCH_* variable whose name
-# says secret (PASSWORD, SECRET, TOKEN, CREDENTIAL, or ending in _KEY) is dropped as well.
-SECRET_ENV_VARS = ("WORKBENCH_PASSWORD",)
+# Secrets: runner processes execute user code, which must not read them. The UI password (and its
+# file), and any variable whose name says secret -- *PASSWORD*, *SECRET*, *TOKEN*, *CREDENTIAL*,
+# *_KEY / *_KEY_ID (AWS_SECRET_ACCESS_KEY, OPENAI_API_KEY, AZURE_STORAGE_KEY...) -- whatever its prefix.
+SECRET_ENV_VARS = ("WORKBENCH_PASSWORD", "WORKBENCH_PASSWORD_FILE", "GOOGLE_APPLICATION_CREDENTIALS",
+                   "AZURE_CLIENT_CERTIFICATE_PATH", "AZURE_STORAGE_CONNECTION_STRING")
 
 
-_SECRET_WORDS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "CREDENTIAL")
+_SECRET_WORDS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "CREDENTIAL", "PRIVATE_KEY", "API_KEY",
+                 "ACCESS_KEY")
+_SECRET_ENDINGS = ("_KEY", "_KEY_ID", "_PASS", "_PWD")
 
 
 def is_secret_env_var(name: str) -> bool:
     """Whether a variable of the UI's environment is kept from runner processes (see
-    ``SECRET_ENV_VARS``): ``WORKBENCH_PASSWORD`` yes, ``WORKBENCH_HOME`` no."""
+    ``SECRET_ENV_VARS``): ``WORKBENCH_PASSWORD``, ``AWS_SECRET_ACCESS_KEY``, ``HF_TOKEN`` yes;
+    ``WORKBENCH_HOME``, ``PATH``, ``KEYBOARD`` no."""
     upper = name.upper()
     if upper in SECRET_ENV_VARS:
         return True
-    return upper.startswith("WORKBENCH_") and (
-        any(word in upper for word in _SECRET_WORDS) or upper.endswith("_KEY"))
+    return any(word in upper for word in _SECRET_WORDS) or upper.endswith(_SECRET_ENDINGS)
 
 
 def without_secrets(env: Mapping[str, str]) -> dict[str, str]:

@@ -30,8 +30,23 @@ _PAGES = (
 
 
 def _safety_banner() -> None:
-    """Warns (log and sidebar) when the server is exposed beyond loopback or runs without XSRF."""
-    exposed = session.warn_if_exposed(st.get_option("server.address"))
+    """Warns (log and sidebar) when the server is exposed beyond loopback, accepts any Host or runs
+    without XSRF; refuses to serve when exposed without a password, whatever route started it."""
+    bound = session.bound_addresses()
+    exposed = None
+    for address in bound:
+        exposed = exposed or session.warn_if_exposed(address)
+    if exposed and not session.password():
+        st.error(exposed + " Refusing to serve: this server listens beyond loopback without "
+                 f"{session.PASSWORD_ENV}. Restart it with --server.address 127.0.0.1 "
+                 f"(`estimator-workbench ui`), or set {session.PASSWORD_ENV}.",
+                 icon=":material/gpp_bad:")
+        st.stop()
+    hosts = st.get_option("server.allowedHosts") or []
+    if not hosts or "*" in hosts:
+        st.sidebar.warning("server.allowedHosts is open: any web page on a DNS-rebinding domain can "
+                           "drive this UI. Start it with `estimator-workbench ui` or list the "
+                           "host names in .streamlit/config.toml.", icon=":material/warning:")
     if exposed and not st.session_state.get("_exposed_seen"):
         st.session_state["_exposed_seen"] = True
         st.toast(exposed, icon=":material/warning:")

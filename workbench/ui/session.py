@@ -28,7 +28,7 @@ import streamlit as st
 from workbench.store import paths
 from workbench.store.registry import RunRegistry
 
-__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'apply_template_edit', 'current_dataset', 'current_template', 'editor_key', 'get_launcher', 'get_registry', 'is_edited', 'load_dataset_frame', 'md', 'page_link', 'register_pages', 'require_password', 'revert_template', 'selected_run_id', 'set_selected_run', 'show_error', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
+__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'editor_key', 'get_launcher', 'get_registry', 'is_edited', 'load_dataset_frame', 'md', 'page_link', 'password', 'register_pages', 'require_password', 'revert_template', 'selected_run_id', 'set_selected_run', 'show_error', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
 
 
 DEFAULT_DATASET = "iris"
@@ -49,7 +49,12 @@ PASSWORD_ENV = "WORKBENCH_PASSWORD"
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+\-.!|<>~:$&=])")
 
 
-_LOOPBACK = ("127.0.0.1", "localhost", "::1", "")
+# An empty/unset server.address makes Streamlit bind every interface: that is exposed, not loopback.
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# The CLI passes the password through this 0600 file (deleted once read) instead of the server's
+# environment, which user code could read from /proc/<pid>/environ.
+PASSWORD_FILE_ENV = "WORKBENCH_PASSWORD_FILE"
+_password_cache: list[str] = []
 
 
 _log = logging.getLogger("workbench.ui")
@@ -91,6 +96,42 @@ def show_error(text: object, details: object | None = None, *, level: str = "err
         st.code(more, language=None, wrap_lines=True)
 
 
+def password() -> str:
+    """The UI password: ``$WORKBENCH_PASSWORD`` (a server started by hand), else the file named by
+    ``$WORKBENCH_PASSWORD_FILE`` (how ``estimator-workbench ui`` passes it, so that it is not in
+    the server's /proc/<pid>/environ), read once and deleted. Empty when none is set; runners
+    never see either variable (``without_secrets``)."""
+    if os.environ.get(PASSWORD_ENV):
+        return os.environ[PASSWORD_ENV]
+    file = os.environ.pop(PASSWORD_FILE_ENV, "")
+    if file:
+        try:
+            value = Path(file).read_text(encoding="utf-8")
+            Path(file).unlink(missing_ok=True)
+        except OSError as exc:
+            _log.error("The UI password file %s cannot be read (%s): the UI stays locked.", file, exc)
+            value = "\0unreadable"  # no one can type NUL: the gate stays shut
+        _password_cache[:] = [value]
+    return _password_cache[0] if _password_cache else ""
+
+
+def bound_addresses() -> list[str]:
+    """The addresses this process listens on for the Streamlit port (empty without a server, as
+    under ``AppTest``), from the sockets themselves: the truth whichever route started the UI."""
+    try:
+        import psutil
+    except ImportError:  # psutil comes with the ui extra; without it, trust the configured address
+        address = st.get_option("server.address")
+        return [address or ""]
+    port = st.get_option("server.port")
+    try:
+        conns = psutil.Process().net_connections(kind="inet")
+    except (psutil.Error, OSError):
+        return []
+    return sorted({c.laddr.ip for c in conns
+                   if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port})
+
+
 def require_password() -> bool:
     """The optional shared-deployment password (``$WORKBENCH_PASSWORD``; off when unset or empty).
 
@@ -98,7 +139,7 @@ def require_password() -> bool:
     password form and returns False (the caller then stops before any page runs). The comparison
     is constant-time (``hmac.compare_digest``) and a wrong entry costs a one-second wait.
     """
-    expected = os.environ.get(PASSWORD_ENV, "")
+    expected = password()
     if not expected:
         return True
     if st.session_state.get("_authenticated"):
@@ -120,7 +161,7 @@ def require_password() -> bool:
 def warn_if_exposed(address: str | None) -> str | None:
     """Logs (and returns) a warning when the server listens beyond loopback: anyone who reaches
     it can run code on this machine as this user."""
-    if address is None or str(address).strip() in _LOOPBACK:
+    if address is not None and str(address).strip().strip("[]") in _LOOPBACK:
         return None
     text = (f"The workbench UI listens on {address!r}, not only on 127.0.0.1: anyone who can "
             "reach it can run arbitrary Python code on this machine as this user (templates are "
