@@ -191,11 +191,11 @@ def test_run_checks_in_the_runner_by_default(workspace, capsys, stub_launchers):
     assert run_cli("run", "--dataset", "iris", "--template", "mlp_classifier", "--steps", "3",
                    "--detach", "--no-preflight") == 0
     newest = RunRegistry(workspace).list_runs()[0]
-    assert "preflight" not in newest.schedule
+    assert not newest.schedule.get("preflight")  # the contract stores the choice: False
     # evaluate/predict reuse a trained model (the check trains a step and needs labels)
     assert run_cli("run", "--action", "evaluate", "--from", record.run_id, "--detach") == 0
     evaluated = RunRegistry(workspace).list_runs()[0]
-    assert evaluated.action == "evaluate" and "preflight" not in evaluated.schedule
+    assert evaluated.action == "evaluate" and not evaluated.schedule.get("preflight")
     assert (evaluated.parent_run_id, evaluated.parent_relation) == (record.run_id, "evaluate_from")
     for launcher in stub_launchers:
         for run in (newest, record, evaluated):
