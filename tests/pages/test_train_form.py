@@ -1,7 +1,7 @@
 """The Train form's schedule: early stopping (only when ticked), the NaN policy, the pre-flight flag.
 
 Runs launched here use the stub runner (``home`` fixture); what is checked is the schedule the
-registry recorded, which is what the runner reads (``EarlyStopping.from_schedule``, ``nan_policy``,
+registry recorded, which is what the runner reads (the run contract (``check_schedule``) and the engine's early-stopping hook, ``nan_policy``,
 ``_preflight``).
 """
 
@@ -15,8 +15,11 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench.execution.runner import EarlyStopping
+import estimator_engine as ee
+from estimator_engine.testing import linear_model_fn
+from workbench.execution.engine_hooks import early_stopping_hook
 from workbench.store.registry import RunRegistry
+from workbench.store.run_spec import check_schedule
 
 
 def train_page() -> AppTest:
@@ -58,8 +61,11 @@ def test_ticked_early_stopping_and_stop_on_nan_reach_the_schedule(home):
                                                  "min_delta": 0.01}
     assert record.schedule["nan_policy"] == "stop"
     # the runner accepts exactly what the form wrote
-    stopper = EarlyStopping.from_schedule(record.schedule["early_stopping"])
-    assert (stopper.metric, stopper.mode, stopper.patience, stopper.min_delta) == ("accuracy", "max", 2, 0.01)
+    assert check_schedule(record.schedule)["early_stopping"] == record.schedule["early_stopping"]
+
+    estimator = ee.Estimator(linear_model_fn, model_dir=str(home / "model"))
+    hook = early_stopping_hook(estimator, record.schedule["early_stopping"], every=10)
+    assert isinstance(hook, ee.SessionRunHook)  # the runner's stopper is the engine's hook
 
 
 def test_an_empty_metric_name_watches_the_loss(home):

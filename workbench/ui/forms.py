@@ -134,7 +134,7 @@ def run_config_form(gpus: Sequence[str], key: str = "rc") -> dict[str, Any]:
     Returns ``{'action', 'schedule': {...}, 'run_config': {...}, 'num_processes'}``. The schedule
     always has ``nan_policy`` (``'fail'`` or ``'stop'``) and, only when the box is ticked,
     ``early_stopping = {'metric', 'mode', 'patience', 'min_delta'}`` (read by the runner's
-    ``EarlyStopping.from_schedule``; train_and_evaluate only).
+    the engine's early-stopping hook; train_and_evaluate only).
     """
     c1, c2, c3 = st.columns(3)
     action = c1.selectbox("Action", ["train_and_evaluate", "train", "evaluate", "predict"], key=f"{key}-action",
