@@ -48,4 +48,6 @@ receiver_fn = ee.export.build_raw_serving_input_receiver_fn(
 export_dir = numeric_only.export_saved_model(tempfile.mkdtemp(prefix="export_"), receiver_fn)
 serve = ee.export.load(export_dir)  # needs no model_fn, no estimator_engine model code
 batch = {name: evaluation[name].to_numpy()[:5] for name in numeric}
-print(export_dir, {key: np.round(np.asarray(value), 3).tolist() for key, value in serve(batch).items()})
+served = serve(batch)  # scores (probabilities) and classes (the class names, bytes, as TF serves them)
+print(export_dir, {key: np.round(value, 3).tolist() if value.dtype.kind == "f" else value.tolist()
+                   for key, value in ((k, np.asarray(v)) for k, v in served.items())})
