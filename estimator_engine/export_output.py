@@ -109,7 +109,7 @@ class RegressionOutput(ExportOutput):
             raise ValueError(f"RegressionOutput value must be a float tensor, given dtype {value.dtype}")
         self.value = value
 
-    def as_signature_outputs(self) -> dict[str, torch.Tensor]:
+    def as_signature_outputs(self) -> dict[str, torch.Tensor | StringLookup]:
         return {"outputs": self.value}
 
 

@@ -181,6 +181,13 @@ class ModelState:
             self._checkpoint = checkpoints.load_checkpoint(self.checkpoint_path)
         return self._checkpoint
 
+    def _restored_checkpoint(self) -> Mapping[str, Any]:
+        """``checkpoint`` where ``restored`` holds: a set ``checkpoint_path`` always loads one."""
+        checkpoint = self.checkpoint
+        if checkpoint is None:
+            raise RuntimeError("ModelState has no checkpoint to restore from (checkpoint_path is None)")
+        return checkpoint
+
     @contextlib.contextmanager
     def activated(self, mode: ModeKeys) -> Iterator[ModelState]:
         """Makes this the state ``get_module``/``get_optimizer`` use, with modules in ``mode``."""
@@ -224,7 +231,7 @@ class ModelState:
             raise TypeError(f"get_module({name!r}, factory): factory must return a torch.nn.Module, returned {type(module).__name__}: {module!r}")
         module.to(self.device)
         if self.restored:
-            checkpoints.assign_module_variables(name, module, self.checkpoint["variables"], self.checkpoint_path)
+            checkpoints.assign_module_variables(name, module, self._restored_checkpoint()["variables"], self.checkpoint_path)
         elif self.warm_starter is not None:
             self.warm_starter.apply(name, module)
         module.train(self.mode == ModeKeys.TRAIN)
@@ -318,7 +325,7 @@ class ModelState:
         for name, module in self._raw_modules.items():
             pristine = self._pristine[name]
             if pristine.variables_changed():
-                checkpoints.assign_module_variables(name, module, self.checkpoint["variables"], self.checkpoint_path)
+                checkpoints.assign_module_variables(name, module, self._restored_checkpoint()["variables"], self.checkpoint_path)
                 pristine.record_variables()
             pristine.restore_buffers()
             for parameter in module.parameters():
@@ -332,7 +339,7 @@ class ModelState:
         if not self.restored or self._checkpoint is None:  # not read from disk just to log this
             return []
         used = set(self.variables())
-        return sorted(set(self.checkpoint["variables"]) - used)
+        return sorted(set(self._restored_checkpoint()["variables"]) - used)
 
 
 class _Reentry:

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -208,7 +208,9 @@ class _Evaluator:
     def evaluate_live(self, session: Session) -> None:
         """Evaluates the running training state in process, then restores TRAIN mode."""
         estimator, spec = self._estimator, self._eval_spec
-        state = session.state
+        # The hook protocol's Session does not expose ``state``; this evaluator only runs from the
+        # estimator's own training loop, whose session object carries its ModelState as ``state``.
+        state = cast(Any, session).state
         with _preserved_rng():
             try:
                 with state.activated(ModeKeys.EVAL), torch.no_grad():
@@ -295,6 +297,8 @@ class _InProcessEvaluatorHook(SessionRunHook):
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         session = run_context.session
+        if session is None:
+            raise RuntimeError("the in-process evaluator hook needs run_context.session, given None")
         if session.global_step % self._every_n_steps == 0:
             self._evaluator.evaluate_live(session)
 
