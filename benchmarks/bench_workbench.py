@@ -122,8 +122,8 @@ def launch_in_process(root: Path, steps: int, warm: bool = False) -> dict[str, A
 
     ``warm``: ``LocalLauncher(warm_spares=1)``, whose spare is started and has finished its
     imports (it logs 'ready') before the clock starts, as in a UI left open."""
-    from workbench.cli import commands as cli
     from workbench import templates
+    from workbench.cli import commands as cli
     from workbench.execution.launcher import SPARE_LOG, LocalLauncher
     from workbench.store.registry import RunRegistry
 

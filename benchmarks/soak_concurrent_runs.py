@@ -21,8 +21,8 @@ from pathlib import Path
 
 import _common as c
 
-from workbench.store import metrics_store
 from workbench.execution.launcher import LocalLauncher
+from workbench.store import metrics_store
 from workbench.store.registry import RunRegistry
 
 LOAD_RUNNER_DIR = c.REPO_ROOT / "tests" / "reliability"

@@ -59,9 +59,6 @@ from estimator_engine.hooks import (
 )
 from estimator_engine.metric_op import MetricOp
 from estimator_engine.mode_keys import ModeKeys
-from estimator_engine.run_config import RunConfig
-from estimator_engine.spec import EstimatorSpec, Scaffold
-from estimator_engine.summary import read_eval_metrics
 from estimator_engine.model_state import (
     TrainOp,
     get_global_step,
@@ -71,6 +68,9 @@ from estimator_engine.model_state import (
     minimize,
     trainable_variables,
 )
+from estimator_engine.run_config import RunConfig
+from estimator_engine.spec import EstimatorSpec, Scaffold
+from estimator_engine.summary import read_eval_metrics
 from estimator_engine.train_eval import EvalSpec, TrainSpec, train_and_evaluate
 from estimator_engine.warm_start import VocabInfo, WarmStartSettings
 

@@ -53,10 +53,10 @@ from estimator_engine.hooks import (
 from estimator_engine.inputs import parse_input_fn_result, split_batch
 from estimator_engine.metric_op import MetricOp
 from estimator_engine.mode_keys import ModeKeys
+from estimator_engine.model_state import ModelState
 from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec
 from estimator_engine.summary import SummaryWriterCache
-from estimator_engine.model_state import ModelState
 from estimator_engine.warm_start import WarmStarter, WarmStartSettings, warm_start_settings_from
 
 __all__ = ["Estimator", "default_training_hooks"]

@@ -58,6 +58,7 @@ from estimator_engine.export_output import (
     StringLookup,
 )
 from estimator_engine.mode_keys import ModeKeys
+from estimator_engine.model_state import ModelState
 from estimator_engine.serving import (
     FixedLenFeature,
     ParsingServingInputReceiver,
@@ -66,7 +67,6 @@ from estimator_engine.serving import (
     make_parse_example_spec,
     parse_records,
 )
-from estimator_engine.model_state import ModelState
 
 __all__ = [
     "DEFAULT_SERVING_SIGNATURE_DEF_KEY",

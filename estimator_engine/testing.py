@@ -9,8 +9,8 @@ import torch
 from estimator_engine import metrics
 from estimator_engine.hooks.base import SessionRunArgs, SessionRunHook
 from estimator_engine.mode_keys import ModeKeys
-from estimator_engine.spec import EstimatorSpec
 from estimator_engine.model_state import get_module, get_optimizer, minimize
+from estimator_engine.spec import EstimatorSpec
 
 __all__ = ["RecordingHook", "linear_model_fn", "make_linear_data"]
 

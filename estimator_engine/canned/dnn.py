@@ -28,9 +28,9 @@ from estimator_engine.canned.heads import Head, LossReduction, RegressionHead, c
 from estimator_engine.canned.optimizers import build_optimizer, get_optimizer_factory
 from estimator_engine.estimator import Estimator
 from estimator_engine.mode_keys import ModeKeys
+from estimator_engine.model_state import get_module, get_optimizer
 from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec
-from estimator_engine.model_state import get_module, get_optimizer
 
 __all__ = ["DNNClassifier", "DNNEstimator", "DNNRegressor", "Dense", "check_head", "dnn_logits"]
 

@@ -33,9 +33,9 @@ from estimator_engine.canned.optimizers import (
 )
 from estimator_engine.estimator import Estimator
 from estimator_engine.mode_keys import ModeKeys
+from estimator_engine.model_state import get_optimizer
 from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec
-from estimator_engine.model_state import get_optimizer
 
 __all__ = ["DNNLinearCombinedClassifier", "DNNLinearCombinedEstimator", "DNNLinearCombinedRegressor"]
 

@@ -30,11 +30,16 @@ import torch.nn.functional as F
 
 from estimator_engine import metrics
 from estimator_engine import spec as spec_lib
-from estimator_engine.export_output import ClassificationOutput, PredictOutput, RegressionOutput, StringLookup
+from estimator_engine.export_output import (
+    ClassificationOutput,
+    PredictOutput,
+    RegressionOutput,
+    StringLookup,
+)
 from estimator_engine.metric_op import MetricOp
 from estimator_engine.mode_keys import ModeKeys
-from estimator_engine.spec import DEFAULT_SERVING_KEY, EstimatorSpec
 from estimator_engine.model_state import minimize
+from estimator_engine.spec import DEFAULT_SERVING_KEY, EstimatorSpec
 
 __all__ = [
     "BinaryClassHead",

@@ -15,7 +15,12 @@ from typing import Any
 
 import torch
 
-from estimator_engine.canned.dnn import _module_params, check_feature_columns, check_features, check_head
+from estimator_engine.canned.dnn import (
+    _module_params,
+    check_feature_columns,
+    check_features,
+    check_head,
+)
 from estimator_engine.canned.heads import Head, LossReduction, RegressionHead, classification_head
 from estimator_engine.canned.optimizers import (
     build_optimizer,
@@ -24,9 +29,9 @@ from estimator_engine.canned.optimizers import (
 )
 from estimator_engine.estimator import Estimator
 from estimator_engine.mode_keys import ModeKeys
+from estimator_engine.model_state import get_module, get_optimizer
 from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec
-from estimator_engine.model_state import get_module, get_optimizer
 
 __all__ = ["LinearClassifier", "LinearEstimator", "LinearRegressor", "linear_logits", "linear_optimizer_factory"]
 

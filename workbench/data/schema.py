@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ['CATEGORICAL', 'CATEGORICAL_MISSING', 'ColumnSchema', 'DTYPES', 'FEATURE', 'IGNORE', 'LABEL', 'LABEL_MISSING', 'MISSING_TOKEN', 'NUMERIC', 'NUMERIC_MISSING', 'RESERVED_COLUMN_NAMES', 'ROLES', 'SUPERVISED_ACTIONS', 'Schema', 'WEIGHT', 'infer_schema', 'summary', 'validate']
+__all__ = ['CATEGORICAL', 'CATEGORICAL_MISSING', 'DTYPES', 'FEATURE', 'IGNORE', 'LABEL', 'LABEL_MISSING', 'MISSING_TOKEN', 'NUMERIC', 'NUMERIC_MISSING', 'RESERVED_COLUMN_NAMES', 'ROLES', 'SUPERVISED_ACTIONS', 'WEIGHT', 'ColumnSchema', 'Schema', 'infer_schema', 'summary', 'validate']
 
 
 MISSING_TOKEN = "<missing>"

@@ -4,8 +4,8 @@ a clear ValueError for every bad file (size, encoding, CSV bombs)."""
 from __future__ import annotations
 
 import csv
-import errno
 import dataclasses
+import errno
 import io
 import os
 import re
@@ -17,7 +17,7 @@ import pandas as pd
 
 from workbench import resources
 
-__all__ = ['DEFAULT_MAX_BYTES', 'DatasetInfo', 'MAX_COLUMNS', 'MAX_ROWS', 'SAMPLE_DATA_DIR', 'bundled_path', 'list_bundled', 'load_csv', 'load_table', 'save_upload']
+__all__ = ['DEFAULT_MAX_BYTES', 'MAX_COLUMNS', 'MAX_ROWS', 'SAMPLE_DATA_DIR', 'DatasetInfo', 'bundled_path', 'list_bundled', 'load_csv', 'load_table', 'save_upload']
 
 
 SAMPLE_DATA_DIR = resources.sample_data_dir()  # installed as workbench.sample_data
@@ -260,7 +260,7 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
     except MemoryError:
         raise ValueError(f"CSV file {where} is too large to load in memory. Load a sample of "
                          "the rows.") from None
-    except Exception as e:  # noqa: BLE001  every loader error becomes one clear message
+    except Exception as e:
         raise ValueError(f"CSV file {where} could not be parsed: {e}. Check the quoting (an "
                          "unclosed quote runs to the end of the file).") from None
 
@@ -291,7 +291,7 @@ def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTE
 
             meta = pq.read_metadata(path)  # the footer only: a bomb is refused unread
             width, n_rows = meta.num_columns, meta.num_rows
-        except Exception as e:  # noqa: BLE001  ArrowInvalid, OSError, ...: one clear message
+        except Exception as e:
             raise ValueError(f"Parquet file {where} could not be read ({e}). Check that it is a "
                              "Parquet file, or save the data as CSV.") from None
         if width > MAX_COLUMNS:
@@ -305,7 +305,7 @@ def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTE
         except MemoryError:
             raise ValueError(f"Parquet file {where} is too large to load in memory. Load a sample "
                              "of the rows.") from None
-        except Exception as e:  # noqa: BLE001  ArrowMemoryError is not a MemoryError
+        except Exception as e:
             raise ValueError(f"Parquet file {where} could not be read ({type(e).__name__}: {e}). "
                              "Check that it is a Parquet file, or save the data as CSV.") from None
         names = [str(c) for c in df.columns]

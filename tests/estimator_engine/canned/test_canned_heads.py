@@ -16,7 +16,12 @@ from estimator_engine.canned.heads import (
     RegressionHead,
     classification_head,
 )
-from estimator_engine.export_output import ClassificationOutput, PredictOutput, RegressionOutput, StringLookup
+from estimator_engine.export_output import (
+    ClassificationOutput,
+    PredictOutput,
+    RegressionOutput,
+    StringLookup,
+)
 
 
 def _results(ops):
