@@ -204,6 +204,24 @@ def _check_activation(activation_fn: Any) -> Callable[[torch.Tensor], torch.Tens
     return activation_fn
 
 
+def _dnn_estimator_model_fn(head: Head, hidden_units: Sequence[int], feature_columns: Iterable[Any],
+                            optimizer: Any, activation_fn: Callable[[torch.Tensor], torch.Tensor],
+                            dropout: float | None, batch_norm: bool) -> Callable[..., Any]:
+    """The model_fn of DNNClassifier/DNNRegressor/DNNEstimator: arguments checked once, at construction."""
+    units = check_hidden_units(hidden_units)
+    columns = check_feature_columns(feature_columns)
+    factory = get_optimizer_factory(optimizer, _LEARNING_RATE)
+    activation = _check_activation(activation_fn)
+    rate = check_dropout(dropout)
+    use_batch_norm = bool(batch_norm)
+
+    def _model_fn(features, labels, mode):
+        return _dnn_model_fn(features, labels, mode, head, units, columns, factory, activation,
+                             rate, use_batch_norm)
+
+    return _model_fn
+
+
 class DNNClassifier(Estimator):
     """A feed-forward classifier (TF's ``tf.estimator.DNNClassifier``).
 
@@ -239,18 +257,9 @@ class DNNClassifier(Estimator):
                  warm_start_from: Any = None,
                  loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, batch_norm: bool = False) -> None:
         head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
-        units = check_hidden_units(hidden_units)
-        columns = check_feature_columns(feature_columns)
-        factory = get_optimizer_factory(optimizer, _LEARNING_RATE)
-        activation = _check_activation(activation_fn)
-        rate = check_dropout(dropout)
-        use_batch_norm = bool(batch_norm)
-
-        def _model_fn(features, labels, mode):
-            return _dnn_model_fn(features, labels, mode, head, units, columns, factory, activation,
-                                 rate, use_batch_norm)
-
-        super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+        model_fn = _dnn_estimator_model_fn(head, hidden_units, feature_columns, optimizer, activation_fn,
+                                           dropout, batch_norm)
+        super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)
 
 
@@ -275,18 +284,9 @@ class DNNRegressor(Estimator):
                  warm_start_from: Any = None,
                  loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, batch_norm: bool = False) -> None:
         head = RegressionHead(label_dimension, weight_column=weight_column, loss_reduction=loss_reduction)
-        units = check_hidden_units(hidden_units)
-        columns = check_feature_columns(feature_columns)
-        factory = get_optimizer_factory(optimizer, _LEARNING_RATE)
-        activation = _check_activation(activation_fn)
-        rate = check_dropout(dropout)
-        use_batch_norm = bool(batch_norm)
-
-        def _model_fn(features, labels, mode):
-            return _dnn_model_fn(features, labels, mode, head, units, columns, factory, activation,
-                                 rate, use_batch_norm)
-
-        super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+        model_fn = _dnn_estimator_model_fn(head, hidden_units, feature_columns, optimizer, activation_fn,
+                                           dropout, batch_norm)
+        super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)
 
 
@@ -310,16 +310,7 @@ class DNNEstimator(Estimator):
                  dropout: float | None = None, config: RunConfig | None = None,
                  warm_start_from: Any = None, batch_norm: bool = False) -> None:
         head = check_head(head)
-        units = check_hidden_units(hidden_units)
-        columns = check_feature_columns(feature_columns)
-        factory = get_optimizer_factory(optimizer, _LEARNING_RATE)
-        activation = _check_activation(activation_fn)
-        rate = check_dropout(dropout)
-        use_batch_norm = bool(batch_norm)
-
-        def _model_fn(features, labels, mode):
-            return _dnn_model_fn(features, labels, mode, head, units, columns, factory, activation,
-                                 rate, use_batch_norm)
-
-        super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+        model_fn = _dnn_estimator_model_fn(head, hidden_units, feature_columns, optimizer, activation_fn,
+                                           dropout, batch_norm)
+        super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)

@@ -87,6 +87,19 @@ def _linear_model_fn(features: Any, labels: Any, mode: ModeKeys, head: Head, fea
     return head.create_estimator_spec(features, mode, logits, labels, optimizer=optimizer)
 
 
+def _linear_estimator_model_fn(head: Head, feature_columns: Iterable[Any], optimizer: Any,
+                               sparse_combiner: str) -> Callable[..., Any]:
+    """The model_fn of LinearClassifier/LinearRegressor/LinearEstimator: arguments checked once."""
+    columns = check_feature_columns(feature_columns)
+    combiner = check_sparse_combiner(sparse_combiner)
+    factory = linear_optimizer_factory(optimizer, len(columns))
+
+    def _model_fn(features, labels, mode):
+        return _linear_model_fn(features, labels, mode, head, columns, factory, combiner)
+
+    return _model_fn
+
+
 class LinearClassifier(Estimator):
     """A linear classifier (TF's ``tf.estimator.LinearClassifier``).
 
@@ -115,14 +128,8 @@ class LinearClassifier(Estimator):
                  config: RunConfig | None = None, warm_start_from: Any = None,
                  loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, sparse_combiner: str = "sum") -> None:
         head = classification_head(n_classes, weight_column, label_vocabulary, loss_reduction)
-        columns = check_feature_columns(feature_columns)
-        combiner = check_sparse_combiner(sparse_combiner)
-        factory = linear_optimizer_factory(optimizer, len(columns))
-
-        def _model_fn(features, labels, mode):
-            return _linear_model_fn(features, labels, mode, head, columns, factory, combiner)
-
-        super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+        model_fn = _linear_estimator_model_fn(head, feature_columns, optimizer, sparse_combiner)
+        super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)
 
 
@@ -144,14 +151,8 @@ class LinearRegressor(Estimator):
                  config: RunConfig | None = None, warm_start_from: Any = None,
                  loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, sparse_combiner: str = "sum") -> None:
         head = RegressionHead(label_dimension, weight_column=weight_column, loss_reduction=loss_reduction)
-        columns = check_feature_columns(feature_columns)
-        combiner = check_sparse_combiner(sparse_combiner)
-        factory = linear_optimizer_factory(optimizer, len(columns))
-
-        def _model_fn(features, labels, mode):
-            return _linear_model_fn(features, labels, mode, head, columns, factory, combiner)
-
-        super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+        model_fn = _linear_estimator_model_fn(head, feature_columns, optimizer, sparse_combiner)
+        super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)
 
 
@@ -173,12 +174,6 @@ class LinearEstimator(Estimator):
                  optimizer: Any = "Ftrl", config: RunConfig | None = None, sparse_combiner: str = "sum",
                  warm_start_from: Any = None) -> None:
         head = check_head(head)
-        columns = check_feature_columns(feature_columns)
-        combiner = check_sparse_combiner(sparse_combiner)
-        factory = linear_optimizer_factory(optimizer, len(columns))
-
-        def _model_fn(features, labels, mode):
-            return _linear_model_fn(features, labels, mode, head, columns, factory, combiner)
-
-        super().__init__(model_fn=_model_fn, model_dir=model_dir, config=config,
+        model_fn = _linear_estimator_model_fn(head, feature_columns, optimizer, sparse_combiner)
+        super().__init__(model_fn=model_fn, model_dir=model_dir, config=config,
                          warm_start_from=warm_start_from)
