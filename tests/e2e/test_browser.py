@@ -7,230 +7,35 @@ CSV, keep the MLP template, launch a short CPU training run, watch the chart gro
 interaction, stop it, resume it, train a second run (train_and_evaluate with early stopping),
 open its evaluation plots, compare the two, predict and download the predictions CSV, and
 predict one row from the form. Screenshots of every page go to ``docs/screenshots/``.
-
-Teardown kills the server's process group and every runner process group the registry knows.
+The server and browser fixtures are in ``conftest.py``, the page helpers in ``browser_kit.py``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
-import os
 import re
-import shutil
-import signal
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pandas as pd
-import pytest
+from browser_kit import (
+    MARKS,
+    REPO,
+    SHOTS,
+    TIMINGS,
+    chart_points,
+    goto_page,
+    launch_training,
+    playwright_sync,
+    registry,
+    shot,
+    wait_for_child,
+    wait_idle,
+    wait_status,
+)
 
-# CI sets REQUIRE_BROWSER_TESTS=1: there a missing browser or playwright is a failure, not a skip.
-REQUIRED = os.environ.get("REQUIRE_BROWSER_TESTS") == "1"
-if REQUIRED:
-    import playwright.sync_api as playwright_sync
-else:
-    playwright_sync = pytest.importorskip("playwright.sync_api", reason="pip install playwright")
-
-REPO = Path(__file__).resolve().parents[2]
-SHOTS = REPO / "docs" / "screenshots"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-CHROME_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-TIMINGS: dict[str, float] = {}
-
-if REQUIRED and CHROMIUM is None:
-    raise RuntimeError("REQUIRE_BROWSER_TESTS=1 but no chromium on PATH: apt-get install -y chromium")
-
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="needs Debian chromium: apt-get install -y chromium"),
-]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _cli() -> list[str]:
-    exe = Path(sys.executable).with_name("estimator-workbench")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "workbench"]
-
-
-def _kill_runners(home: Path) -> None:
-    import sqlite3
-
-    db = home / "registry.sqlite"
-    if not db.exists():
-        return
-    with contextlib.closing(sqlite3.connect(db)) as conn:
-        pids = [row[0] for row in conn.execute("SELECT pid FROM runs WHERE pid IS NOT NULL")]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signal.SIGKILL)
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    home = tmp_path_factory.mktemp("e2e") / "workspace"
-    port = _free_port()
-    # The UI as the README starts it: with its warm spare runner (tests turn it off elsewhere).
-    env = dict(os.environ, PYTHONUNBUFFERED="1", OMP_NUM_THREADS="1", WORKBENCH_WARM_SPARES="1")
-    log = open(home.parent / "server.log", "wb")
-    proc = subprocess.Popen([*_cli(), "--workspace", str(home), "ui", "--port", str(port)],
-                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    try:
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as r:
-                    if r.read().strip() == b"ok":
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the app did not start:\n" + (home.parent / "server.log").read_text())
-            time.sleep(0.2)
-        yield {"url": url, "home": home}
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-        _kill_runners(home)
-        log.close()
-
-
-@pytest.fixture(scope="module")
-def page(server, tmp_path_factory):
-    profile = tmp_path_factory.mktemp("chromium-profile")
-    with playwright_sync.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, args=CHROME_FLAGS, headless=True,
-            accept_downloads=True, viewport={"width": 1400, "height": 1300})
-        pg = context.pages[0] if context.pages else context.new_page()
-        pg.set_default_timeout(30_000)
-        # Playwright reads uploads and downloads in its event loop's default executor, whose
-        # worker thread lives as long as the loop: start it here, outside the test's hygiene check.
-        loop = getattr(pg, "_loop", None)
-        if loop is not None:
-            loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
-            loop.run_in_executor(None, lambda: None)
-        try:
-            yield pg
-        finally:
-            with contextlib.suppress(Exception):
-                pg.screenshot(path=str(server["home"].parent / "last.png"), full_page=True)
-            context.close()
-
-
-# -- helpers ---------------------------------------------------------------------------------------
-
-
-def wait_idle(page, timeout: float = 30) -> None:
-    """Waits until the app is connected and its script is not running."""
-    page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']",
-                           timeout=timeout * 1000)
-    page.wait_for_function(
-        "() => document.querySelector(\"[data-testid='stApp']\")?.getAttribute('data-test-script-state') !== 'running'",
-        timeout=timeout * 1000)
-
-
-def goto_page(page, title: str) -> None:
-    page.get_by_test_id("stSidebarNav").get_by_role("link", name=title, exact=True).click()
-    page.wait_for_selector(f"h1:has-text('{title.split()[0]}')")
-    wait_idle(page)
-
-
-def shot(page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    page.evaluate("() => { window.scrollTo(0, 0); document.querySelectorAll('[data-testid=stMain], section')"
-                  ".forEach(e => e.scrollTo && e.scrollTo(0, 0)); }")
-    page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
-
-
-def chart_points(page) -> int:
-    """Points drawn in the first plotly chart (0 while it is the empty placeholder)."""
-    return page.evaluate("""() => {
-        const el = document.querySelector('.js-plotly-plot');
-        if (!el || !el._fullData) return 0;
-        return el._fullData.reduce((n, t) => n + (t.x ? t.x.length : 0), 0);
-    }""")
-
-
-def run_id_from_url(page) -> str:
-    match = re.search(r"[?&]run=([\w-]+)", page.url)
-    assert match, f"no run id in {page.url}"
-    return match.group(1)
-
-
-def registry(home: Path):
-    from workbench.store.registry import RunRegistry
-
-    return RunRegistry(home)
-
-
-def registry_status(home: Path, run_id: str) -> str:
-    return registry(home).get(run_id).status
-
-
-def wait_for_child(home: Path, parent: str, timeout: float = 30) -> str:
-    """The id of the first predict run launched from ``parent``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        children = [r.run_id for r in registry(home).list_runs(action="predict") if r.parent_run_id == parent]
-        if children:
-            return children[0]
-        time.sleep(0.2)
-    raise AssertionError(f"no predict run was launched from {parent}")
-
-
-def wait_status(home: Path, run_id: str, wanted: set[str], timeout: float = 60) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = registry_status(home, run_id)
-        if status in wanted:
-            return status
-        time.sleep(0.2)
-    raise AssertionError(f"run {run_id} is {registry_status(home, run_id)!r}, expected {wanted}")
-
-
-def set_number(page, label: str, value: int) -> None:
-    box = page.get_by_label(label, exact=True)
-    box.fill(str(value))
-    box.press("Tab")
-
-
-def launch_training(page, steps: int, *, lr: float | None = None, action: str = "train",
-                    early_stopping_patience: int | None = None) -> tuple[str, float]:
-    goto_page(page, "Train")
-    form = page.get_by_test_id("stForm")
-    if lr is not None:
-        set_number(page, "learning_rate", lr)
-    set_number(page, "Train until step (max_steps)", steps)
-    if early_stopping_patience is not None:
-        form.get_by_text("Early stopping", exact=True).click()
-        set_number(page, "Patience (evaluations)", early_stopping_patience)
-    if action != "train_and_evaluate":
-        form.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Action", exact=True)).click()
-        page.get_by_role("option", name=action, exact=True).click()
-    clicked = time.monotonic()
-    form.get_by_role("button", name="Train").click()
-    page.wait_for_url(re.compile(r".*/run\?run=.*"), timeout=30_000)
-    return run_id_from_url(page), clicked
+pytestmark = MARKS
 
 
 # -- the journey -----------------------------------------------------------------------------------
@@ -381,5 +186,3 @@ def test_analyst_journey(server, page):
     shot(page, "9-predict-row")
 
     TIMINGS["journey_s"] = round(time.monotonic() - started, 1)
-    (SHOTS / "timings.json").write_text(json.dumps(TIMINGS, indent=2) + "\n")
-    print("e2e timings:", TIMINGS)
