@@ -111,3 +111,50 @@ def test_a_multi_process_run_is_checked_before_registering(workspace):
                    params={}, run_config={}, schedule={}, num_processes=2,
                    preflight_runner=lambda *a, **k: Failed())
     assert RunRegistry(workspace).list_runs() == []
+
+
+def test_cli_refuses_an_early_stopping_metric_the_template_does_not_report(workspace, capsys, tmp_path):
+    # The template's EVAL spec is checked (in a child process) before the run exists: TF's
+    # evaluate reports eval_metric_ops' keys and 'loss', so 'accuss' could never be watched.
+    run_file = tmp_path / "run.json"
+    run_file.write_text(json.dumps({"dataset": "iris", "template": "mlp_classifier", "action": "train_and_evaluate",
+                                    "schedule": {"max_steps": 5, "early_stopping": {"metric": "accuss"}}}))
+    cli_refuses(workspace, capsys, ["run", "--file", str(run_file), "--detach"],
+                "--early-stopping-metric = 'accuss' is not an evaluation metric of template 'mlp_classifier'; "
+                "its evaluation reports ['accuracy', 'loss']. Watch one of these.")
+
+
+class _Report:
+    ok = True
+
+    def __init__(self, metric_keys):
+        self.modes = {"eval": {"ok": True, "metric_keys": metric_keys}}
+
+    def to_dict(self):
+        return {"ok": True, "modes": self.modes}
+
+
+def test_a_watched_metric_is_checked_once_before_registering(workspace):
+    from workbench.ui.forms import UI_CONTROLS
+
+    calls = []
+
+    def preflight(*args, **kwargs):
+        calls.append(kwargs["action"])
+        return _Report(["accuracy", "auc"])
+
+    common = dict(name="r", action="train_and_evaluate", dataset={}, template={"name": "t", "code": ""}, params={},
+                  run_config={}, preflight_runner=preflight, control=UI_CONTROLS)
+    with pytest.raises(RunSpecError, match=r"^'Watch eval metric' = 'AUC' is not an evaluation metric of template "
+                                           r"'t'; its evaluation reports \['accuracy', 'auc', 'loss'\]\."):
+        submit_run(RunRegistry(workspace), None, schedule={"early_stopping": {"metric": "AUC"}}, **common)
+    assert RunRegistry(workspace).list_runs() == []
+    record = submit_run(RunRegistry(workspace), None, schedule={"early_stopping": {"metric": "auc"}}, **common)
+    # Checked here, so the runner does not check again; the report is kept with the run.
+    assert record.schedule["preflight"] is False
+    saved = json.loads((RunRegistry(workspace).run_dir(record.run_id) / "preflight.json").read_text())
+    assert saved["modes"]["eval"]["metric_keys"] == ["accuracy", "auc"]
+    # Watching 'loss' needs no check before registering (the runner checks as usual).
+    plain = submit_run(RunRegistry(workspace), None, schedule={"early_stopping": {"metric": "loss"}}, **common)
+    assert plain.schedule["preflight"] is True
+    assert calls == ["train_and_evaluate", "train_and_evaluate"]

@@ -12,6 +12,7 @@ Example:
 
 from __future__ import annotations
 
+import json
 import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -79,7 +80,11 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
     """
     config, checked, processes = validate_run(action=action, run_config=run_config, schedule=schedule,
                                               num_processes=num_processes, control=control)
-    if checked["preflight"] and processes > 1 and action in TRAINING_ACTIONS:
+    watched = (checked.get("early_stopping") or {}).get("metric", "loss")
+    report = None
+    # Checked here, before anything exists, when the ranks cannot check (torchrun) or when early
+    # stopping watches a metric only the template's EVAL spec can name.
+    if checked["preflight"] and action in TRAINING_ACTIONS and (processes > 1 or watched != "loss"):
         if preflight_runner is None:
             from workbench.execution.preflight import run_preflight as preflight_runner
         report = preflight_runner(str(template.get("code") or ""), dict(dataset), dict(params),
@@ -87,7 +92,8 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
                                   template_name=str(template.get("name") or "template"), action=action)
         if not report.ok:
             raise RunSpecError(report.summary())
-        checked["preflight"] = False  # checked already: the ranks do not check again
+        _check_watched_metric(watched, report, str(template.get("name") or "template"), control or {})
+        checked["preflight"] = False  # checked already: the runner does not check again
     if parent_run_id is not None and relation is None:
         relation = parent_relation(action)
     record = registry.create_run(
@@ -95,4 +101,22 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
         template={"name": template.get("name"), "code": template.get("code")}, params=dict(params),
         run_config=config, schedule=checked, num_processes=processes, parent_run_id=parent_run_id,
         parent_relation=relation, checkpoint_path=checkpoint_path)
+    if report is not None and hasattr(report, "to_dict"):
+        from workbench.execution.runner import PREFLIGHT_FILE
+
+        (registry.run_dir(record.run_id) / PREFLIGHT_FILE).write_text(
+            json.dumps(report.to_dict(), indent=2, default=str), encoding="utf-8")
     return record if launcher is None else launcher.submit(record.run_id)
+
+
+def _check_watched_metric(metric: str, report: Any, template_name: str, control: Mapping[str, str]) -> None:
+    """Refuses an early-stopping metric the template's evaluation does not report (TF's
+    evaluate returns the EVAL spec's ``eval_metric_ops`` keys plus ``loss``)."""
+    evaluation = getattr(report, "modes", {}).get("eval") or {}
+    if metric == "loss" or not evaluation.get("ok"):
+        return
+    known = sorted({"loss", *evaluation.get("metric_keys", ())})
+    if metric not in known:
+        where = control.get("early_stopping.metric", "schedule.early_stopping.metric")
+        raise RunSpecError(f"{where} = {metric!r} is not an evaluation metric of template {template_name!r}; "
+                           f"its evaluation reports {known}. Watch one of these.")
