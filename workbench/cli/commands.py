@@ -285,7 +285,7 @@ def _cmd_runs(args: argparse.Namespace, root: Path) -> int:
     rows = [("RUN", "NAME", "ACTION", "STATUS", "STEP", "LOSS", "CREATED")]
     for r in records:
         loss = r.summary.get("train/loss") or r.summary.get("eval/loss") or {}
-        rows.append((r.run_id, r.name[:30], r.action, r.status,
+        rows.append((r.run_id, r.name[:30], r.action, r.display_status,  # 'stalled': no step for a while
                      "" if loss.get("last_step") is None else str(loss["last_step"]),
                      "" if loss.get("last") is None else f"{loss['last']:.4g}",
                      _dt.datetime.fromtimestamp(r.created_at).strftime("%Y-%m-%d %H:%M")))

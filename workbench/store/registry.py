@@ -58,7 +58,7 @@ from workbench.store.records import (
     run_spec,
 )
 
-__all__ = ['SCHEMA_VERSION', 'RunRegistry']
+__all__ = ['SCHEMA_VERSION', 'RunRegistry', 'process_start_time']
 
 
 _BUSY_TIMEOUT_MS = 10_000
@@ -162,7 +162,7 @@ def _is_unwritable(exc: sqlite3.OperationalError) -> bool:
                                    "unable to open"))
 
 
-def _process_started(pid: int | None) -> float | None:
+def process_start_time(pid: int | None) -> float | None:
     """The start time of process ``pid`` on this machine (None when there is none)."""
     if not pid or pid <= 0:
         return None
@@ -502,7 +502,7 @@ class RunRegistry:
         if expected is not None:
             allowed_from = {expected} if isinstance(expected, str) else set(expected)
 
-        pid_started = _process_started(pid) if status == "running" else None
+        pid_started = process_start_time(pid) if status == "running" else None
 
         def change(conn: sqlite3.Connection) -> RunRecord:
             record = self._fetch(conn, run_id)
