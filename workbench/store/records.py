@@ -203,6 +203,9 @@ class RunRecord:
 
     @classmethod
     def _from_row(cls, row: sqlite3.Row) -> RunRecord:
+        # A database of an older schema is migrated at its first write; reads before that (a
+        # read-only workspace, a full disk) see the columns added since at their defaults.
+        keys = row.keys()
         return cls(
             run_id=row["run_id"],
             name=row["name"],
@@ -229,10 +232,10 @@ class RunRecord:
             summary=json.loads(row["summary_json"]),
             tags=tuple(json.loads(row["tags_json"])),
             note=row["note"],
-            attempt=row["attempt"],
-            pid_started=row["pid_started"],
-            last_step=row["last_step"],
-            last_step_at=row["last_step_at"],
+            attempt=row["attempt"] if "attempt" in keys else 0,
+            pid_started=row["pid_started"] if "pid_started" in keys else None,
+            last_step=row["last_step"] if "last_step" in keys else None,
+            last_step_at=row["last_step_at"] if "last_step_at" in keys else None,
         )
 
 

@@ -699,10 +699,11 @@ def _check_owner(record: RunRecord, attempt: int) -> None:
     """Raises ``OwnershipLostError`` unless ``attempt`` owns ``record`` (see the module docstring)."""
     if record.attempt == attempt and record.status in OWNED_STATUSES:
         return
-    if record.attempt != attempt:
+    if record.status == "queued":
+        why = f"it was put back in the queue (resumed) after attempt {record.attempt}"
+    elif record.attempt != attempt:
         why = (f"it was started again as attempt {record.attempt} (now {record.status!r}, pid "
-               f"{record.pid})" if record.status != "queued" else
-               f"it was put back in the queue (resumed) after attempt {record.attempt}")
+               f"{record.pid})")
     else:
         why = f"it is {record.status!r} now, recorded by another process"
     raise OwnershipLostError(
