@@ -633,6 +633,9 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
         ctx.ownership_lost = ctx.ownership_lost or exc
         _say(f"{exc} (this process: pid {os.getpid()})")
         return EXIT_OWNERSHIP_LOST
+    except RegistryError as exc:  # the outcome could not be recorded (disk full past every retry)
+        _say(str(exc))
+        return 1
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
