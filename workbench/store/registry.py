@@ -155,6 +155,15 @@ def _is_disk_full(exc: BaseException, where: Path) -> bool:
     return False
 
 
+def _disk_full_error(exc: BaseException, root: Path) -> RegistryError:
+    free = _free_bytes(root)
+    left = "" if free is None else f" ({free / 2**20:.1f} MB free)"
+    return RegistryError(
+        f"disk full: the run registry {paths.registry_path(root)} could not be written ({exc}). "
+        f"Free space on {root}{left}, then retry; the runs, checkpoints and metrics already "
+        "written are kept.")
+
+
 def _is_unwritable(exc: sqlite3.OperationalError) -> bool:
     """A connection that failed for want of a writable -shm/-wal (full disk, read-only folder)."""
     text = str(exc).lower()
