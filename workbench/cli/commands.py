@@ -33,7 +33,14 @@ from workbench.cli.usage import UsageError
 from workbench.execution.bundle import export_bundle
 from workbench.execution.submit import submit_run
 from workbench.store import paths
-from workbench.store.records import ACTIONS, STATUSES, TRAINING_ACTIONS, RunNotFoundError, RunRecord
+from workbench.store.records import (
+    ACTIONS,
+    STATUSES,
+    TRAINING_ACTIONS,
+    RegistryError,
+    RunNotFoundError,
+    RunRecord,
+)
 from workbench.store.registry import RunRegistry
 from workbench.store.run_spec import RunSpecError
 
@@ -474,8 +481,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunNotFoundError as exc:
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, FileNotFoundError, PermissionError) as exc:
-        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, FileNotFoundError, PermissionError, RegistryError) as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)  # RegistryError: "disk full: ..."
         return 2
 
 
