@@ -71,7 +71,7 @@ def test_stop_lost_resume_cont_ends_with_one_writer_and_one_history(workspace):
     slow = "    __import__('time').sleep(0.01)\n"  # ~100 steps/s at most: time to stop it mid-run
     rec = make_run(workspace, template_code(slow), max_steps=300, save_every=20)
     first = LocalLauncher(workspace, gpus=[])  # the UI's launcher: starts the run, then stays idle
-    second = LocalLauncher(workspace, gpus=[], heartbeat_timeout=4.0)  # the CLI's
+    second = LocalLauncher(workspace, gpus=[], heartbeat_timeout=10.0)  # the CLI's
     old = None
     try:
         first.submit(rec.run_id)

@@ -59,6 +59,9 @@ __all__ = ['DEFAULT_HEARTBEAT_TIMEOUT_S', 'QUEUE_HANDOFF_ENV', 'SPARE_LOG', 'Loc
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
 
 
+_STARTUP_GRACE_S = 30.0  # a child of this launcher that has not beaten yet is starting up
+
+
 SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
 
 
@@ -399,9 +402,12 @@ class LocalLauncher(Launcher):
             if own and gone:
                 continue  # our own child ended: _reap_children records how (with its exit code)
             # The heartbeat thread beats from the start (imports included), so a silent child is
-            # stopped (kill -STOP) or wedged, not busy with a long first step.
-            stale = (record.heartbeat_at is not None
-                     and now - record.heartbeat_at > self.heartbeat_timeout)
+            # stopped (kill -STOP) or wedged, not busy with a long first step. A child that has not
+            # beaten yet (heartbeat_at still the launch time) may be starting on a busy machine.
+            timeout = self.heartbeat_timeout
+            if own and record.heartbeat_at is not None and record.heartbeat_at == record.started_at:
+                timeout = max(timeout, _STARTUP_GRACE_S)
+            stale = record.heartbeat_at is not None and now - record.heartbeat_at > timeout
             stalled = record.stalled_for(now) if record.stall_action == "fail" else None
             if not (gone or stale or stalled is not None):
                 continue

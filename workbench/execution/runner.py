@@ -643,6 +643,7 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
             restore_exit()
         if reserve is not None:
             reserve.release()
+        registry.close_owner_check()
         if is_chief and ctx.ownership_lost is None:
             _safe(lambda: start_queued_runs(root))
 
