@@ -111,3 +111,16 @@ def test_a_multi_process_run_is_checked_before_registering(workspace):
                    params={}, run_config={}, schedule={}, num_processes=2,
                    preflight_runner=lambda *a, **k: Failed())
     assert RunRegistry(workspace).list_runs() == []
+
+
+def test_stall_settings_of_the_schedule():
+    """Issue 14.6: how long a run may go without a step, and what then happens."""
+    assert check_schedule({"stall_timeout_s": 120, "stall_action": "fail"}) == {
+        "stall_timeout_s": 120.0, "stall_action": "fail"}
+    assert check_schedule({}) == {}  # default: 600 s, 'warn' (RunRecord.stall_timeout_s / stall_action)
+    with pytest.raises(RunSpecError, match=r"^schedule\.stall_timeout_s = 0 is out of range: it must be a "
+                                           r"number over 0 and at most 604800\.0\.$"):
+        check_schedule({"stall_timeout_s": 0})
+    with pytest.raises(RunSpecError, match=r"^schedule\.stall_action = 'kill' is not allowed: it must be "
+                                           r"'warn' or 'fail'\.$"):
+        check_schedule({"stall_action": "kill"})
