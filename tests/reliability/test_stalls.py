@@ -100,6 +100,9 @@ def test_runs_shows_stalled_and_warn_leaves_the_run_running(workspace, capsys):
     record = registry.get(run_id)
     assert (record.status, record.display_status, record.last_step) == ("running", "stalled", 10)
     assert 99 < record.stalled_for() < 120
+    from workbench.ui.tables import runs_frame  # the UI's runs table shows it too
+
+    assert runs_frame([record])["status"].tolist() == ["stalled"]
 
 
 def test_stall_judgement():
