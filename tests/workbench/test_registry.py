@@ -97,6 +97,21 @@ class TestCreateAndRead:
         assert conn.execute("SELECT COUNT(*) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
         conn.close()
 
+    def test_a_workspace_of_the_first_schema_is_read_then_migrated(self, workspace):
+        """Issue 14 added columns (attempt, pid_started, last_step, last_step_at): an older
+        registry is readable before its first write, which migrates it in place."""
+        reg = RunRegistry(workspace)
+        rec = make_run(reg)
+        with sqlite3.connect(workspace / "registry.sqlite") as conn:  # back to schema 1
+            for column in ("attempt", "pid_started", "last_step", "last_step_at"):
+                conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+            conn.execute("DELETE FROM schema_version WHERE version > 1")
+        old = RunRegistry(workspace)
+        assert old.get(rec.run_id).attempt == 0 and old.get(rec.run_id).last_step is None
+        assert old.set_status(rec.run_id, "running", pid=os.getpid()).attempt == 1
+        with sqlite3.connect(workspace / "registry.sqlite") as conn:
+            assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 2
+
     def test_invalid_create_collects_problems(self, workspace):
         reg = RunRegistry(workspace)
         with pytest.raises(ValueError, match=r"action must be one of .* given: 'fit'.*"

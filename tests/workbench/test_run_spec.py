@@ -158,3 +158,16 @@ def test_a_watched_metric_is_checked_once_before_registering(workspace):
     plain = submit_run(RunRegistry(workspace), None, schedule={"early_stopping": {"metric": "loss"}}, **common)
     assert plain.schedule["preflight"] is True
     assert calls == ["train_and_evaluate", "train_and_evaluate"]
+
+
+def test_stall_settings_of_the_schedule():
+    """Issue 14.6: how long a run may go without a step, and what then happens."""
+    assert check_schedule({"stall_timeout_s": 120, "stall_action": "fail"}) == {
+        "stall_timeout_s": 120.0, "stall_action": "fail"}
+    assert check_schedule({}) == {}  # default: 600 s, 'warn' (RunRecord.stall_timeout_s / stall_action)
+    with pytest.raises(RunSpecError, match=r"^schedule\.stall_timeout_s = 0 is out of range: it must be a "
+                                           r"number over 0 and at most 604800\.0\.$"):
+        check_schedule({"stall_timeout_s": 0})
+    with pytest.raises(RunSpecError, match=r"^schedule\.stall_action = 'kill' is not allowed: it must be "
+                                           r"'warn' or 'fail'\.$"):
+        check_schedule({"stall_action": "kill"})

@@ -33,7 +33,14 @@ from workbench.cli.usage import UsageError
 from workbench.execution.bundle import export_bundle
 from workbench.execution.submit import submit_run
 from workbench.store import paths
-from workbench.store.records import ACTIONS, STATUSES, TRAINING_ACTIONS, RunNotFoundError, RunRecord
+from workbench.store.records import (
+    ACTIONS,
+    STATUSES,
+    TRAINING_ACTIONS,
+    RegistryError,
+    RunNotFoundError,
+    RunRecord,
+)
 from workbench.store.registry import RunRegistry
 from workbench.store.run_spec import RunSpecError
 
@@ -285,7 +292,7 @@ def _cmd_runs(args: argparse.Namespace, root: Path) -> int:
     rows = [("RUN", "NAME", "ACTION", "STATUS", "STEP", "LOSS", "CREATED")]
     for r in records:
         loss = r.summary.get("train/loss") or r.summary.get("eval/loss") or {}
-        rows.append((r.run_id, r.name[:30], r.action, r.status,
+        rows.append((r.run_id, r.name[:30], r.action, r.display_status,  # 'stalled': no step for a while
                      "" if loss.get("last_step") is None else str(loss["last_step"]),
                      "" if loss.get("last") is None else f"{loss['last']:.4g}",
                      _dt.datetime.fromtimestamp(r.created_at).strftime("%Y-%m-%d %H:%M")))
@@ -474,8 +481,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunNotFoundError as exc:
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, FileNotFoundError, PermissionError) as exc:
-        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+    except (ValueError, TypeError, FileNotFoundError, PermissionError, RegistryError) as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)  # RegistryError: "disk full: ..."
         return 2
 
 

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.store import paths
-from workbench.store.records import InvalidTransitionError, RunRecord
-from workbench.store.registry import RunRegistry
+from workbench.store.records import InvalidTransitionError, RegistryError, RunRecord
+from workbench.store.registry import RunRegistry, process_start_time
 
 if TYPE_CHECKING:
     from workbench.execution.ray_launcher import RayJobLauncher
@@ -57,6 +57,9 @@ __all__ = ['DEFAULT_HEARTBEAT_TIMEOUT_S', 'QUEUE_HANDOFF_ENV', 'SPARE_LOG', 'Loc
 
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
+
+
+_STARTUP_GRACE_S = 30.0  # a child of this launcher that has not beaten yet is starting up
 
 
 SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
@@ -321,10 +324,58 @@ class LocalLauncher(Launcher):
                     "recording an outcome; see worker.log", expected="running")
 
     def _alive(self, record: RunRecord) -> bool:
+        """Whether the run's process lives: our child by ``poll``, another launcher's by pid and
+        the pid's start time (a pid reused by an unrelated process is not the runner)."""
         proc = self._procs.get(record.run_id)
         if proc is not None:
             return proc.poll() is None
-        return pid_alive(record.pid)
+        if not pid_alive(record.pid):
+            return False
+        if record.pid_started is None or record.pid is None:
+            return True
+        started = process_start_time(record.pid)
+        return started is None or abs(started - record.pid_started) < 0.01
+
+    def _runner_process(self, record: RunRecord) -> int | None:
+        """The pid of the run's runner process when it still exists and is certainly that runner
+        (our child; or same start time, and the run folder in its command line or as its working
+        folder); never this process, its ancestors or its process group. None otherwise."""
+        proc = self._procs.get(record.run_id)
+        pid = proc.pid if proc is not None else record.pid
+        if not pid or pid <= 1 or not self._alive(record):
+            return None
+        import psutil
+
+        try:
+            me = psutil.Process()
+            if pid == me.pid or pid in {p.pid for p in me.parents()} or os.getpgid(pid) == os.getpgrp():
+                return None
+            if proc is not None:
+                return pid
+            candidate = psutil.Process(pid)
+            folder = str(self.registry.run_dir(record.run_id))
+            with contextlib.suppress(psutil.Error):
+                if any(folder in arg for arg in candidate.cmdline()):
+                    return pid
+            with contextlib.suppress(psutil.Error):
+                if os.path.realpath(candidate.cwd()) == os.path.realpath(folder):
+                    return pid
+        except (OSError, psutil.Error):
+            return None
+        return None
+
+    def _end_run_processes(self, record: RunRecord, wait: float = 5.0) -> bool:
+        """SIGKILLs what is left of the run's process group and descendants (a stopped or hung
+        runner), before the run is marked lost or failed; whether a process was there."""
+        pid = self._runner_process(record)
+        if pid is None:
+            return False
+        tree = descendants(pid)
+        _kill_group(pid, signal.SIGKILL)
+        _kill_tree(tree, pid)
+        proc = self._procs.get(record.run_id)
+        self._wait_gone(pid, proc, wait)
+        return True
 
     def _on_ray(self, record: RunRecord) -> bool:
         """A run submitted to Ray (``ray_job.json``) and not started by this launcher: its pid,
@@ -344,22 +395,43 @@ class LocalLauncher(Launcher):
         lost = []
         now = time.time()
         for record in self.registry.list_runs("running"):
-            if record.run_id in self._procs:
-                # Our own child: _reap_children records how it ended (with its exit code), and
-                # while it lives its heartbeat may lag during a long first step.
-                continue
+            own = record.run_id in self._procs
             if self._on_ray(record):
                 continue
-            gone = not pid_alive(record.pid)
-            stale = (record.heartbeat_at is not None
-                     and now - record.heartbeat_at > self.heartbeat_timeout)
+            gone = not self._alive(record)
+            if own and gone:
+                continue  # our own child ended: _reap_children records how (with its exit code)
+            # The heartbeat thread beats from the start (imports included), so a silent child is
+            # stopped (kill -STOP) or wedged, not busy with a long first step. A child that has not
+            # beaten yet (heartbeat_at still the launch time) may be starting on a busy machine.
+            timeout = self.heartbeat_timeout
+            if own and record.heartbeat_at is not None and record.heartbeat_at == record.started_at:
+                timeout = max(timeout, _STARTUP_GRACE_S)
+            stale = record.heartbeat_at is not None and now - record.heartbeat_at > timeout
+            stalled = record.stalled_for(now) if record.stall_action == "fail" else None
+            if not (gone or stale or stalled is not None):
+                continue
             if gone or stale:
                 reason = ("runner process is gone" if gone else
                           f"no heartbeat for {now - record.heartbeat_at:.0f}s")
-                with contextlib.suppress(InvalidTransitionError):
-                    self.registry.set_status(record.run_id, "lost", error=f"lost: {reason}",
-                                             expected="running")
-                    lost.append(record.run_id)
+                status, error = "lost", f"lost: {reason}"
+            else:
+                status = "failed"
+                error = (f"no training step for {stalled:.0f} s (stall_timeout_s = "
+                         f"{record.stall_timeout_s:g}, stall_action 'fail'): the run was stopped. "
+                         "Look for an endless loop or a blocked read in the model_fn or input_fn "
+                         "(worker.log), or raise stall_timeout_s for steps that are this slow.")
+            # One writer per run: what is left of its processes dies before the run can be
+            # resumed (a stopped runner woken later would write beside the new attempt).
+            self._end_run_processes(record)
+            try:
+                self.registry.set_status(record.run_id, status, error=error, expected="running")
+            except InvalidTransitionError:
+                continue
+            except RegistryError as exc:  # a full disk: the next poll tries again
+                print(f"workbench: cannot mark run {record.run_id} {status}: {exc}", file=sys.stderr)
+                continue
+            lost.append(record.run_id)
         return lost
 
     # -- control -----------------------------------------------------------------------------
@@ -427,14 +499,28 @@ class LocalLauncher(Launcher):
             time.sleep(0.05)
         return False
 
-    def resume(self, run_id: str) -> RunRecord:
+    def resume(self, run_id: str, wait: float = 5.0) -> RunRecord:
         """Puts a finished run back in the queue (same model_dir: training continues from its last
-        checkpoint) and starts it when a slot is free."""
+        checkpoint) and starts it when a slot is free.
+
+        Refuses while the run's previous runner process (same pid and start time) still exists,
+        after waiting up to ``wait`` seconds for a runner that recorded its outcome to exit: two
+        processes must never write one run.
+        """
         with self._lock:
             record = self.registry.get(run_id)
             if record.status in ("queued", "running"):
                 raise ValueError(f"Run {run_id!r} is {record.status!r}; only a stopped, cancelled, "
                                  "lost, failed or finished run can be resumed.")
+            deadline = time.monotonic() + wait
+            while (old := self._runner_process(record)) is not None and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if old is not None:
+                raise ValueError(
+                    f"Run {run_id!r} cannot be resumed yet: its previous runner (pid {old}, attempt "
+                    f"{record.attempt}) is still alive although the run is {record.status!r}. Resuming "
+                    "now would let two processes write the run. Wait for it to exit, or end it "
+                    f"(kill -KILL -- -{old}), then resume.")
             folder = self.registry.run_dir(run_id)
             with contextlib.suppress(FileNotFoundError):
                 (folder / paths.STOP_FILE).unlink()

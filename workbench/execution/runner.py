@@ -17,6 +17,18 @@ run ends ``stopped``. SIGTERM (``LocalLauncher.cancel``) does the same but ends 
 Under ``torch.distributed.run`` every rank runs this module; only rank 0 writes to the registry
 and to ``metrics.jsonl``. Each rank dies with its torchrun agent (``die_with_torchrun_agent``).
 
+One writer per run: the runner takes the run's fencing token (``RunRecord.attempt``) when it
+starts, and writes metrics, evaluation rows, checkpoints (a ``CheckpointSaverListener``), its
+heartbeat and its outcome only while the registry still names that attempt as the owner. A runner
+that finds another attempt owns the run (it was marked lost while stopped, then resumed) stops at
+once, writes nothing more, says why in its log and exits with ``EXIT_OWNERSHIP_LOST``.
+
+Failures the runner reports itself: a ``KeyboardInterrupt`` raised by user code fails the run
+(only the stop file and SIGTERM end it stopped/cancelled); ``os._exit(n)`` in user code is logged
+with its location and recorded as the run's error; on a full disk the runner frees its disk
+reserve (``run_process.DiskReserve``) to say "disk full" in the log and record the failure, and
+retries the record while the disk stays full (``OUTCOME_RETRY_S``).
+
 Run schedule (``run.json['schedule']``, falling back to the same keys in ``run_config``):
 ``max_steps`` (absolute; ``steps`` is read as the same target, so a resumed run finishes the
 original budget instead of adding to it), ``eval_steps``, ``eval_every_steps``
@@ -36,6 +48,7 @@ start and torch import (seconds) between pressing Train and the first metric lin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -51,21 +64,28 @@ from typing import Any
 
 from workbench.execution.lineage import TASK_INFO_FILE, drop_orphaned_metrics, prepare_lineage
 from workbench.execution.run_process import (
+    DiskReserve,
     Heartbeat,
     die_with_torchrun_agent,
     format_user_traceback,
+    is_disk_full,
+    log_tail,
     preflight_error,
+    report_os_exit,
 )
 from workbench.store import paths
 from workbench.store.records import (
     SUMMARISED_ON_STATUS,
     TRAINING_ACTIONS,
     InvalidTransitionError,
+    OwnershipLostError,
+    RegistryError,
+    RunRecord,
     read_run_json,
 )
 from workbench.store.registry import RunRegistry
 
-__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'PREFLIGHT_FILE', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'Executor', 'PreflightFailed', 'RunContext', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
+__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'EXIT_OWNERSHIP_LOST', 'OUTCOME_RETRY_S', 'PREFLIGHT_FILE', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'Executor', 'PreflightFailed', 'RunContext', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
 
 
 SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
@@ -79,6 +99,14 @@ DEFAULT_PREFLIGHT_TIMEOUT_S = 60.0
 
 
 _HEARTBEAT_EVERY_S = 2.0
+
+
+EXIT_OWNERSHIP_LOST = 3  # the runner's attempt no longer owns the run: it stopped without writing
+
+
+# How long a runner on a full disk keeps trying to record its outcome (every few seconds) before
+# it gives up and leaves the run to the launcher (which then marks it lost).
+OUTCOME_RETRY_S = 300.0
 
 
 @dataclass
@@ -100,6 +128,55 @@ class RunContext:
     terminate: threading.Event = field(default_factory=threading.Event)
     summary_rows: list[dict[str, Any]] = field(default_factory=list)
     nan_hook: Any = None  # the NanTensorHook of a run with nan_policy 'stop'
+    registry: RunRegistry | None = None
+    attempt: int | None = None  # the fencing token this runner writes under (chief only)
+    ownership_lost: OwnershipLostError | None = None
+    metrics_hooks: list[Any] = field(default_factory=list)
+
+    def check_owner(self) -> None:
+        """Raises ``OwnershipLostError`` unless this runner's attempt still owns the run (called
+        before every metrics write and checkpoint save; a no-op without a token)."""
+        if self.ownership_lost is not None:
+            raise self.ownership_lost
+        if self.registry is None or self.attempt is None or not self.is_chief:
+            return
+        try:
+            self.registry.check_owner(self.run_id, self.attempt)
+        except OwnershipLostError as exc:
+            self.lose_ownership(exc)
+            raise
+
+    def lose_ownership(self, exc: OwnershipLostError) -> None:
+        """Remembers that another attempt owns the run and asks the loop to stop at its next step."""
+        if self.ownership_lost is None:
+            self.ownership_lost = exc
+        self.terminate.set()
+
+    def progress(self) -> tuple[int, float] | None:
+        """The last completed step and its wall time, from the newest metrics hook."""
+        for hook in reversed(self.metrics_hooks):
+            progress = hook.progress()
+            if progress is not None:
+                return progress
+        return None
+
+    def saving_listeners(self, estimator: Any) -> list[Any]:
+        """The checkpoint fence (chief with a token, and only when the Estimator saves checkpoints)."""
+        config = getattr(estimator, "config", None)
+        if (self.attempt is None or not self.is_chief or config is None
+                or not (config.save_checkpoints_steps or config.save_checkpoints_secs)):
+            return []
+        import estimator_engine as ee
+
+        ctx = self
+
+        class _OwnershipFence(ee.CheckpointSaverListener):
+            """Checks that the run is still ours before each checkpoint save."""
+
+            def before_save(self, session: Any, global_step_value: int) -> None:
+                ctx.check_owner()
+
+        return [_OwnershipFence()]
 
     @property
     def run_id(self) -> str:
@@ -126,10 +203,13 @@ class RunContext:
         from workbench.store.metrics_hook import MetricsWriterHook
 
         every = int(self.schedule.get("metrics_every_n_steps") or 10)
-        return MetricsWriterHook(
+        hook = MetricsWriterHook(
             self.metrics_path if self.is_chief else os.devnull, every_n_steps=every,
             stop_file=self.stop_path, should_stop=self.terminate.is_set,
-            final_step=self.schedule.get("max_steps"))
+            final_step=self.schedule.get("max_steps"),
+            fence=self.check_owner if self.is_chief and self.attempt is not None else None)
+        self.metrics_hooks.append(hook)
+        return hook
 
     def diverged(self) -> str | None:
         """Why training stopped on a NaN loss (``nan_policy: 'stop'``), or None."""
@@ -151,6 +231,7 @@ class RunContext:
             return
         from workbench.store.metrics_hook import write_eval
 
+        self.check_owner()
         self.summary_rows.extend(write_eval(self.metrics_path, step, metrics, split=split))
 
 
@@ -252,7 +333,8 @@ def execute_with_engine(ctx: RunContext) -> None:
     if ctx.stop_requested():
         return
     if action == "train":
-        estimator.train(_input_fn(input_fns, "train"), hooks=_train_hooks(ctx), max_steps=max_steps)
+        estimator.train(_input_fn(input_fns, "train"), hooks=_train_hooks(ctx), max_steps=max_steps,
+                        saving_listeners=ctx.saving_listeners(estimator))
     elif action == "evaluate":
         results = estimator.evaluate(_input_fn(input_fns, "eval"), steps=eval_steps,
                                      hooks=[ctx.make_hook()], checkpoint_path=checkpoint_path)
@@ -295,7 +377,8 @@ def _train_and_evaluate(ctx: RunContext, estimator: Any, input_fns: Any, max_ste
     settings = ctx.schedule.get("early_stopping") or {}
     stopper = early_stopping_hook(estimator, settings, every)
     hooks += [stopper] if stopper is not None else []
-    ee.train_and_evaluate(estimator, ee.TrainSpec(train_fn, max_steps=max_steps, hooks=hooks),
+    ee.train_and_evaluate(estimator, ee.TrainSpec(train_fn, max_steps=max_steps, hooks=hooks,
+                                                  saving_listeners=ctx.saving_listeners(estimator)),
                           ee.EvalSpec(eval_fn, steps=eval_steps, every_n_steps=every))
     if getattr(stopper, "stopped_at", None) is not None:  # (chief only: the others obey its marker)
         patience, metric = int(settings["patience"]), settings.get("metric") or "loss"
@@ -335,20 +418,125 @@ def _predict(ctx: RunContext, estimator: Any, input_fns: Any, checkpoint_path: s
                           checkpoint_path=checkpoint_path)
 
 
-def _finish(registry: RunRegistry, run_id: str, status: str, **kwargs: Any) -> None:
-    """Records the run's outcome, its summary made from its metrics file first (set_status does
-    that itself for the outcomes in ``SUMMARISED_ON_STATUS``)."""
-    if status not in SUMMARISED_ON_STATUS:
-        _safe(lambda: registry.refresh_summary(run_id))
+def _say(message: str) -> None:
+    """A line in the worker log (stderr), never raising: the log may sit on a full disk."""
     try:
-        registry.set_status(run_id, status, **kwargs)
-    except InvalidTransitionError:
-        pass  # the launcher already recorded an outcome (e.g. cancelled after SIGKILL)
+        print(f"workbench.execution.runner: {message}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
+def _record(ctx: RunContext, reserve: DiskReserve | None, write: Callable[[], Any]) -> Any:
+    """Runs a registry write of the outcome; on a full disk frees the reserve, says "disk full"
+    in the log and retries every few seconds for up to ``OUTCOME_RETRY_S`` (the write lands as
+    soon as the disk frees). ``OwnershipLostError`` and other errors pass through."""
+    deadline = time.monotonic() + OUTCOME_RETRY_S
+    delay, said = 1.0, False
+    while True:
+        try:
+            return write()
+        except RegistryError as exc:
+            if isinstance(exc, OwnershipLostError) or not is_disk_full(exc):
+                raise
+            freed = reserve.release() if reserve is not None else False
+            if not said:
+                said = True
+                _say(f"{exc} The run's outcome is recorded as soon as there is space (retrying for up to "
+                     f"{OUTCOME_RETRY_S:.0f} s).")
+                if freed:
+                    continue  # the reserve's space may be enough right now
+            if time.monotonic() >= deadline:
+                _say(f"disk full: gave up recording the outcome of run {ctx.run_id} after "
+                     f"{OUTCOME_RETRY_S:.0f} s; the launcher will mark it lost (its checkpoints are kept).")
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 10.0)
+
+
+def _finish(registry: RunRegistry, run_id: str, status: str, *, ctx: RunContext | None = None,
+            reserve: DiskReserve | None = None, **kwargs: Any) -> None:
+    """Records the run's outcome, its summary made from its metrics file first (set_status does
+    that itself for the outcomes in ``SUMMARISED_ON_STATUS``), under the runner's fencing token.
+
+    Raises ``OwnershipLostError`` when another attempt owns the run; an outcome already recorded
+    by the launcher (e.g. cancelled after SIGKILL) is left as it is.
+    """
+    attempt = ctx.attempt if ctx is not None else None
+
+    def write() -> None:
+        if status not in SUMMARISED_ON_STATUS:
+            try:
+                registry.refresh_summary(run_id, attempt=attempt)
+            except RegistryError:
+                raise
+            except Exception:
+                traceback.print_exc()
+        try:
+            registry.set_status(run_id, status, attempt=attempt, **kwargs)
+        except InvalidTransitionError:
+            pass  # the launcher already recorded an outcome (e.g. cancelled after SIGKILL)
+
+    if ctx is None:
+        write()
+    else:
+        _record(ctx, reserve, write)
+
+
+def _started_for_this_process(record: RunRecord) -> bool:
+    """Whether the ``running`` record was started for this process: its pid is this process or
+    an ancestor (torchrun's agent, a wrapper), or unknown (a Ray job)."""
+    if record.pid is None or record.pid == os.getpid():
+        return True
+    try:
+        import psutil
+
+        return record.pid in {p.pid for p in psutil.Process().parents()}
+    except Exception:
+        return record.pid == os.getppid()
+
+
+def _take_ownership(ctx: RunContext, registry: RunRegistry) -> int | None:
+    """Makes this runner the run's owner (its fencing token in ``ctx.attempt``); returns an exit
+    code when it must not run."""
+    record = registry.get(ctx.run_id)
+    if record.status == "queued":
+        record = registry.set_status(ctx.run_id, "running", pid=os.getpid())
+    elif record.status == "running":
+        if not _started_for_this_process(record):
+            _say(f"run {ctx.run_id} is running as attempt {record.attempt} of pid {record.pid}, not "
+                 f"of this process (pid {os.getpid()}); not starting it (one writer per run).")
+            return EXIT_OWNERSHIP_LOST
+        registry.heartbeat(ctx.run_id, attempt=record.attempt)
+    else:
+        _say(f"run {ctx.run_id} is {record.status!r}, not starting it.")
+        return 0
+    ctx.attempt = record.attempt
+    return None
+
+
+def _keyboard_interrupt_error(summary: str) -> str:
+    where = summary[len("KeyboardInterrupt"):].lstrip(":").strip()
+    return (f"KeyboardInterrupt in user code{' ' + where if where else ''}: a KeyboardInterrupt "
+            "raised by the run's code fails the run (Stop or Cancel end a run on purpose).")[:2000]
+
+
+def _record_os_exit(ctx: RunContext, registry: RunRegistry, code: int, where: str) -> None:
+    """Records the error of a run whose user code called ``os._exit`` (before the process ends)."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    tail = log_tail(ctx.run_dir / paths.WORKER_LOG)
+    error = (f"runner exited with code {code} without reporting: os._exit({code}) was called ({where}); "
+             f"last log lines: {tail or '(none)'}")
+    with contextlib.suppress(Exception):
+        _finish(registry, ctx.run_id, "failed", error=error[:2000],
+                traceback="".join(traceback.format_stack()[:-3]))
 
 
 def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
         install_signal_handlers: bool = True) -> int:
-    """Executes the run in ``run_dir``; returns the process exit code (0 unless it failed).
+    """Executes the run in ``run_dir``; returns the process exit code (0 unless it failed;
+    ``EXIT_OWNERSHIP_LOST`` when another attempt owns the run).
 
     Args:
         run_dir: ``<workspace>/runs/<run_id>``.
@@ -366,7 +554,8 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
     root = run_dir.parent.parent
     registry = RunRegistry(root)
     is_chief = int(os.environ.get("RANK", "0")) == 0
-    ctx = RunContext(run_dir=run_dir, spec=spec, schedule=_schedule(spec), is_chief=is_chief)
+    ctx = RunContext(run_dir=run_dir, spec=spec, schedule=_schedule(spec), is_chief=is_chief,
+                     registry=registry)
     run_id = ctx.run_id
 
     previous: Any = None
@@ -375,40 +564,60 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
             ctx.terminate.set()
 
         previous = signal.signal(signal.SIGTERM, on_sigterm)
+    reserve: DiskReserve | None = None
+    restore_exit: Callable[[], None] | None = None
+
+    def on_disk_full(exc: BaseException) -> None:
+        if reserve is not None:
+            reserve.release()
+        _say(f"disk full: {exc} (heartbeat); the run goes on and fails if it cannot write.")
+
     try:
         if is_chief:
-            record = registry.get(run_id)
-            if record.status == "queued":
-                registry.set_status(run_id, "running", pid=os.getpid())
-            elif record.status == "running":
-                registry.heartbeat(run_id)
-            else:
-                print(f"workbench.execution.runner: run {run_id} is {record.status!r}, not starting it.",
-                      file=sys.stderr)
-                return 0
-        print(f"workbench.execution.runner: run {run_id} ({spec.get('action')}) started, pid {os.getpid()}",
-              flush=True)
+            refusal = _take_ownership(ctx, registry)
+            if refusal is not None:
+                return refusal
+            reserve = DiskReserve(run_dir)
+            restore_exit = report_os_exit(lambda code, where: _record_os_exit(ctx, registry, code, where))
+        print(f"workbench.execution.runner: run {run_id} ({spec.get('action')}) started, pid {os.getpid()}"
+              + (f", attempt {ctx.attempt}" if ctx.attempt is not None else ""), flush=True)
         started = time.monotonic()
         try:
             if is_chief:
-                with Heartbeat(registry, run_id, ctx.metrics_path, every_s=_HEARTBEAT_EVERY_S):
+                with Heartbeat(registry, run_id, ctx.metrics_path, every_s=_HEARTBEAT_EVERY_S,
+                               attempt=ctx.attempt, progress=ctx.progress, on_lost=ctx.lose_ownership,
+                               on_disk_full=on_disk_full):
                     (execute or execute_with_engine)(ctx)
             else:
                 (execute or execute_with_engine)(ctx)
         except BaseException as exc:
+            lost = ctx.ownership_lost or (exc if isinstance(exc, OwnershipLostError) else None)
+            if is_chief and lost is not None:
+                raise lost from exc
+            if is_disk_full(exc):
+                if reserve is not None:
+                    reserve.release()  # room for the log line and the outcome
+                _say(f"disk full: {exc}. Free space on {run_dir.parent.parent}, then resume the run: "
+                     "its last checkpoint is kept.")
             if not isinstance(exc, PreflightFailed):  # (its summary is already in the log)
-                traceback.print_exc()
+                with contextlib.suppress(OSError, ValueError):
+                    traceback.print_exc()
             if not is_chief:
                 return 1
             summary, text = (preflight_error(exc.report) if isinstance(exc, PreflightFailed)
                              else format_user_traceback(exc))
-            if ctx.terminate.is_set() or isinstance(exc, KeyboardInterrupt):
-                _finish(registry, run_id, "cancelled", error=summary, traceback=text)
+            if ctx.terminate.is_set() and not isinstance(exc, KeyboardInterrupt):
+                _finish(registry, run_id, "cancelled", ctx=ctx, reserve=reserve, error=summary,
+                        traceback=text)
                 return 0
-            _finish(registry, run_id, "failed", error=summary, traceback=text)
+            if isinstance(exc, KeyboardInterrupt):
+                summary = _keyboard_interrupt_error(summary)
+            _finish(registry, run_id, "failed", ctx=ctx, reserve=reserve, error=summary, traceback=text)
             return 1
         if not is_chief:
             return 0
+        if ctx.ownership_lost is not None:
+            raise ctx.ownership_lost
         diverged = ctx.diverged()
         if ctx.terminate.is_set():
             status = "cancelled"
@@ -416,14 +625,26 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
             status = "stopped"
         else:
             status = "succeeded"
-        _finish(registry, run_id, status, error=diverged)
+        _finish(registry, run_id, status, ctx=ctx, reserve=reserve, error=diverged)
         print(f"workbench.execution.runner: run {run_id} {status} in {time.monotonic() - started:.1f}s",
               flush=True)
         return 0
+    except OwnershipLostError as exc:
+        ctx.ownership_lost = ctx.ownership_lost or exc
+        _say(f"{exc} (this process: pid {os.getpid()})")
+        return EXIT_OWNERSHIP_LOST
+    except RegistryError as exc:  # the outcome could not be recorded (disk full past every retry)
+        _say(str(exc))
+        return 1
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
-        if is_chief:
+        if restore_exit is not None:
+            restore_exit()
+        if reserve is not None:
+            reserve.release()
+        registry.close_owner_check()
+        if is_chief and ctx.ownership_lost is None:
             _safe(lambda: start_queued_runs(root))
 
 

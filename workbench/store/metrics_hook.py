@@ -161,6 +161,12 @@ class MetricsWriterHook(SessionRunHook):
         should_stop: an extra stop predicate (the runner's SIGTERM flag).
         final_step: the run's last step (``max_steps``), logged even when it is not a multiple of
             ``every_n_steps`` (a 5-step run logged every 10 steps showed only step 1).
+        fence: called before every write to ``path``; it raises to forbid the write (the runner's
+            ownership check: a runner whose run was resumed by another attempt writes nothing).
+
+    Progress: ``last_progress_step`` and ``last_progress_at`` (``time.monotonic()``) tell the last
+    completed step and when (``progress()`` as a wall-clock time); the runner's heartbeat records
+    them so that a run with no step for a while is shown stalled.
 
     Example:
         >>> hook = MetricsWriterHook("runs/r-1/metrics.jsonl", every_n_steps=10,
@@ -171,7 +177,8 @@ class MetricsWriterHook(SessionRunHook):
     def __init__(self, path: str | os.PathLike[str], every_n_steps: int = 10,
                  heartbeat: Callable[[], Any] | None = None,
                  stop_file: str | os.PathLike[str] | None = None,
-                 should_stop: Callable[[], bool] | None = None, final_step: int | None = None) -> None:
+                 should_stop: Callable[[], bool] | None = None, final_step: int | None = None,
+                 fence: Callable[[], Any] | None = None) -> None:
         if not isinstance(every_n_steps, int) or isinstance(every_n_steps, bool) or every_n_steps < 1:
             raise ValueError(f"every_n_steps must be an int >= 1, given: {every_n_steps!r}")
         self.path = os.fspath(path)
@@ -180,6 +187,9 @@ class MetricsWriterHook(SessionRunHook):
         self.stop_file = None if stop_file is None else os.fspath(stop_file)
         self.should_stop = should_stop
         self.final_step = final_step
+        self.fence = fence
+        self.last_progress_step: int | None = None
+        self.last_progress_at: float | None = None
         self.stop_requested = False
         self.last_step: int | None = None
         self._session: Any = None
@@ -218,6 +228,7 @@ class MetricsWriterHook(SessionRunHook):
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         results = run_values.results
         logged = False
+        now = time.monotonic()
         if self._train:
             if isinstance(results, Mapping) and "global_step" in results:
                 self._step = int(results["global_step"])
@@ -225,10 +236,10 @@ class MetricsWriterHook(SessionRunHook):
                 logged = True
             else:
                 self._step = self._global_step(self._step + 1)
+        self.last_progress_step, self.last_progress_at = self._step, now
         if self.should_stop is not None and self.should_stop():
             self._request_stop(run_context)
             return
-        now = time.monotonic()
         if now < self._next_stop_check and not logged:
             return
         self._next_stop_check = now + _STOP_CHECK_EVERY_S
@@ -240,6 +251,13 @@ class MetricsWriterHook(SessionRunHook):
     def end(self, session: Any) -> None:
         self.last_step = self._global_step(self._step)
         self.close()
+
+    def progress(self) -> tuple[int, float] | None:
+        """``(step, wall-clock time)`` of the last completed step, or None before the first."""
+        at = self.last_progress_at
+        if at is None or self.last_progress_step is None:
+            return None
+        return self.last_progress_step, time.time() - (time.monotonic() - at)
 
     def close(self) -> None:
         """Closes the metrics file (``end`` does it; safe to call twice)."""
@@ -278,6 +296,8 @@ class MetricsWriterHook(SessionRunHook):
             pass
 
     def _write(self, text: str) -> None:
+        if self.fence is not None:
+            self.fence()
         if self._fd is None:
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         _write_all(self._fd, text.encode("utf-8"))

@@ -16,7 +16,7 @@ from typing import Any
 
 from workbench.store import paths
 
-__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'FINISHED_STATUSES', 'PARENT_RELATIONS', 'RUN_JSON_SCHEMA_VERSION', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'InvalidTransitionError', 'RunNotFoundError', 'RunRecord', 'is_lower_better', 'migrate_run_json', 'new_run_id', 'read_run_json', 'run_spec']
+__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'DEFAULT_STALL_TIMEOUT_S', 'FINISHED_STATUSES', 'OWNED_STATUSES', 'PARENT_RELATIONS', 'RUN_JSON_SCHEMA_VERSION', 'STALL_ACTIONS', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'InvalidTransitionError', 'OwnershipLostError', 'RegistryError', 'RunNotFoundError', 'RunRecord', 'is_lower_better', 'migrate_run_json', 'new_run_id', 'read_run_json', 'run_spec']
 
 
 ACTIONS = ("train", "evaluate", "predict", "train_and_evaluate")
@@ -53,12 +53,36 @@ ALLOWED_TRANSITIONS: dict[str, tuple[str, ...]] = {
 RUN_JSON_SCHEMA_VERSION = 1
 
 
+# Statuses in which the attempt named by ``RunRecord.attempt`` owns the run and may write to it:
+# a runner marked ``lost`` that turns out alive still owns it until a resume queues a new attempt.
+OWNED_STATUSES = ("running", "lost")
+
+
+# Stalls (issue 14.6): a running run with no completed step for ``schedule['stall_timeout_s']``
+# seconds is shown ``stalled`` (``stall_action`` 'warn') or failed by the launcher ('fail').
+DEFAULT_STALL_TIMEOUT_S = 600.0
+STALL_ACTIONS = ("warn", "fail")
+
+
 class RunNotFoundError(LookupError):
     """No run with this id in the workspace."""
 
 
 class InvalidTransitionError(ValueError):
     """A status change the state machine does not allow."""
+
+
+class RegistryError(sqlite3.OperationalError):
+    """The registry cannot do what was asked for a reason the user must act on (a full disk).
+
+    A subclass of ``sqlite3.OperationalError`` so that callers that already tolerate an unreadable
+    registry keep doing so; the message says what happened and how to fix it.
+    """
+
+
+class OwnershipLostError(RegistryError):
+    """A runner's attempt no longer owns its run (it was resumed, cancelled or finished by another
+    process): the runner must stop without writing anything more to the run."""
 
 
 def new_run_id(now: float | None = None) -> str:
@@ -119,6 +143,43 @@ class RunRecord:
     summary: dict[str, dict[str, Any]]
     tags: tuple[str, ...]
     note: str
+    attempt: int = 0  # the fencing token of the attempt that owns the run (1 for the first start)
+    pid_started: float | None = None  # start time of ``pid`` (psutil), to tell a reused pid apart
+    last_step: int | None = None  # the last completed step the runner reported, and when
+    last_step_at: float | None = None
+
+    @property
+    def stall_timeout_s(self) -> float:
+        """Seconds without a completed step after which the running run counts as stalled."""
+        value = self.schedule.get("stall_timeout_s")
+        return DEFAULT_STALL_TIMEOUT_S if value is None else float(value)
+
+    @property
+    def stall_action(self) -> str:
+        return str(self.schedule.get("stall_action") or "warn")
+
+    def stalled_for(self, now: float | None = None) -> float | None:
+        """Seconds since the last completed step (or the start, before the first one) when the
+        run is running and that exceeds its ``stall_timeout_s``; None otherwise.
+
+        Predict runs report no steps and are never judged stalled.
+
+        Example:
+            >>> rec.replace(status="running", last_step_at=0.0).stalled_for(now=601.0)  # doctest: +SKIP
+            601.0
+        """
+        if self.status != "running" or self.action == "predict":
+            return None
+        since = self.last_step_at if self.last_step_at is not None else self.started_at
+        if since is None:
+            return None
+        idle = (time.time() if now is None else now) - since
+        return idle if idle > self.stall_timeout_s else None
+
+    @property
+    def display_status(self) -> str:
+        """The status to show: ``stalled`` for a running run past its stall timeout, else ``status``."""
+        return "stalled" if self.stalled_for() is not None else self.status
 
     @property
     def is_finished(self) -> bool:
@@ -142,6 +203,9 @@ class RunRecord:
 
     @classmethod
     def _from_row(cls, row: sqlite3.Row) -> RunRecord:
+        # A database of an older schema is migrated at its first write; reads before that (a
+        # read-only workspace, a full disk) see the columns added since at their defaults.
+        keys = row.keys()
         return cls(
             run_id=row["run_id"],
             name=row["name"],
@@ -168,6 +232,10 @@ class RunRecord:
             summary=json.loads(row["summary_json"]),
             tags=tuple(json.loads(row["tags_json"])),
             note=row["note"],
+            attempt=row["attempt"] if "attempt" in keys else 0,
+            pid_started=row["pid_started"] if "pid_started" in keys else None,
+            last_step=row["last_step"] if "last_step" in keys else None,
+            last_step_at=row["last_step_at"] if "last_step_at" in keys else None,
         )
 
 

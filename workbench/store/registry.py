@@ -15,16 +15,29 @@ Status state machine (``set_status`` enforces it)::
     lost    -> succeeded | failed | stopped | cancelled   (a runner marked lost by a heartbeat
                                                           timeout that reports back after all)
     succeeded | failed | stopped | cancelled | lost -> queued    (resume: same model_dir)
+
+One writer per run (fencing): every start (``queued -> running``) gives the run a new
+``attempt`` number, the token of the attempt that owns it. A runner keeps its token and writes
+(status, summary, heartbeat; metrics and checkpoints after ``check_owner``) only while the row
+still names its attempt in ``OWNED_STATUSES``; otherwise the registry raises
+``OwnershipLostError`` and the runner stops without writing.
+
+A full disk: reads fall back to a read-only (``immutable``) connection, which needs no write to
+the ``-shm`` file; writes raise ``RegistryError("disk full: ... free space on <path>")``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import math
 import os
 import shutil
 import sqlite3
+import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,7 +49,10 @@ from workbench.store.records import (
     PARENT_RELATIONS,
     STATUSES,
     SUMMARISED_ON_STATUS,
+    OWNED_STATUSES,
     InvalidTransitionError,
+    OwnershipLostError,
+    RegistryError,
     RunNotFoundError,
     RunRecord,
     is_lower_better,
@@ -44,7 +60,7 @@ from workbench.store.records import (
     run_spec,
 )
 
-__all__ = ['SCHEMA_VERSION', 'RunRegistry']
+__all__ = ['SCHEMA_VERSION', 'RunRegistry', 'process_start_time']
 
 
 _BUSY_TIMEOUT_MS = 10_000
@@ -89,6 +105,12 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX runs_status ON runs(status)",
         "CREATE INDEX runs_created ON runs(created_at)",
     ),
+    (  # issue 14: the owning attempt (fencing token), the pid's start time, training progress
+        "ALTER TABLE runs ADD COLUMN attempt INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE runs ADD COLUMN pid_started REAL",
+        "ALTER TABLE runs ADD COLUMN last_step INTEGER",
+        "ALTER TABLE runs ADD COLUMN last_step_at REAL",
+    ),
 )
 
 
@@ -105,6 +127,62 @@ def _is_locked(exc: sqlite3.OperationalError) -> bool:
 
 def _is_missing(exc: sqlite3.OperationalError) -> bool:
     return "no such table" in str(exc).lower()
+
+
+# What SQLite says when it cannot allocate space: "database or disk is full" for the database
+# and its WAL, "disk I/O error" when the -shm index cannot be grown (every connection needs it).
+_DISK_FULL_ERRNOS = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+_LOW_SPACE_BYTES = 16 * 2**20
+
+
+def _free_bytes(path: Path) -> int | None:
+    for candidate in (path, *path.parents):
+        try:
+            return shutil.disk_usage(candidate).free
+        except OSError:
+            continue
+    return None
+
+
+def _is_disk_full(exc: BaseException, where: Path) -> bool:
+    """Whether ``exc`` means the disk holding ``where`` is full."""
+    if isinstance(exc, OSError):
+        return exc.errno in _DISK_FULL_ERRNOS
+    text = str(exc).lower()
+    if "disk is full" in text:
+        return True
+    if "disk i/o error" in text:  # also other I/O faults: only a nearly full disk counts
+        free = _free_bytes(where)
+        return free is not None and free < _LOW_SPACE_BYTES
+    return False
+
+
+def _disk_full_error(exc: BaseException, root: Path) -> RegistryError:
+    free = _free_bytes(root)
+    left = "" if free is None else f" ({free / 2**20:.1f} MB free)"
+    return RegistryError(
+        f"disk full: the run registry {paths.registry_path(root)} could not be written ({exc}). "
+        f"Free space on {root}{left}, then retry; the runs, checkpoints and metrics already "
+        "written are kept.")
+
+
+def _is_unwritable(exc: sqlite3.OperationalError) -> bool:
+    """A connection that failed for want of a writable -shm/-wal (full disk, read-only folder)."""
+    text = str(exc).lower()
+    return any(s in text for s in ("disk i/o error", "disk is full", "readonly", "read-only",
+                                   "unable to open"))
+
+
+def process_start_time(pid: int | None) -> float | None:
+    """The start time of process ``pid`` on this machine (None when there is none)."""
+    if not pid or pid <= 0:
+        return None
+    try:
+        import psutil
+
+        return float(psutil.Process(pid).create_time())
+    except Exception:  # gone, or psutil cannot tell: the pid alone identifies it
+        return None
 
 
 def _json(value: Any, what: str) -> str:
@@ -134,16 +212,30 @@ class RunRegistry:
         self.root = Path(root)
         self.db_path = paths.registry_path(self.root)
         self._initialised = False
+        self._owner_conn: sqlite3.Connection | None = None  # check_owner's, kept open: ~20 us a check
+        self._owner_lock = threading.Lock()
 
     # -- connections -------------------------------------------------------------------------
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.db_path, timeout=_BUSY_TIMEOUT_MS / 1000,
-                               isolation_level=None, check_same_thread=False)
+    def _connect(self, read_only: str | None = None) -> sqlite3.Connection:
+        """A connection; ``read_only='ro'`` or ``'immutable'`` opens the file read-only (the
+        latter skips the WAL and its -shm index, so it needs no disk space at all)."""
+        if read_only is None:
+            target: str | Path = self.db_path
+        else:
+            target = f"file:{urllib.parse.quote(str(self.db_path))}?mode=ro" + (
+                "&immutable=1" if read_only == "immutable" else "")
+        conn = sqlite3.connect(target, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                               check_same_thread=False, uri=read_only is not None)
         conn.row_factory = sqlite3.Row
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        conn.execute("PRAGMA synchronous = NORMAL")
+        if read_only is None:
+            conn.execute("PRAGMA synchronous = NORMAL")
         return conn
+
+    def _disk_full(self, exc: BaseException) -> RegistryError | None:
+        """A clear ``RegistryError`` when ``exc`` means the disk is full, else None."""
+        return _disk_full_error(exc, self.root) if _is_disk_full(exc, self.root) else None
 
     def _retry(self, fn: Callable[[], _T]) -> _T:
         delay = 0.005
@@ -188,11 +280,29 @@ class RunRegistry:
             finally:
                 conn.close()
 
-        self._retry(init)
+        try:
+            self._retry(init)
+        except (sqlite3.OperationalError, OSError) as exc:
+            full = self._disk_full(exc)
+            if full is not None:
+                raise full from exc
+            raise
         self._initialised = True
 
     def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Runs ``fn(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retried on lock contention."""
+        """Runs ``fn(conn)`` in one ``BEGIN IMMEDIATE`` transaction, retried on lock contention;
+        a full disk raises ``RegistryError('disk full: ...')``."""
+        try:
+            return self._write_once(fn)
+        except RegistryError:
+            raise
+        except (sqlite3.OperationalError, OSError) as exc:
+            full = self._disk_full(exc)
+            if full is not None:
+                raise full from exc
+            raise
+
+    def _write_once(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
         self._ensure_schema()
 
         def attempt() -> _T:
@@ -216,8 +326,8 @@ class RunRegistry:
         if not self.db_path.exists():
             return []
 
-        def attempt() -> list[sqlite3.Row]:
-            conn = self._connect()
+        def attempt(read_only: str | None = None) -> list[sqlite3.Row]:
+            conn = self._connect(read_only)
             try:
                 return conn.execute(sql, args).fetchall()
             except sqlite3.OperationalError as exc:
@@ -227,7 +337,22 @@ class RunRegistry:
             finally:
                 conn.close()
 
-        return self._retry(attempt)
+        try:
+            return self._retry(attempt)
+        except sqlite3.OperationalError as exc:
+            if not _is_unwritable(exc):
+                raise
+            # A full disk (or a read-only folder): opening the database normally writes its
+            # -shm index. Read the file read-only; 'immutable' needs no -shm at all, and is
+            # exact when the WAL holds no frames that are not in the database yet.
+            wal = Path(f"{self.db_path}-wal")
+            modes = ("ro", "immutable") if wal.exists() and wal.stat().st_size else ("immutable", "ro")
+            for mode in modes:
+                try:
+                    return attempt(mode)
+                except sqlite3.OperationalError:
+                    continue
+            raise
 
     @staticmethod
     def _fetch(conn: sqlite3.Connection, run_id: str) -> RunRecord:
@@ -369,15 +494,20 @@ class RunRegistry:
 
     def set_status(self, run_id: str, status: str, *, error: str | None = None,
                    traceback: str | None = None, pid: int | None = None,
-                   expected: str | Iterable[str] | None = None) -> RunRecord:
+                   expected: str | Iterable[str] | None = None,
+                   attempt: int | None = None) -> RunRecord:
         """Moves a run to ``status``, enforcing the state machine in the module docstring.
 
-        ``running`` sets ``started_at``, ``pid`` (when given) and the heartbeat; a finished status
-        sets ``finished_at`` and the error text; ``queued`` (a resume) clears pid, error and
-        finish time. ``expected`` makes the change conditional on the current status.
+        ``running`` starts a new attempt (``attempt`` + 1: the new owner's fencing token) and sets
+        ``started_at``, ``pid`` (when given, with its start time) and the heartbeat; a finished
+        status sets ``finished_at`` and the error text (a run that comes back from ``lost`` drops
+        the stale "lost" error); ``queued`` (a resume) clears pid, error and finish time.
+        ``expected`` makes the change conditional on the current status, ``attempt`` on the run
+        still being owned by that attempt (a runner's own status changes).
 
         Raises:
             InvalidTransitionError: the state machine does not allow the change.
+            OwnershipLostError: ``attempt`` no longer owns the run.
         """
         if status not in STATUSES:
             raise ValueError(f"status must be one of {list(STATUSES)}, given: {status!r}")
@@ -385,9 +515,13 @@ class RunRegistry:
         if expected is not None:
             allowed_from = {expected} if isinstance(expected, str) else set(expected)
 
+        pid_started = process_start_time(pid) if status == "running" else None
+
         def change(conn: sqlite3.Connection) -> RunRecord:
             record = self._fetch(conn, run_id)
             current = record.status
+            if attempt is not None:
+                _check_owner(record, attempt)
             if allowed_from is not None and current not in allowed_from:
                 raise InvalidTransitionError(
                     f"Run {run_id!r} is {current!r}, expected {sorted(allowed_from)} "
@@ -400,13 +534,22 @@ class RunRegistry:
             now = time.time()
             if status == "running":
                 conn.execute(
-                    "UPDATE runs SET status = ?, pid = COALESCE(?, pid), started_at = ?, "
-                    "heartbeat_at = ?, finished_at = NULL WHERE run_id = ?",
-                    (status, pid, now, now, run_id))
+                    "UPDATE runs SET status = ?, pid = COALESCE(?, pid), "
+                    "pid_started = CASE WHEN ? IS NULL THEN pid_started ELSE ? END, started_at = ?, "
+                    "heartbeat_at = ?, finished_at = NULL, attempt = attempt + 1, last_step = NULL, "
+                    "last_step_at = NULL WHERE run_id = ?",
+                    (status, pid, pid, pid_started, now, now, run_id))
             elif status == "queued":
                 conn.execute(
-                    "UPDATE runs SET status = ?, pid = NULL, finished_at = NULL, error = NULL, "
-                    "traceback = NULL WHERE run_id = ?", (status, run_id))
+                    "UPDATE runs SET status = ?, pid = NULL, pid_started = NULL, finished_at = NULL, "
+                    "error = NULL, traceback = NULL WHERE run_id = ?", (status, run_id))
+            elif current == "lost":
+                # The runner was alive after all and reports its own outcome: the "lost: ..."
+                # text is stale, so the outcome's own error (or none) replaces it.
+                conn.execute(
+                    "UPDATE runs SET status = ?, finished_at = ?, error = ?, traceback = ?, "
+                    "pid = COALESCE(?, pid) WHERE run_id = ?",
+                    (status, now, error, traceback, pid, run_id))
             else:
                 conn.execute(
                     "UPDATE runs SET status = ?, finished_at = ?, error = COALESCE(?, error), "
@@ -416,11 +559,46 @@ class RunRegistry:
 
         if status in SUMMARISED_ON_STATUS and self.get(run_id).started_at is not None:
             # before the outcome, so that whoever sees the outcome sees the summary too
-            self.refresh_summary(run_id)
+            self.refresh_summary(run_id, attempt=attempt)
         return self._write(change)
 
-    def refresh_summary(self, run_id: str) -> RunRecord:
-        """The run's summary, made afresh from every line of its ``metrics.jsonl`` (see ``update_summary``)."""
+    def check_owner(self, run_id: str, attempt: int) -> None:
+        """Raises ``OwnershipLostError`` unless attempt ``attempt`` still owns the run.
+
+        A runner calls it before every metrics write and checkpoint save, so it reads two columns
+        over a connection kept open for the purpose (tens of microseconds, where opening a
+        connection costs milliseconds). Other errors (a locked or unreadable registry) propagate.
+        """
+        with self._owner_lock:
+            row = None
+            for retry in (False, True):
+                try:
+                    if self._owner_conn is None:
+                        self._owner_conn = self._connect()
+                    row = self._owner_conn.execute(
+                        "SELECT attempt, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+                    break
+                except sqlite3.OperationalError:
+                    self.close_owner_check()
+                    if retry:
+                        raise
+        if row is not None and row[0] == attempt and row[1] in OWNED_STATUSES:
+            return
+        if row is None:
+            raise OwnershipLostError(f"Run {run_id!r} no longer exists in this workspace (deleted); "
+                                     "this runner stops without writing.")
+        _check_owner(self.get(run_id), attempt)  # the full record, for the message
+
+    def close_owner_check(self) -> None:
+        """Closes the connection ``check_owner`` keeps open (safe to call twice)."""
+        conn, self._owner_conn = self._owner_conn, None
+        if conn is not None:
+            with contextlib.suppress(sqlite3.Error):
+                conn.close()
+
+    def refresh_summary(self, run_id: str, *, attempt: int | None = None) -> RunRecord:
+        """The run's summary, made afresh from every line of its ``metrics.jsonl`` (see
+        ``update_summary``; ``attempt`` fences the write)."""
         import pandas as pd  # only when a summary is built
 
         from workbench.store.metrics_store import read_all
@@ -432,19 +610,33 @@ class RunRegistry:
         return self.update_summary(run_id, [
             {"step": None if pd.isna(step) else int(step), "split": split, "name": name, "value": value}
             for step, split, name, value in zip(frame["step"], frame["split"], frame["name"], frame["value"])],
-            replace=True)
+            replace=True, attempt=attempt)
 
-    def heartbeat(self, run_id: str, *, pid: int | None = None) -> None:
-        """Records that the run's process is alive now (only while it is ``running``)."""
-        self._write(lambda conn: conn.execute(
-            "UPDATE runs SET heartbeat_at = ?, pid = COALESCE(?, pid) "
-            "WHERE run_id = ? AND status = 'running'", (time.time(), pid, run_id)))
+    def heartbeat(self, run_id: str, *, pid: int | None = None, attempt: int | None = None,
+                  last_step: int | None = None, last_step_at: float | None = None) -> None:
+        """Records that the run's process is alive now (only while it is ``running``), and the
+        last completed training step and its time when given (the stall check reads them).
+
+        With ``attempt``: raises ``OwnershipLostError`` when that attempt no longer owns the run
+        (a beat while the run is ``lost`` but still owned records nothing).
+        """
+        def beat(conn: sqlite3.Connection) -> None:
+            if attempt is not None:
+                _check_owner(self._fetch(conn, run_id), attempt)
+            conn.execute(
+                "UPDATE runs SET heartbeat_at = ?, pid = COALESCE(?, pid), "
+                "last_step = COALESCE(?, last_step), last_step_at = COALESCE(?, last_step_at) "
+                "WHERE run_id = ? AND status = 'running'",
+                (time.time(), pid, last_step, last_step_at, run_id))
+
+        self._write(beat)
 
     # -- summary metrics ---------------------------------------------------------------------
 
     def update_summary(self, run_id: str,
                        metrics: Iterable[Mapping[str, Any]] | Mapping[str, float], *,
-                       step: int | None = None, split: str = "train", replace: bool = False) -> RunRecord:
+                       step: int | None = None, split: str = "train", replace: bool = False,
+                       attempt: int | None = None) -> RunRecord:
         """Merges metric values into the run's summary (last, best and step of best per metric).
 
         ``metrics`` is either rows like the lines of ``metrics.jsonl``
@@ -452,6 +644,7 @@ class RunRegistry:
         recorded at ``step`` under ``split``. Keys are ``'<split>/<name>'``; best is the minimum
         for names containing 'loss' or 'error', else the maximum. Non-finite values update
         ``last`` but never ``best``. ``replace`` drops the summary held so far first.
+        ``attempt`` makes the write conditional on that attempt owning the run.
         """
         if isinstance(metrics, Mapping):
             rows: list[Mapping[str, Any]] = [
@@ -462,6 +655,8 @@ class RunRegistry:
 
         def merge(conn: sqlite3.Connection) -> RunRecord:
             record = self._fetch(conn, run_id)
+            if attempt is not None:
+                _check_owner(record, attempt)
             summary = {} if replace else {key: dict(value) for key, value in record.summary.items()}
             for row in rows:
                 try:
@@ -536,3 +731,19 @@ class RunRegistry:
 
         self._write(remove)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def _check_owner(record: RunRecord, attempt: int) -> None:
+    """Raises ``OwnershipLostError`` unless ``attempt`` owns ``record`` (see the module docstring)."""
+    if record.attempt == attempt and record.status in OWNED_STATUSES:
+        return
+    if record.status == "queued":
+        why = f"it was put back in the queue (resumed) after attempt {record.attempt}"
+    elif record.attempt != attempt:
+        why = (f"it was started again as attempt {record.attempt} (now {record.status!r}, pid "
+               f"{record.pid})")
+    else:
+        why = f"it is {record.status!r} now, recorded by another process"
+    raise OwnershipLostError(
+        f"Run {record.run_id!r}: attempt {attempt} no longer owns the run: {why}. This runner stops "
+        "without writing checkpoints, metrics or status.")

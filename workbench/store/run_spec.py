@@ -32,6 +32,7 @@ MAX_STEPS = 10_000_000
 MAX_BATCH_SIZE = 65_536
 MAX_PROCESSES = 64
 MAX_PREFLIGHT_TIMEOUT_S = 3600.0
+MAX_STALL_TIMEOUT_S = 7 * 24 * 3600.0
 
 
 class RunSpecError(ValueError):
@@ -66,6 +67,10 @@ class Schedule(_Strict):
     preflight_timeout: float | None = Field(None, gt=0, le=MAX_PREFLIGHT_TIMEOUT_S)
     early_stopping: EarlyStoppingSettings | None = None
     nan_policy: Literal["fail", "stop"] | None = None
+    # A running run with no completed step for this long is shown 'stalled' ('warn', the default)
+    # or failed by the launcher ('fail'); default 600 s (records.DEFAULT_STALL_TIMEOUT_S).
+    stall_timeout_s: float | None = Field(None, gt=0, le=MAX_STALL_TIMEOUT_S)
+    stall_action: Literal["warn", "fail"] | None = None
 
 
 class RunConfigSettings(_Strict):

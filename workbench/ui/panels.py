@@ -38,9 +38,10 @@ __all__ = ['bundle_bytes', 'checkpoints_panel', 'evaluation_plots', 'launch_from
 
 def status_badge(record: RunRecord) -> None:
     """A coloured badge with the run's status (in a container keyed ``status-<run id>``)."""
-    colour = _STATUS_COLOURS.get(record.status, "gray")
+    status = record.display_status  # 'stalled': running, but no training step for a while
+    colour = _STATUS_COLOURS.get(status, "gray")
     with st.container(key=f"status-{record.run_id}"):
-        st.badge(record.status, icon=STATUS_ICONS.get(record.status), color=colour)
+        st.badge(status, icon=STATUS_ICONS.get(status), color=colour)
 
 
 def reproduce_panel(record: RunRecord) -> None:

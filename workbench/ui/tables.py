@@ -22,11 +22,11 @@ __all__ = ['STATUS_ICONS', 'differing_params', 'filter_runs', 'list_checkpoints'
 STATUS_ICONS = {"queued": ":material/schedule:", "running": ":material/directions_run:",
                 "succeeded": ":material/check_circle:", "failed": ":material/error:",
                 "stopped": ":material/stop_circle:", "cancelled": ":material/cancel:",
-                "lost": ":material/help:"}
+                "lost": ":material/help:", "stalled": ":material/hourglass_disabled:"}
 
 
 _STATUS_COLOURS = {"queued": "gray", "running": "blue", "succeeded": "green", "failed": "red",
-                   "stopped": "orange", "cancelled": "orange", "lost": "violet"}
+                   "stopped": "orange", "cancelled": "orange", "lost": "violet", "stalled": "orange"}
 
 
 _CKPT_RE = re.compile(r"^model\.ckpt-(\d+)$")
@@ -83,7 +83,7 @@ def runs_frame(records: Sequence[RunRecord], now: float | None = None) -> pd.Dat
         row = {
             "run": r.run_id,
             "name": r.name,
-            "status": r.status,
+            "status": r.display_status,  # 'stalled': running, but no training step for a while
             "action": r.action,
             "template": r.template_name or "",
             "dataset": str(ref.get("name") or Path(str(ref.get("path", ""))).name),
