@@ -125,7 +125,7 @@ def test_cancel_sigterm_is_honoured(workspace, make_launcher):
     launcher.submit(run_id)
     wait_for(lambda: metric_steps(workspace, run_id))
     start = time.monotonic()
-    record = launcher.cancel(run_id, grace=10)
+    record = launcher.cancel(run_id, grace=10, wait=True)
     assert record.status == "cancelled"
     assert time.monotonic() - start < 5  # the runner exited on SIGTERM, no SIGKILL needed
     assert "cancelled" in (Path(workspace) / "runs" / run_id / "worker.log").read_text()
@@ -138,7 +138,7 @@ def test_cancel_escalates_to_sigkill(workspace, make_launcher):
     wait_for(lambda: metric_steps(workspace, run_id))
     pid = launcher.registry.get(run_id).pid
     start = time.monotonic()
-    record = launcher.cancel(run_id, grace=0.5)
+    record = launcher.cancel(run_id, grace=0.5, wait=True)
     assert record.status == "cancelled" and record.error == "cancelled by the user"
     assert 0.5 <= time.monotonic() - start < 5
     assert not pid_alive(pid)
@@ -176,7 +176,7 @@ def test_cancel_kills_descendants_in_other_sessions(workspace, ignore_sigterm, s
         helper = wait_for(lambda: pid_file.exists() and pid_file.read_text() and
                           int(pid_file.read_text()))
         assert pid_alive(helper)
-        assert launcher.cancel(run_id, grace=0.5).status == "cancelled"
+        assert launcher.cancel(run_id, grace=0.5, wait=True).status == "cancelled"
         wait_for(lambda: not pid_alive(helper), timeout=10)
     finally:
         if helper and pid_alive(helper):
@@ -214,7 +214,7 @@ def test_queued_run_cancel_and_stop(workspace, make_launcher):
     assert launcher.cancel(a).status == "cancelled"
     launcher.stop(b)
     assert launcher.registry.get(b).status == "cancelled"
-    launcher.cancel(blocker, grace=5)
+    launcher.cancel(blocker, grace=5, wait=True)
 
 
 def test_reaper_marks_sigkilled_runner_lost_and_resume_continues(workspace, make_launcher):
@@ -383,7 +383,7 @@ def test_shutdown_ends_a_spare_started_by_a_concurrent_poll(workspace, monkeypat
     launcher._procs["busy"] = busy  # a run of ours, so that shutdown has something to cancel
     spares = []
 
-    def cancel_while_another_session_polls(run_id, grace=10.0):
+    def cancel_while_another_session_polls(run_id, grace=10.0, wait=False):
         launcher.poll()
         spares.append(launcher._spare)
         raise ValueError("not in the registry")  # shutdown then SIGKILLs the run's group

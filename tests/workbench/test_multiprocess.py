@@ -89,7 +89,7 @@ def test_stop_file_is_honoured_by_every_rank(workspace, rank_launcher):
 def test_cancel_terminates_every_rank(workspace, rank_launcher):
     launcher, pids = rank_launcher
     run_id, _ = _start_two_ranks(workspace, launcher, pids)
-    assert launcher.cancel(run_id, grace=10).status == "cancelled"
+    assert launcher.cancel(run_id, grace=10, wait=True).status == "cancelled"
     wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10)
 
 
@@ -97,7 +97,7 @@ def test_cancel_sigkill_escalation_reaches_every_rank(workspace, rank_launcher):
     """torchrun starts each rank in a session of its own: the escalation must reach them too."""
     launcher, pids = rank_launcher
     run_id, _ = _start_two_ranks(workspace, launcher, pids, ignore_sigterm=True)
-    assert launcher.cancel(run_id, grace=1.0).status == "cancelled"
+    assert launcher.cancel(run_id, grace=1.0, wait=True).status == "cancelled"
     wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10)
 
 
