@@ -144,7 +144,7 @@ def test_cancel_escalates_to_sigkill(workspace, make_launcher):
 
 
 # A runner that starts a helper in a session of its own (as torchrun starts its ranks), which
-# ignores SIGTERM and has no death signal: only the launcher's descendant snapshot can reach it.
+# ignores SIGTERM and has no death signal: the run's marker (and the runner's exit clean-up) reach it.
 TREE_STUB = """
 import signal, subprocess, sys, time
 from workbench.execution import runner
