@@ -316,6 +316,41 @@ def descendants(pid: int) -> dict[int, float]:
     return found
 
 
+def _tree_processes(tree: Mapping[int, float]) -> list[psutil.Process]:
+    """The processes of a ``descendants`` snapshot that are still the same processes."""
+    found = []
+    for pid, created in tree.items():
+        with contextlib.suppress(psutil.Error):
+            proc = psutil.Process(pid)
+            if abs(proc.create_time() - created) < 0.05 and _running(proc):
+                found.append(proc)
+    return found
+
+
+def _kill_tree(tree: Mapping[int, float], root: int) -> None:
+    """SIGKILLs every process of a ``descendants`` snapshot that is still the same process, and
+    the process groups they lead (a rank's own DataLoader workers), never this process's group."""
+    own_group = os.getpgrp()
+    leaders = set(tree) | {root}
+    for proc in _tree_processes(tree):
+        with contextlib.suppress(OSError):
+            pgid = os.getpgid(proc.pid)
+            if pgid in leaders and pgid != own_group:
+                os.killpg(pgid, signal.SIGKILL)
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+
+
+def _wait_tree_gone(tree: Mapping[int, float], timeout: float) -> bool:
+    """Waits until no process of the snapshot is alive; False when some still are at ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while _tree_processes(tree):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
 def end_descendants(spare: Iterable[int] = (), grace: float = 1.0) -> list[int]:
     """Ends every descendant of this process, but those in ``spare`` and below them: SIGTERM,
     then SIGKILL after ``grace`` seconds. Returns their pids."""
