@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 
-import psutil_free_children
+import child_processes
 import pytest
 import torch
 
@@ -34,13 +34,13 @@ def _stub_runner_schedule_keys(monkeypatch):
 def _no_leftovers():
     """Fails a test that leaves child processes or non-daemon threads running (Fabric-style hygiene)."""
     threads_before = {t.ident for t in threading.enumerate()}
-    children_before = set(psutil_free_children.child_pids(os.getpid()))
+    children_before = set(child_processes.child_pids(os.getpid()))
     yield
-    leaked_children = set(psutil_free_children.child_pids(os.getpid())) - children_before
+    leaked_children = set(child_processes.child_pids(os.getpid())) - children_before
     leaked_threads = [t for t in threading.enumerate()
                       if t.ident not in threads_before and t.is_alive() and not t.daemon]
     for pid in leaked_children:
-        psutil_free_children.kill(pid)
+        child_processes.kill(pid)
     assert not leaked_children, f"test left child processes running: {sorted(leaked_children)}"
     assert not leaked_threads, f"test left threads running: {leaked_threads}"
 

@@ -11,7 +11,7 @@ import time
 import zipfile
 from pathlib import Path
 
-import psutil_free_children
+import child_processes
 import pytest
 
 from workbench.cli import commands as cli
@@ -245,7 +245,7 @@ class TestPreStartedRunner:
         assert record.status == "succeeded", record.error
         assert self.spare_pids(workspace) == [record.pid]  # started before validation, then took the run
         deadline = time.monotonic() + 30  # the CLI's launcher is gone: reap its runner here
-        while record.pid in psutil_free_children.child_pids(os.getpid()) and time.monotonic() < deadline:
+        while record.pid in child_processes.child_pids(os.getpid()) and time.monotonic() < deadline:
             time.sleep(0.05)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(record.pid, 0)
@@ -259,7 +259,7 @@ class TestPreStartedRunner:
 
         for pid in self.spare_pids(workspace):  # (empty when it was ended before its imports)
             assert not pid_alive(pid)
-        assert not psutil_free_children.child_pids(os.getpid())
+        assert not child_processes.child_pids(os.getpid())
 
 
 

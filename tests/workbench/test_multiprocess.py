@@ -22,7 +22,7 @@ import pytest
 from workbench.cli import commands as cli
 from workbench.execution import runner
 from workbench.execution.launcher import LocalLauncher
-from workbench.execution.processes import pid_alive
+from workbench.execution.processes import RUN_MARKER_ENV, pid_alive
 from workbench.store.registry import RunRegistry
 
 pytestmark = pytest.mark.slow
@@ -89,7 +89,7 @@ def test_stop_file_is_honoured_by_every_rank(workspace, rank_launcher):
 def test_cancel_terminates_every_rank(workspace, rank_launcher):
     launcher, pids = rank_launcher
     run_id, _ = _start_two_ranks(workspace, launcher, pids)
-    assert launcher.cancel(run_id, grace=10).status == "cancelled"
+    assert launcher.cancel(run_id, grace=10, wait=True).status == "cancelled"
     wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10)
 
 
@@ -97,7 +97,7 @@ def test_cancel_sigkill_escalation_reaches_every_rank(workspace, rank_launcher):
     """torchrun starts each rank in a session of its own: the escalation must reach them too."""
     launcher, pids = rank_launcher
     run_id, _ = _start_two_ranks(workspace, launcher, pids, ignore_sigterm=True)
-    assert launcher.cancel(run_id, grace=1.0).status == "cancelled"
+    assert launcher.cancel(run_id, grace=1.0, wait=True).status == "cancelled"
     wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10)
 
 
@@ -126,6 +126,7 @@ def test_rank_dies_with_its_torchrun_agent(tmp_path):
     (PR_SET_PDEATHSIG), whoever killed the agent."""
     armed_file, pid_file = tmp_path / "armed", tmp_path / "rank.pid"
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    env[RUN_MARKER_ENV] = "fake-run:0001"  # as a launcher gives it: how the rank knows its agent
     agent = subprocess.Popen(
         [sys.executable, "-c", FAKE_AGENT, str(armed_file), str(pid_file), FAKE_RANK],
         env=env, start_new_session=True)

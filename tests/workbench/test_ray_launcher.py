@@ -2,7 +2,9 @@
 
 Two parts: the status mapping and the job's command line against a fake ``JobSubmissionClient``
 (always run), and the real thing against a local Ray head on 127.0.0.1 (skipped only when Ray is
-not installed: ``pip install 'estimator-workbench[ray]'``). The head is started by ``ray.init`` in
+not installed: ``pip install 'estimator-workbench[ray]'``; with ``REQUIRE_RAY_TESTS=1``, as CI sets
+once it installs the ray extra, a missing Ray fails them instead: scale-out that CI never runs is
+a claim, not a feature). The head is started by ``ray.init`` in
 a child process (module scope) and shut down with it, so no other Ray instance on the machine is
 touched. Runs use the stub runner of the launcher tests (no engine).
 """
@@ -22,6 +24,7 @@ from pathlib import Path
 import pytest
 from polling import wait_for
 
+from workbench.execution.processes import pid_alive
 from workbench.execution.ray_launcher import RayJobLauncher, is_ray_run, main, read_ray_job
 from workbench.store.metrics_store import read_all
 from workbench.store.registry import RunRegistry
@@ -150,7 +153,7 @@ def test_stop_cancel_resume_with_fake(workspace, fake):
     launcher.poll()
     launcher.stop(running)
     assert (reg.run_dir(running) / "stop.request").exists()
-    assert launcher.cancel(running, grace=0).status == "cancelled"
+    assert launcher.cancel(running, grace=0, wait=True).status == "cancelled"
     assert reg.get(running).error == "cancelled by the user"
     resumed = launcher.resume(running)
     assert resumed.status == "queued" and not (reg.run_dir(running) / "stop.request").exists()
@@ -220,10 +223,35 @@ def _free_port():
         return s.getsockname()[1]
 
 
+REQUIRE_RAY_ENV = "REQUIRE_RAY_TESTS"
+
+
+def require_ray() -> None:
+    """Skips without Ray, or fails when ``REQUIRE_RAY_TESTS=1`` says Ray must be there."""
+    try:
+        import ray.job_submission  # noqa: F401
+    except ImportError as exc:
+        message = (f"Ray is not installed ({exc}): pip install 'estimator-workbench[ray]'")
+        if os.environ.get(REQUIRE_RAY_ENV, "").strip() not in ("", "0"):
+            pytest.fail(f"{REQUIRE_RAY_ENV} is set but {message}", pytrace=False)
+        pytest.skip(message)
+
+
+def test_require_ray_fails_instead_of_skipping(monkeypatch):
+    """Known answer with Ray blocked: skip by default, fail when required."""
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    monkeypatch.setitem(sys.modules, "ray.job_submission", None)
+    monkeypatch.delenv(REQUIRE_RAY_ENV, raising=False)
+    with pytest.raises(pytest.skip.Exception, match="Ray is not installed"):
+        require_ray()
+    monkeypatch.setenv(REQUIRE_RAY_ENV, "1")
+    with pytest.raises(pytest.fail.Exception, match="REQUIRE_RAY_TESTS is set but Ray is not installed"):
+        require_ray()
+
+
 @pytest.fixture(scope="module")
 def ray_address():
-    pytest.importorskip("ray.job_submission", reason="Ray is not installed: "
-                        "pip install 'estimator-workbench[ray]'")
+    require_ray()
     from ray.job_submission import JobSubmissionClient
 
     port = _free_port()
@@ -291,7 +319,7 @@ def test_ray_pending_job_is_queued_then_cancelled(workspace, make_ray):
     launcher.poll()
     assert launcher.job_status(run_id) == "PENDING" and launcher.registry.get(run_id).status == "queued"
     start = time.monotonic()
-    assert launcher.cancel(run_id, grace=1).status == "cancelled"
+    assert launcher.cancel(run_id, grace=1, wait=True).status == "cancelled"
     assert time.monotonic() - start < 5  # a pending job is not waited for
     # Ray keeps an unschedulable job PENDING even after stop_job (until its start timeout); if
     # it ever ran, the runner would refuse a cancelled run. The registry stays cancelled.
@@ -314,7 +342,7 @@ def test_ray_stop_resume_and_cancel(workspace, make_ray):
     wait_for(lambda: len(metric_steps(workspace, run_id)) >= stopped_at + 3, timeout=120)
     assert reg.get(run_id).status == "running"
     start = time.monotonic()
-    assert launcher.cancel(run_id, grace=5).status == "cancelled"
+    assert launcher.cancel(run_id, grace=5, wait=True).status == "cancelled"
     assert time.monotonic() - start < 15
     assert launcher.job_status(run_id) == "STOPPED"
     steps = metric_steps(workspace, run_id)
@@ -329,9 +357,9 @@ def test_ray_cancel_escalates_to_sigkill(workspace, make_ray):
     launcher.submit(run_id)
     wait_for(lambda: metric_steps(workspace, run_id), timeout=120)
     pid = json.loads((Path(workspace) / "runs" / run_id / "env.json").read_text())["pid"]
-    record = launcher.cancel(run_id, grace=1)
+    record = launcher.cancel(run_id, grace=1, wait=True)
     assert record.status == "cancelled" and record.error == "cancelled by the user"
-    wait_for(lambda: not os.path.exists(f"/proc/{pid}"), timeout=10)
+    wait_for(lambda: not pid_alive(pid), timeout=10)
 
 
 @pytest.mark.slow

@@ -22,6 +22,8 @@ class Launcher:
     Subclasses (``LocalLauncher``, ``workbench.execution.ray_launcher.RayJobLauncher``) set ``registry``
     and implement ``poll`` (start queued runs, follow running ones), ``cancel``, ``resume``,
     ``shutdown`` and ``_run_ended`` (whether a finished run's process or job has gone too).
+    ``cancel(run_id, grace, wait=False)`` sends the stop and returns at once (the UI never
+    waits); ``wait=True`` blocks until the run is ``cancelled`` (the CLI).
 
     Example:
         >>> launcher = make_launcher("workspace")                    # doctest: +SKIP
@@ -33,6 +35,10 @@ class Launcher:
     wait_interval_s = 0.1  # how often ``wait`` polls
 
     def poll(self) -> list[str]:
+        raise NotImplementedError
+
+    def cancel(self, run_id: str, grace: float = 10.0, *, wait: bool = False) -> RunRecord:
+        """SIGTERM to the run's processes, SIGKILL after ``grace`` s; see the class docstring."""
         raise NotImplementedError
 
     def _run_ended(self, run_id: str) -> bool:

@@ -6,6 +6,15 @@ Each run executes in a fresh interpreter (``python -m workbench.execution.runner
 initialisation breaks CUDA), the run survives the UI, and cancel can signal the whole process
 group (DataLoader workers included). Output goes to ``runs/<id>/worker.log``.
 
+Each attempt gets a marker in its environment and a ``RunProcess`` record (pid, process group,
+create time, marker) in ``runs/<id>/process.json`` (``workbench.execution.processes``). Cancel
+signals exactly that group and returns; the SIGKILL escalation runs in a background thread,
+without the launcher's lock, and ends afterwards whatever still carries the attempt's marker
+(the ranks of a killed torchrun agent, user code's children in sessions of their own), never a
+process of another run. Runs are started by a launcher only: a runner that ends hands the queue
+to a short-lived starter (``python -m workbench.execution.runner --start-queued``) that is not a
+descendant of any run.
+
 The registry is the only shared state: a launcher started later (a restarted UI, the CLI) finds
 running runs through their pid and heartbeat, and ``reap_lost`` marks those whose process is gone
 as ``lost``. Concurrency is limited to ``max_concurrent`` runs (default: one per GPU, one on CPU),
@@ -31,6 +40,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,11 +54,14 @@ if TYPE_CHECKING:
 
 from workbench.execution.base import Launcher
 from workbench.execution.processes import (
+    RUN_MARKER_ENV,
+    RunProcess,
     _kill_group,
     _kill_tree,
-    _wait_tree_gone,
     descendants,
     detect_gpus,
+    end_marked,
+    new_run_marker,
     pid_alive,
     without_secrets,
 )
@@ -65,8 +78,9 @@ _STARTUP_GRACE_S = 30.0  # a child of this launcher that has not beaten yet is s
 SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
 
 
-# Set in a CPU runner's environment to the launcher's concurrency: the runner starts the runs
-# queued behind it when it ends, as no UI or CLI process may be left to (``run --detach``).
+# Set in a CPU runner's environment to the launcher's concurrency: when the runner ends it hands
+# the queue to a detached starter (``runner.start_queued_runs``), as no UI or CLI process may be
+# left to start the runs queued behind it (``run --detach``).
 QUEUE_HANDOFF_ENV = "WORKBENCH_QUEUE_SLOTS"
 
 
@@ -128,6 +142,9 @@ class LocalLauncher(Launcher):
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._gpu_of: dict[str, list[str]] = {}
         self._spare: subprocess.Popen[bytes] | None = None
+        self._spare_marker: str | None = None
+        self._handles: dict[str, RunProcess] = {}  # the process group of each run started here
+        self._cancelling: dict[str, threading.Thread] = {}  # run -> its escalation thread
         self._lock = threading.RLock()
 
     # -- queue -------------------------------------------------------------------------------
@@ -180,12 +197,15 @@ class LocalLauncher(Launcher):
             if not (folder / paths.RUN_JSON).exists():
                 raise FileNotFoundError(f"Run {run_id!r} has no {paths.RUN_JSON} in {folder}.")
             gpus = self._assign_gpus(record.num_processes)
-            env = self._child_env(gpus)
+            marker = new_run_marker(run_id)
+            env = self._child_env(gpus, marker)
             cmd = self._command(record, folder)
             with open(folder / paths.WORKER_LOG, "ab") as log:
                 stamp = time.strftime('%Y-%m-%d %H:%M:%S')
+                spare_marker = self._spare_marker
                 spare = proc = self._claim_spare(record)
                 if proc is not None:
+                    marker = spare_marker or marker
                     log.write(f"\n=== {stamp} launch: warm spare runner pid {proc.pid} "
                               f"({' '.join(cmd)})\n".encode())
                 else:
@@ -194,7 +214,9 @@ class LocalLauncher(Launcher):
                     proc = subprocess.Popen(
                         cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                         cwd=str(folder), env=env, start_new_session=True, close_fds=True)
+            handle = RunProcess.of(proc.pid, marker)
             try:
+                handle.save(folder)
                 record = self.registry.set_status(run_id, "running", pid=proc.pid, expected="queued")
             except BaseException:
                 _kill_group(proc.pid, signal.SIGKILL)
@@ -205,6 +227,7 @@ class LocalLauncher(Launcher):
                 # runner must find it 'running', as a freshly spawned runner always does.
                 self._hand_over(spare, folder)  # a spare dead meanwhile is reaped as 'lost'
             self._procs[run_id] = proc
+            self._handles[run_id] = handle
             self._gpu_of[run_id] = gpus
             return record
 
@@ -224,11 +247,13 @@ class LocalLauncher(Launcher):
         self.root.mkdir(parents=True, exist_ok=True)
         _WITH_SPARES.add(self)
         log = open(self.root / SPARE_LOG, "ab")
+        marker = new_run_marker("spare")
         try:
             self._spare = subprocess.Popen(
                 [sys.executable, "-m", self.runner_module, "--spare"], stdin=subprocess.PIPE,
-                stdout=log, stderr=subprocess.STDOUT, cwd=str(self.root), env=self._child_env([]),
-                start_new_session=True, close_fds=True)
+                stdout=log, stderr=subprocess.STDOUT, cwd=str(self.root),
+                env=self._child_env([], marker), start_new_session=True, close_fds=True)
+            self._spare_marker = marker
         finally:
             log.close()
 
@@ -294,9 +319,10 @@ class LocalLauncher(Launcher):
         # Not enough free GPUs (e.g. a run started by hand beyond the limit): share them.
         return free[:count] if len(free) >= count else self.gpus[:count]
 
-    def _child_env(self, gpus: list[str]) -> dict[str, str]:
+    def _child_env(self, gpus: list[str], marker: str) -> dict[str, str]:
         # Secrets go even when passed in ``env=``: the runner executes user code.
         env = without_secrets({**os.environ, **self.extra_env})
+        env[RUN_MARKER_ENV] = marker  # every process of the attempt inherits it
         # The child imports the installed package (wheel or editable install), whatever its cwd:
         # no checkout is put on PYTHONPATH.
         env["PYTHONUNBUFFERED"] = "1"
@@ -311,11 +337,19 @@ class LocalLauncher(Launcher):
 
     def _reap_children(self) -> None:
         for run_id, proc in list(self._procs.items()):
+            if run_id in self._cancelling:
+                continue  # its escalation thread records how it ended
             code = proc.poll()
             if code is None:
                 continue
             del self._procs[run_id]
             self._gpu_of.pop(run_id, None)
+            handle = self._handles.pop(run_id, None)
+            if handle is not None:
+                # What the runner could not end itself (it was SIGKILLed, or crashed): the ranks
+                # of its torchrun agent, user code's children in sessions of their own.
+                with contextlib.suppress(Exception):
+                    end_marked(handle.marker)
             with contextlib.suppress(Exception):
                 # The runner died before recording an outcome (SIGKILL, OOM killer, crash of
                 # the interpreter): its last checkpoint stays usable, so the run is resumable.
@@ -436,16 +470,26 @@ class LocalLauncher(Launcher):
 
     # -- control -----------------------------------------------------------------------------
 
-    def cancel(self, run_id: str, grace: float = 10.0) -> RunRecord:
+    def cancel(self, run_id: str, grace: float = 10.0, *, wait: bool = False) -> RunRecord:
         """SIGTERM to the run's process group, SIGKILL after ``grace`` seconds; status ``cancelled``.
 
-        The SIGKILL also reaches every descendant of the runner found before the first signal
-        (``descendants``): torchrun starts each rank in a session of its own, so killing
-        torchrun's group alone would orphan ranks that ignore SIGTERM or hang in a collective.
-        Descendants left behind by a runner that exited on SIGTERM are killed as well.
+        Signals exactly the group recorded when the run started (``RunProcess``), only while its
+        leader is still that process, and returns at once (the UI never waits): a background
+        thread, which holds no lock while it waits, escalates to SIGKILL after ``grace`` and then
+        ends whatever still carries the attempt's marker (the ranks of a killed torchrun agent,
+        which also die with it through their death signal; user code's children in sessions of
+        their own). The run ends ``cancelled``: recorded by the runner when it honours SIGTERM
+        (after its last checkpoint), else by that thread. A queued run is just marked
+        ``cancelled``. Cancelling a run that is already being cancelled does nothing more.
 
-        A queued run is just marked ``cancelled``. Blocks until the process is gone (at most
-        about ``grace`` seconds plus a moment).
+        Args:
+            run_id: the run.
+            grace: seconds between SIGTERM and SIGKILL.
+            wait: block until the run's processes are gone and its status is final (the CLI,
+                ``shutdown``); at most about ``grace`` plus five seconds.
+
+        Returns:
+            The run's record: still ``running`` while it winds down, unless ``wait``.
         """
         with self._lock:
             record = self.registry.get(run_id)
@@ -453,51 +497,79 @@ class LocalLauncher(Launcher):
                 with contextlib.suppress(InvalidTransitionError):
                     return self.registry.set_status(run_id, "cancelled", expected="queued")
                 record = self.registry.get(run_id)
-            if record.status != "running":
-                raise ValueError(f"Run {run_id!r} is {record.status!r}; only a running or queued "
-                                 "run can be cancelled.")
-            if self._on_ray(record):  # its pid means nothing here: never signal it
-                raise ValueError(
-                    f"Run {run_id!r} runs on a Ray cluster ({self.registry.run_dir(run_id)}"
-                    "/ray_job.json); a local launcher cannot cancel it. Set WORKBENCH_RAY_ADDRESS "
-                    "to the cluster's dashboard address to cancel it through Ray, or use stop "
-                    "(stop.request on the shared storage).")
+            ender = self._cancelling.get(run_id)
+            if ender is None:
+                if record.status != "running":
+                    raise ValueError(f"Run {run_id!r} is {record.status!r}; only a running or queued "
+                                     "run can be cancelled.")
+                if self._on_ray(record):  # its pid means nothing here: never signal it
+                    raise ValueError(
+                        f"Run {run_id!r} runs on a Ray cluster ({self.registry.run_dir(run_id)}"
+                        "/ray_job.json); a local launcher cannot cancel it. Set WORKBENCH_RAY_ADDRESS "
+                        "to the cluster's dashboard address to cancel it through Ray, or use stop "
+                        "(stop.request on the shared storage).")
+                handle = self._handle(run_id, record)
+                if handle is not None:
+                    handle.signal_group(signal.SIGTERM)
+                ender = threading.Thread(target=self._end_cancelled, args=(run_id, handle, grace),
+                                         name=f"workbench-cancel-{run_id}")
+                self._cancelling[run_id] = ender
+                ender.start()
+        if wait:
+            ender.join()
+        return self.registry.get(run_id)
+
+    def _handle(self, run_id: str, record: RunRecord) -> RunProcess | None:
+        """The process group of the run's current attempt: as this launcher started it, else as
+        recorded in its folder by the launcher that did, else (a run started before
+        ``process.json`` existed) the group its registered pid leads now."""
+        handle = self._handles.get(run_id)
+        if handle is None:
+            handle = RunProcess.load(self.registry.run_dir(run_id))
+            if handle is not None and handle.pid != record.pid:
+                handle = None  # the file of an earlier attempt
+        if handle is None and record.pid:
+            handle = RunProcess.of(record.pid)
+        return handle
+
+    def _end_cancelled(self, run_id: str, handle: RunProcess | None, grace: float) -> None:
+        """The rest of ``cancel``, in its own thread: SIGKILL after ``grace``, then the leftovers,
+        then the final status."""
+        try:
             proc = self._procs.get(run_id)
-            pid = proc.pid if proc is not None else record.pid
-            if pid:
-                # Before any signal: once torchrun dies its ranks (each in a session of its own)
-                # are reparented and no longer findable from its pid.
-                tree = descendants(pid)
-                _kill_group(pid, signal.SIGTERM)
-                if not self._wait_gone(pid, proc, grace):
-                    tree.update(descendants(pid))  # ranks started during the grace period
-                    _kill_group(pid, signal.SIGKILL)
-                    _kill_tree(tree, pid)
-                    self._wait_gone(pid, proc, 5.0)
-                elif not _wait_tree_gone(tree, min(grace, 5.0)):
-                    _kill_tree(tree, pid)  # the runner exited but left descendants behind
-            if proc is not None:
-                with contextlib.suppress(Exception):
-                    proc.wait(timeout=1)
-                self._procs.pop(run_id, None)
-                self._gpu_of.pop(run_id, None)
-            record = self.registry.get(run_id)
-            if record.status in ("running", "lost"):
-                record = self.registry.set_status(run_id, "cancelled",
-                                                  error=record.error or "cancelled by the user")
-            return record
+            if handle is not None:
+                if not self._wait_ended(handle, proc, grace):
+                    handle.signal_group(signal.SIGKILL)
+                    self._wait_ended(handle, proc, 5.0)
+                end_marked(handle.marker)
+            with self._lock:
+                if proc is not None:
+                    with contextlib.suppress(Exception):
+                        proc.wait(timeout=1)
+                    self._procs.pop(run_id, None)
+                    self._handles.pop(run_id, None)
+                    self._gpu_of.pop(run_id, None)
+                record = self.registry.get(run_id)
+                same_attempt = handle is None or record.pid in (None, handle.pid)
+                if record.status in ("running", "lost") and same_attempt:
+                    self.registry.set_status(run_id, "cancelled",
+                                             error=record.error or "cancelled by the user")
+        except Exception:  # a background thread: say what went wrong, never raise into nothing
+            traceback.print_exc()
+        finally:
+            with self._lock:
+                self._cancelling.pop(run_id, None)
 
     @staticmethod
-    def _wait_gone(pid: int, proc: subprocess.Popen[bytes] | None, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if proc is not None:
-                if proc.poll() is not None:
-                    return True
-            elif not pid_alive(pid):
-                return True
-            time.sleep(0.05)
-        return False
+    def _wait_ended(handle: RunProcess, proc: subprocess.Popen[bytes] | None, timeout: float) -> bool:
+        """Waits for the run's leader to exit (reaping it when it is this launcher's child)."""
+        if proc is None:
+            return handle.wait_gone(timeout)
+        try:
+            proc.wait(timeout=timeout)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
 
     def resume(self, run_id: str, wait: float = 5.0) -> RunRecord:
         """Puts a finished run back in the queue (same model_dir: training continues from its last
@@ -538,7 +610,9 @@ class LocalLauncher(Launcher):
             self._discard_spare()
         for run_id in list(self._procs):
             with contextlib.suppress(Exception):
-                self.cancel(run_id, grace=grace)
+                self.cancel(run_id, grace=grace, wait=True)
+        for ender in list(self._cancelling.values()):  # cancels asked for earlier
+            ender.join()
         for run_id, proc in list(self._procs.items()):
             _kill_group(proc.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):

@@ -377,13 +377,15 @@ class RayJobLauncher(Launcher):
                 return False
             raise
 
-    def cancel(self, run_id: str, grace: float | None = None) -> RunRecord:
+    def cancel(self, run_id: str, grace: float | None = None, *, wait: bool = False) -> RunRecord:
         """``stop_job``: Ray sends SIGTERM to the entrypoint and every descendant (all ranks), then
-        SIGKILL after ``stop_wait_s``; the run ends ``cancelled``. Blocks until the job has ended
-        (at most ``grace`` plus ``stop_wait_s`` plus a few seconds).
+        SIGKILL after ``stop_wait_s``; the run ends ``cancelled``. Returns once the stop is sent
+        (``poll`` records the outcome when the job has ended), or with ``wait`` once the job has
+        ended (at most ``grace`` plus ``stop_wait_s`` plus a few seconds).
 
         Args:
-            grace: extra seconds to wait for the job to end (default ``stop_wait_s``).
+            grace: extra seconds to wait for the job to end with ``wait`` (default ``stop_wait_s``).
+            wait: block until the job has ended and the run is ``cancelled`` (the CLI, ``shutdown``).
         """
         with self._lock:
             record = self.registry.get(run_id)
@@ -395,8 +397,10 @@ class RayJobLauncher(Launcher):
                 with contextlib.suppress(InvalidTransitionError):
                     return self.registry.set_status(run_id, "cancelled", expected="queued")
                 record = self.registry.get(run_id)
-            wait = (self.stop_wait_s if grace is None else float(grace)) + self.stop_wait_s + 5.0
-            deadline = time.monotonic() + wait
+            if not wait:  # Ray escalates to SIGKILL by itself: the UI does not wait for it
+                return record
+            deadline = (time.monotonic() + (self.stop_wait_s if grace is None else float(grace))
+                        + self.stop_wait_s + 5.0)
             while time.monotonic() < deadline:
                 status = self.job_status(run_id)
                 if status is None or status in (*_TERMINAL, "MISSING"):
@@ -445,7 +449,7 @@ class RayJobLauncher(Launcher):
         for record in self.registry.list_runs(("queued", "running")):
             if is_ray_run(self.registry.run_dir(record.run_id)):
                 with contextlib.suppress(Exception):
-                    self.cancel(record.run_id, grace=grace)
+                    self.cancel(record.run_id, grace=grace, wait=True)
 
     def process(self, run_id: str) -> Any:
         """Always None: the processes run on the Ray cluster (interface parity with LocalLauncher)."""

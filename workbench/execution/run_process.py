@@ -1,14 +1,14 @@
 """What a runner process needs around the engine: its heartbeat (registry beat + live summary +
 training progress, and the ownership check), an error told in terms of the user's code, a disk
 reserve that lets a runner on a full disk still say why it failed, the report of an
-``os._exit`` in user code, and dying with its torchrun agent."""
+``os._exit`` in user code, and dying with its torchrun agent (implemented with the rest of the
+process handling in ``workbench.execution.processes``)."""
 
 from __future__ import annotations
 
 import contextlib
 import errno
 import os
-import signal
 import sys
 import threading
 import traceback
@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from workbench.execution.processes import die_with_torchrun_agent  # the rank's start-up
 from workbench.store.records import OwnershipLostError, RegistryError
 from workbench.store.registry import RunRegistry
 
@@ -228,35 +229,3 @@ def preflight_error(report: Any) -> tuple[str, str]:
     if err.get("traceback"):
         text += "\n\n" + str(err["traceback"])
     return text.splitlines()[0][:2000], text
-
-
-_PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
-
-
-def die_with_torchrun_agent() -> bool:
-    """Under ``torch.distributed.run``, asks Linux to SIGKILL this rank when its agent dies.
-
-    torchrun starts each rank in a session of its own, so a rank that ignores SIGTERM or hangs
-    in a collective would outlive an agent killed with SIGKILL (cancel's escalation) as an
-    orphan. ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` ties the rank to its parent, the agent. Applies
-    only when torchrun's ``LOCAL_RANK`` and ``WORLD_SIZE`` are set, on Linux; returns whether
-    the death signal is armed.
-
-    Example:
-        >>> die_with_torchrun_agent()  # not under torchrun: does nothing
-        False
-    """
-    if not sys.platform.startswith("linux") or not {"LOCAL_RANK", "WORLD_SIZE"} <= set(os.environ):
-        return False
-    parent = os.getppid()
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0) != 0:
-            return False
-    except (OSError, AttributeError):
-        return False
-    if os.getppid() != parent:  # the agent died before prctl: no death signal will come
-        os.kill(os.getpid(), signal.SIGKILL)
-    return True

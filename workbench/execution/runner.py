@@ -85,7 +85,7 @@ from workbench.store.records import (
 )
 from workbench.store.registry import RunRegistry
 
-__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'EXIT_OWNERSHIP_LOST', 'OUTCOME_RETRY_S', 'PREFLIGHT_FILE', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'Executor', 'PreflightFailed', 'RunContext', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
+__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'EXIT_OWNERSHIP_LOST', 'OUTCOME_RETRY_S', 'PREFLIGHT_FILE', 'SCHEDULE_KEYS', 'SPARE_FLAG', 'START_QUEUED_FLAG', 'Executor', 'PreflightFailed', 'RunContext', 'execute_with_engine', 'main', 'run', 'start_queued_runs']
 
 
 SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
@@ -544,6 +544,9 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
         install_signal_handlers: turn SIGTERM into a graceful stop (main thread only).
     """
     die_with_torchrun_agent()
+    from workbench.execution.processes import set_up_run_process
+
+    set_up_run_process()  # a launcher's run process: subreaper, and its leftovers ended at exit
     run_dir = Path(run_dir).resolve()
     spec_file = run_dir / paths.RUN_JSON
     try:
@@ -649,18 +652,56 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
 
 
 def start_queued_runs(root: Path) -> list[str]:
-    """Starts the runs queued behind this one, when its launcher asked for that (CPU runs).
+    """Hands the runs queued behind this one to a starter, when its launcher asked for that (CPU).
 
     Without it, runs submitted with ``run --detach`` while another ran would wait for a UI or a
-    CLI command to poll the queue. A launcher that also polls cannot start a run twice: a run
-    moves from queued to running once.
+    CLI command to poll the queue. The runner never starts a run itself: a run it started would be
+    its descendant, ended by its exit clean-up or by a cancel of this run. It starts a short-lived
+    starter (``python -m workbench.execution.runner --start-queued ROOT``) in a session of its
+    own, without this run's marker, after its exit clean-up (``processes.after_run_exit``) and with
+    its subreaper role dropped, so the starter and the runs it starts belong to no run; the
+    starter polls a launcher once and exits. A launcher that also polls cannot start a run twice:
+    a run moves from queued to running once. Returns ``[]`` (the starter reports nothing back).
     """
-    from workbench.execution.launcher import QUEUE_HANDOFF_ENV, LocalLauncher
+    from workbench.execution.launcher import QUEUE_HANDOFF_ENV
+    from workbench.execution.processes import after_run_exit
 
     slots = os.environ.get(QUEUE_HANDOFF_ENV)
     if not slots:
         return []
-    return LocalLauncher(root, max_concurrent=int(slots), gpus=[]).poll()
+    if not after_run_exit(lambda: _spawn_queue_starter(root)):
+        _spawn_queue_starter(root)  # not a launcher's run process (nothing to clean up first)
+    return []
+
+
+START_QUEUED_FLAG = "--start-queued"
+
+
+def _spawn_queue_starter(root: Path) -> None:
+    import subprocess
+
+    from workbench.execution.processes import RUN_MARKER_ENV
+
+    env = {k: v for k, v in os.environ.items() if k != RUN_MARKER_ENV}
+    main_spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    module = main_spec.name if main_spec is not None else __name__
+    if module == "__main__":
+        module = "workbench.execution.runner"
+    subprocess.Popen(  # not waited for: it outlives this runner (then init reaps it)
+        [sys.executable, "-m", "workbench.execution.runner", START_QUEUED_FLAG, str(root), module],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=env, start_new_session=True, close_fds=True)
+
+
+def _start_queued(root: str, runner_module: str) -> int:
+    """The starter's body: one poll of a CPU launcher with the handed-over concurrency."""
+    from workbench.execution.launcher import QUEUE_HANDOFF_ENV, LocalLauncher
+
+    slots = int(os.environ.get(QUEUE_HANDOFF_ENV) or 1)
+    launcher = LocalLauncher(root, max_concurrent=slots, gpus=[], runner_module=runner_module)
+    started = launcher.poll()
+    print(f"workbench.execution.runner: started queued runs {started}", flush=True)
+    return 0
 
 
 def _safe(fn: Callable[[], Any]) -> None:
@@ -712,6 +753,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args == [SPARE_FLAG]:
         return _spare()
+    if len(args) == 3 and args[0] == START_QUEUED_FLAG:
+        return _start_queued(args[1], args[2])
     if len(args) != 1:
         print("usage: python -m workbench.execution.runner RUN_DIR", file=sys.stderr)
         return 2
