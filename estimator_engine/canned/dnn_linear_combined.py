@@ -98,17 +98,19 @@ class _Config:
 
     def model_fn(self, features: Any, labels: Any, mode: ModeKeys, head: Head) -> EstimatorSpec:
         features = check_features(features)
-        logits = None
+        parts: list[torch.Tensor] = []  # the dnn's logits, then the linear model's (__init__ asks for one)
         dnn_modules: list[torch.nn.Module] = []
         linear_modules: list[torch.nn.Module] = []
         if self.dnn_columns:
-            logits, dnn_modules = dnn_logits(features, mode, self.hidden_units, self.dnn_columns,
-                                             head.logits_dimension, self.activation, self.dropout,
-                                             self.batch_norm)
+            deep, dnn_modules = dnn_logits(features, mode, self.hidden_units, self.dnn_columns,
+                                           head.logits_dimension, self.activation, self.dropout,
+                                           self.batch_norm)
+            parts.append(deep)
         if self.linear_columns:
             linear, linear_modules = linear_logits(features, self.linear_columns, head.logits_dimension,
                                                    self.sparse_combiner)
-            logits = linear if logits is None else logits + linear
+            parts.append(linear)
+        logits = parts[0] if len(parts) == 1 else parts[0] + parts[1]
         if mode != ModeKeys.TRAIN:
             return head.create_estimator_spec(features, mode, logits, labels)
         optimizers = []
