@@ -75,8 +75,10 @@ def _optional_columns(columns: Any, argument: str) -> tuple[Any, ...]:
 class _Config:
     """The validated pieces of a combined estimator (shared by the classifier and the regressor)."""
 
-    def __init__(self, linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
-                 dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner):
+    def __init__(self, linear_feature_columns: Any, linear_optimizer: Any, dnn_feature_columns: Any,
+                 dnn_optimizer: Any, dnn_hidden_units: Any, dnn_activation_fn: Any, dnn_dropout: Any,
+                 batch_norm: Any, linear_sparse_combiner: Any) -> None:
+        # The raw constructor arguments, checked here (as TF's canned estimators take them).
         self.linear_columns = _optional_columns(linear_feature_columns, "linear_feature_columns")
         self.dnn_columns = _optional_columns(dnn_feature_columns, "dnn_feature_columns")
         if not self.linear_columns and not self.dnn_columns:
