@@ -187,3 +187,11 @@ def test_an_ace_event_applies_the_edit_once(home, ace, monkeypatch):
     train(at)
     [run] = RunRegistry(home).list_runs()
     assert run.template_code == SAVED
+
+
+def test_the_installed_code_editor_accepts_the_call(home):
+    """The real streamlit-code-editor (not a fake): its code_editor() takes edit_code's arguments,
+    so the page shows the Ace editor and not the text-area fallback."""
+    at = open_page("model")
+    assert "_plain_editor" not in at.session_state
+    assert not at.text_area
