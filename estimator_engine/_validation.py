@@ -13,8 +13,12 @@ def step_count(name: str, value: Any, none_text: str = "") -> int | None:
     """
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != int(value):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"Must specify {name} as a whole number > 0{none_text}, given: {value!r}")
+    # typeshed's numbers.Real declares no __int__; every Real that reaches here (int, float, numpy, Fraction) has it.
+    whole = int(value)  # type: ignore[call-overload]
+    if value != whole:
         raise ValueError(f"Must specify {name} as a whole number > 0{none_text}, given: {value!r}")
     if value <= 0:
         raise ValueError(f"Must specify {name} > 0{none_text}, given: {value!r}")
-    return int(value)
+    return whole

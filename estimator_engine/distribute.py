@@ -145,8 +145,9 @@ class DDPStrategy:
         ddp = [m for m in modules if isinstance(m, torch.nn.parallel.DistributedDataParallel)]
         if not ddp:
             return contextlib.nullcontext()
-        from torch.distributed.algorithms.join import Join
-        return Join(ddp)
+        from torch.distributed.algorithms.join import Join, Joinable
+        joinables: list[Joinable] = list(ddp)  # Join's parameter is an (invariant) list of Joinable
+        return Join(joinables)
 
     def all_reduce_sum(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
         """Sums each tensor over all ranks (in place on a copy; float64 stays float64)."""

@@ -175,7 +175,8 @@ def _stop_if_no_metric_improvement_hook(estimator, metric_name, max_steps_withou
     increase_or_decrease = "increase" if higher_is_better else "decrease"
 
     def stop_if_no_metric_improvement_fn() -> bool:
-        best_value = best_step = None
+        best_value: float | None = None
+        best_step = 0  # set with best_value on the first step counted
         for step, metrics in read_eval_metrics(eval_dir).items():
             if step < min_steps:
                 continue
@@ -245,6 +246,9 @@ class _StopOnPredicateHook(SessionRunHook):
             os.remove(self._marker)  # a stale signal of an earlier run
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        if run_context.session is None:
+            raise RuntimeError("The early-stopping hook needs run_context.session (the training loop's "
+                               "session), given None: run it inside Estimator.train.")
         global_step = run_context.session.global_step
         if self._timer.should_trigger_for_step(global_step):
             self._timer.update_last_triggered_step(global_step)

@@ -122,7 +122,8 @@ def _wrap_and_check(tensors: Any, field_name: str, default_name: str,
     return dict(tensors)
 
 
-_ReceiverBase = collections.namedtuple(
+# Named as TF's class so that both receivers' reprs read "ServingInputReceiver(features=...)".
+_ReceiverBase = collections.namedtuple(  # type: ignore[name-match]
     "ServingInputReceiver", ["features", "receiver_tensors", "receiver_tensors_alternatives"])
 
 
@@ -181,6 +182,10 @@ class TensorServingInputReceiver(_ReceiverBase):
         receiver = ServingInputReceiver({_SINGLE_FEATURE_DEFAULT_NAME: features}, receiver_tensors,
                                         receiver_tensors_alternatives)
         return super().__new__(cls, features, receiver.receiver_tensors, receiver.receiver_tensors_alternatives)
+
+
+# What a serving_input_receiver_fn may return (export_saved_model checks it).
+_AnyReceiver = ServingInputReceiver | TensorServingInputReceiver | serving.ParsingServingInputReceiver
 
 
 def build_raw_serving_input_receiver_fn(features: Mapping[str, Any],
@@ -307,7 +312,8 @@ def _flatten_outputs(export_outputs: Mapping[str, ExportOutput]) -> tuple[list[_
         for name, value in export_outputs[key].as_signature_outputs().items():
             vocabulary = None
             if isinstance(value, StringLookup):
-                value, vocabulary = value.ids, value.vocabulary
+                vocabulary = value.vocabulary
+                value = value.ids
             if not isinstance(value, torch.Tensor):
                 skipped.append({"signature": key, "output": name,
                                 "reason": f"not a tensor ({type(value).__name__}); only tensors can be exported"})
@@ -476,7 +482,7 @@ def _cpu_model_fn_caller(estimator: Any) -> Callable[[Any, Any], Any]:
 
 
 def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLike,
-                       serving_input_receiver_fn: Callable[[], ServingInputReceiver],
+                       serving_input_receiver_fn: Callable[[], _AnyReceiver] | None,
                        assets_extra: Mapping[str, str] | None = None,
                        checkpoint_path: str | os.PathLike | None = None,
                        experimental_mode: ModeKeys = ModeKeys.PREDICT) -> str:
@@ -504,13 +510,14 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
     checkpoint = checkpoints.load_checkpoint(path)
 
     receiver = serving_input_receiver_fn()
-    parsing = isinstance(receiver, serving.ParsingServingInputReceiver)
+    parsing_receiver = receiver if isinstance(receiver, serving.ParsingServingInputReceiver) else None
+    parsing = parsing_receiver is not None
     if not parsing and not isinstance(receiver, (ServingInputReceiver, TensorServingInputReceiver)):
         raise TypeError("serving_input_receiver_fn must return a ServingInputReceiver (or "
                         "TensorServingInputReceiver, or the ParsingServingInputReceiver of "
                         f"build_parsing_serving_input_receiver_fn), returned: {receiver!r:.200}")
     static_batch = getattr(serving_input_receiver_fn, "default_batch_size", None) is not None
-    if parsing:
+    if isinstance(receiver, serving.ParsingServingInputReceiver):
         receiver_tensors = {}
         features: Any = dict(receiver.features)
         raw_values: dict[str, Any] | None = features
@@ -592,7 +599,7 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
             serving.write_preprocessing(
                 temp_dir, {key: feature_sources[key] for key in plan.source_keys},
                 {name: name for name in plan.dense_inputs}, plan.columns,
-                receiver.feature_spec if parsing else None)
+                parsing_receiver.feature_spec if parsing_receiver is not None else None)
         signatures: dict[str, Any] = {}
         for key in sorted(export_outputs):
             signatures[key] = {"method": _method(export_outputs[key]), "outputs": {}}

@@ -106,7 +106,7 @@ def call_exporter(exporter: Exporter, estimator: Any, export_path: str, checkpoi
         raise error from exc
 
 
-def _export_saved_model(estimator: Any, export_path: str, receiver_fn: Callable[..., Any],
+def _export_saved_model(estimator: Any, export_path: str, receiver_fn: Callable[..., Any] | None,
                         assets_extra: Mapping[str, str] | None, checkpoint_path: str | None) -> str:
     method = getattr(estimator, "export_saved_model", None)
     if method is None:  # an Estimator without the method wired in: the module function does the same
@@ -118,7 +118,8 @@ def _export_saved_model(estimator: Any, export_path: str, receiver_fn: Callable[
 
 
 class _SavedModelExporter(Exporter):
-    def __init__(self, name: str, serving_input_receiver_fn: Callable[..., Any],
+    # None (BestExporter's default, as in TF) fails when exporting: "An input_receiver_fn must be defined."
+    def __init__(self, name: str, serving_input_receiver_fn: Callable[..., Any] | None,
                  assets_extra: Mapping[str, str] | None = None, as_text: bool = False) -> None:
         self._name = name
         self._serving_input_receiver_fn = serving_input_receiver_fn

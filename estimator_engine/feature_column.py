@@ -41,6 +41,7 @@ column name is written as ``DOT_REPLACEMENT`` (``'_DOT_'``) in variable names: t
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import functools
 import itertools
@@ -48,7 +49,7 @@ import math
 import os
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -542,6 +543,15 @@ class CategoricalColumn(FeatureColumn):
         return cache.get(self, self._build_ids)
 
     def _build_ids(self, cache: _Cache) -> _Ids:
+        raise NotImplementedError
+
+
+class _KeyedCategoricalColumn(CategoricalColumn):
+    """A categorical column that maps the values of one feature, ``key``, to ids with numpy."""
+
+    key: str  # a dataclass field of each subclass
+
+    def _build_ids(self, cache: _Cache) -> _Ids:
         array = self._id_array(_categorical_input(_feature(cache.features, self.key), self.key))
         return _Ids(torch.from_numpy(array).to(cache.device))
 
@@ -666,7 +676,7 @@ class BucketizedColumn(DenseColumn, CategoricalColumn):
         return one_hot.reshape(buckets.shape[0], -1).to(torch.float32)
 
 
-class _VocabularyLookup(CategoricalColumn):
+class _VocabularyLookup(_KeyedCategoricalColumn):
     """Id lookup shared by the vocabulary list and file columns."""
 
     key: str
@@ -782,15 +792,14 @@ class VocabularyFileCategoricalColumn(_VocabularyLookup):
                 raise ValueError(f"vocabulary_file {self.vocabulary_file!r} of integer column "
                                  f"{self.key} holds a non-integer line: {exc}.") from exc
         if len(set(tokens)) != len(tokens):
-            seen: set[Any] = set()
-            duplicates = sorted({str(t) for t in tokens if t in seen or seen.add(t)})[:10]
+            duplicates = sorted({str(t) for t, count in collections.Counter(tokens).items() if count > 1})[:10]
             raise ValueError(f"Duplicate keys in vocabulary_file {self.vocabulary_file!r}, "
                              f"column_name: {self.key}: {duplicates}.")
         return tokens
 
 
 @dataclasses.dataclass(frozen=True)
-class IdentityCategoricalColumn(CategoricalColumn):
+class IdentityCategoricalColumn(_KeyedCategoricalColumn):
     """Integer ids used as they are (``categorical_column_with_identity``)."""
 
     key: str
@@ -830,7 +839,7 @@ class IdentityCategoricalColumn(CategoricalColumn):
 
 
 @dataclasses.dataclass(frozen=True)
-class HashedCategoricalColumn(CategoricalColumn):
+class HashedCategoricalColumn(_KeyedCategoricalColumn):
     """Values hashed into buckets (``categorical_column_with_hash_bucket``)."""
 
     key: str
@@ -941,7 +950,7 @@ class CrossedColumn(CategoricalColumn):
         valid: np.ndarray | None = None
         for key in self._leaf_keys():
             values, mask = self._hashes(key, cache)
-            if hashed is None:
+            if hashed is None or valid is None:
                 seed = _DEFAULT_HASH_KEY if self.hash_key is None else self.hash_key
                 hashed = np.full((values.shape[0], 1), seed & _M64, dtype=np.uint64)
                 valid = np.ones((values.shape[0], 1), dtype=bool)
@@ -951,6 +960,8 @@ class CrossedColumn(CategoricalColumn):
                                  f"{batch} and {values.shape[0]} ({key!r:.80}).")
             hashed = fingerprint_cat64(hashed[:, :, None], values[:, None, :]).reshape(batch, -1)
             valid = (valid[:, :, None] & mask[:, None, :]).reshape(batch, -1)
+        if hashed is None or valid is None:  # crossed_column asks for two keys or more
+            raise ValueError(f"Crossed column {self.name!r} crosses no features: give it two keys or more.")
         ids = (hashed % np.uint64(self.hash_bucket_size)).astype(np.int64)
         ids[~valid] = -1
         return _Ids(torch.from_numpy(ids).to(cache.device))
@@ -1010,6 +1021,10 @@ class EmbeddingColumn(DenseColumn):
         shape = (self.categorical_column.num_buckets, self.dimension)
         if self.ckpt_to_load_from is not None:
             from estimator_engine.checkpoints import load_variable
+
+            if self.tensor_name_in_ckpt is None:  # embedding_column checks this; a direct construction may not
+                raise ValueError("Must specify both `ckpt_to_load_from` and `tensor_name_in_ckpt` or none "
+                                 f"of them (embedding column {self.name}).")
 
             value = torch.as_tensor(load_variable(self.ckpt_to_load_from, self.tensor_name_in_ckpt),
                                     dtype=torch.float32)
@@ -1396,7 +1411,7 @@ def shared_embedding_columns(categorical_columns: Sequence[CategoricalColumn], d
     # embedding_column's checks, once per column (same messages).
     base = [embedding_column(c, dimension, combiner, initializer, ckpt_to_load_from,
                              tensor_name_in_ckpt, max_norm, trainable) for c in columns]
-    return [SharedEmbeddingColumn(*(getattr(e, f.name) for f in dataclasses.fields(EmbeddingColumn)),
+    return [SharedEmbeddingColumn(**{f.name: getattr(e, f.name) for f in dataclasses.fields(EmbeddingColumn)},
                                   shared_embedding_collection_name=shared_embedding_collection_name)
             for e in base]
 
@@ -1476,7 +1491,7 @@ def _sorted_columns(feature_columns: Any, accept: tuple[type, ...], message: str
     return columns
 
 
-def _device_of(module: nn.Module) -> torch.device:
+def _device_of(module: _Tracking) -> torch.device:
     return module._device_anchor.device
 
 
@@ -1508,7 +1523,7 @@ def _tracked_module(default_name: str, config: tuple[Any, ...], factory: Callabl
         index += 1
 
 
-class _Tracking:
+class _Tracking(nn.Module):
     """Makes a DenseFeatures / LinearModel object own tracked weights inside a running Estimator.
 
     Outside an Estimator the object computes with its own parameters (a Keras layer owns its
@@ -1521,6 +1536,14 @@ class _Tracking:
     """
 
     _default_scope = ""
+    # Set with object.__setattr__ (see _init_tracking / _forget_route / _delegate); the anchor is a
+    # buffer the subclasses register.
+    _config: tuple[Any, ...]
+    _route_key: tuple[int, Any] | None
+    _route_state: weakref.ReferenceType[Any] | None
+    _route: nn.Module | None
+    _routing: bool
+    _device_anchor: torch.Tensor
 
     def _init_tracking(self, config: tuple[Any, ...]) -> None:
         # Plain attributes (object.__setattr__): a routed-to Module must not become a submodule.
@@ -1569,13 +1592,15 @@ class _Tracking:
 
 
 class _EmbeddingWeights(nn.Module):
+    embedding_weights: nn.Parameter
+
     def __init__(self, column: EmbeddingColumn, trainable: bool = True) -> None:
         super().__init__()
         self.embedding_weights = nn.Parameter(column.initial_value(),
                                               requires_grad=column.trainable and trainable)
 
 
-class DenseFeatures(_Tracking, nn.Module):
+class DenseFeatures(_Tracking):
     """TF's ``input_layer`` / ``DenseFeatures``: dense columns -> one float tensor [B, output_dim].
 
     Columns are concatenated in the order of their sorted names (TF's order): numeric values,
@@ -1611,10 +1636,10 @@ class DenseFeatures(_Tracking, nn.Module):
         self._plan: tuple[tuple[DenseColumn, str | None], ...] = tuple(
             (column, _table_name(column)) for column in self.feature_columns)
         for column, holder in self._plan:
-            if holder is None:
+            if holder is None or not isinstance(column, EmbeddingColumn):  # only embeddings own a table
                 continue
             owner = self._modules.get(holder)
-            if owner is None:
+            if not isinstance(owner, _EmbeddingWeights):
                 self._modules[holder] = _EmbeddingWeights(column, trainable)
             elif tuple(owner.embedding_weights.shape) != (column.categorical_column.num_buckets,
                                                           column.dimension):
@@ -1635,13 +1660,13 @@ class DenseFeatures(_Tracking, nn.Module):
         if route is not None:
             return self._call_delegate(route, features)
         cache = _Cache(features, _device_of(self))
-        modules = self._modules
-        outputs = [column._dense(cache, None if holder is None else modules[holder].embedding_weights)
+        tables = cast("dict[str, _EmbeddingWeights]", self._modules)  # the only children (__init__)
+        outputs = [column._dense(cache, None if holder is None else tables[holder].embedding_weights)
                    for column, holder in self._plan]
         return outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=1)
 
 
-def _table_name(column: DenseColumn) -> str | None:
+def _table_name(column: FeatureColumn) -> str | None:
     """The submodule holding a column's embedding table: one per shared collection."""
     if isinstance(column, SharedEmbeddingColumn):
         return variable_scope_name(column.shared_embedding_collection_name)
@@ -1662,6 +1687,8 @@ def _dense_config(columns: tuple[DenseColumn, ...], trainable: bool) -> tuple[An
 
 
 class _LinearWeights(nn.Module):
+    weights: nn.Parameter  # embedding_weights too, for an embedding column
+
     def __init__(self, rows: int, units: int, embedding: EmbeddingColumn | None,
                  trainable: bool = True) -> None:
         super().__init__()
@@ -1671,7 +1698,7 @@ class _LinearWeights(nn.Module):
         self.weights = nn.Parameter(torch.zeros(rows, units), requires_grad=trainable)
 
 
-class LinearModel(_Tracking, nn.Module):
+class LinearModel(_Tracking):
     """TF's ``linear_model``: logits = sum over columns of their weighted inputs + bias.
 
     Variables (under the name the module is registered with, ``linear/linear_model`` in the
@@ -1699,16 +1726,18 @@ class LinearModel(_Tracking, nn.Module):
         torch.Size([2, 1])
     """
 
+    _plan: tuple[tuple[DenseColumn | CategoricalColumn, str], ...]  # (column, its weights' module)
+
     def __init__(self, feature_columns: Iterable[FeatureColumn], units: int = 1,
                  sparse_combiner: str = "sum", trainable: bool = True, name: str | None = None) -> None:
         super().__init__()
         columns, units, sparse_combiner = _linear_arguments(feature_columns, units, sparse_combiner)
-        self.feature_columns: tuple[FeatureColumn, ...] = columns
+        self.feature_columns: tuple[DenseColumn | CategoricalColumn, ...] = columns
         self.units = units
         self.sparse_combiner = sparse_combiner
         self.register_buffer("_device_anchor", torch.empty(0), persistent=False)
         self.bias_weights = nn.Parameter(torch.zeros(self.units), requires_grad=trainable)
-        plan = []
+        plan: list[tuple[DenseColumn | CategoricalColumn, str]] = []
         for column in self.feature_columns:
             if isinstance(column, SharedEmbeddingColumn):
                 raise ValueError(f"LinearModel does not support shared embedding columns "
@@ -1723,7 +1752,7 @@ class LinearModel(_Tracking, nn.Module):
             # Registered through _modules directly: a column may be named like a Module
             # attribute ('training', 'forward'), which add_module refuses.
             self._modules[holder] = _LinearWeights(rows, self.units, embedding, trainable)
-            plan.append((column, holder, isinstance(column, CategoricalColumn)))
+            plan.append((column, holder))
         # Resolved once, not per batch.
         object.__setattr__(self, "_plan", tuple(plan))
         object.__setattr__(self, "_default_scope", name or "linear_model")
@@ -1739,28 +1768,32 @@ class LinearModel(_Tracking, nn.Module):
 
     def column_weights(self, column: FeatureColumn) -> nn.Module:
         """The module holding ``weights`` (and ``embedding_weights``) of one column."""
-        return self._modules[variable_scope_name(column.name)]
+        return self._weights_of(variable_scope_name(column.name))
+
+    def _weights_of(self, holder: str) -> _LinearWeights:
+        return cast(_LinearWeights, self._modules[holder])  # every child but the bias (__init__)
 
     def forward(self, features: Mapping[str, Any]) -> torch.Tensor:
         route = self._delegate()
         if route is not None:
             return self._call_delegate(route, features)
         cache = _Cache(features, _device_of(self))
-        modules = self._modules
-        logits = None
-        for column, name, categorical in self._plan:
-            holder = modules[name]
-            if categorical:
-                part = column._ids(cache).combine(holder.weights, self.sparse_combiner)
+        parts = []
+        for column, name in self._plan:
+            holder = self._weights_of(name)
+            if isinstance(column, CategoricalColumn):
+                parts.append(column._ids(cache).combine(holder.weights, self.sparse_combiner))
             else:
                 table = getattr(holder, "embedding_weights", None)
-                part = column._dense(cache, table) @ holder.weights
-            logits = part if logits is None else logits + part
+                parts.append(column._dense(cache, table) @ holder.weights)
+        logits = parts[0]  # __init__ requires a column
+        for part in parts[1:]:
+            logits = logits + part
         return logits + self.bias_weights
 
 
 def _linear_arguments(feature_columns: Any, units: Any, sparse_combiner: Any
-                      ) -> tuple[tuple[FeatureColumn, ...], int, str]:
+                      ) -> tuple[tuple[DenseColumn | CategoricalColumn, ...], int, str]:
     if not _is_int(units) or units < 1:
         raise ValueError(f"units must be a positive int, got {units!r}.")
     if sparse_combiner not in _COMBINERS:
@@ -1773,7 +1806,7 @@ def _linear_arguments(feature_columns: Any, units: Any, sparse_combiner: Any
     return columns, int(units), sparse_combiner
 
 
-def _linear_config(columns: tuple[FeatureColumn, ...], units: int, sparse_combiner: str,
+def _linear_config(columns: tuple[DenseColumn | CategoricalColumn, ...], units: int, sparse_combiner: str,
                    trainable: bool) -> tuple[Any, ...]:
     return ("LinearModel", columns, units, sparse_combiner, bool(trainable))
 
@@ -1789,10 +1822,12 @@ def _fill_cols_to_vars(cols_to_vars: dict[Any, list[torch.Tensor]] | None, modul
     if cols_to_vars is None:
         return
     inner = _inner(module)
+    if not isinstance(inner, (DenseFeatures, LinearModel)):
+        raise TypeError(f"cols_to_vars: expected a DenseFeatures or LinearModel, found {type(inner).__name__}.")
     for column in inner.feature_columns:
         holder = inner._modules.get(_table_name(column) or variable_scope_name(column.name))
         cols_to_vars[column] = [] if holder is None else list(holder.parameters())
-    if with_bias:
+    if with_bias and isinstance(inner, LinearModel):
         cols_to_vars["bias"] = [inner.bias_weights]
 
 

@@ -283,11 +283,11 @@ class BatchIterator:
         return self
 
     def __next__(self) -> Any:
-        offset, batch_size = self._offset, self._batch_size
-        if offset + batch_size < self._shard_rows and self._epoch == self._order_epoch and (
+        offset, batch_size, order = self._offset, self._batch_size, self._order
+        if order is not None and offset + batch_size < self._shard_rows and self._epoch == self._order_epoch and (
                 self._num_epochs is None or self._epoch < self._num_epochs):
             # Hot path: the whole batch lies inside the current epoch's order.
-            index = self._order[offset:offset + batch_size]
+            index = order[offset:offset + batch_size]
             self._offset = offset + batch_size
         else:
             index = self._next_index_across_epochs()
@@ -418,13 +418,15 @@ class BatchIterator:
 # --------------------------------------------------------------------------------------------
 
 
-def _check_shuffle(shuffle: Any) -> None:
+def _check_shuffle(shuffle: Any) -> bool:
+    """``shuffle`` itself when it is a bool (TF requires it to be given explicitly)."""
     if not isinstance(shuffle, bool):
         raise ValueError(
             "shuffle must be provided and explicitly set as boolean (it is recommended to set it "
             f"as True for training); got {shuffle!r}. Pass shuffle=True for training, "
             "shuffle=False for evaluation and prediction."
         )
+    return shuffle
 
 
 def _check_batching(batch_size: Any, num_epochs: Any) -> None:
@@ -527,7 +529,7 @@ def numpy_input_fn(
         TypeError: x neither a dict nor an array.
     """
     del queue_capacity, num_threads
-    _check_shuffle(shuffle)
+    shuffle = _check_shuffle(shuffle)
     _check_batching(batch_size, num_epochs)
     if isinstance(x, Mapping):
         if not x:
@@ -641,7 +643,7 @@ def pandas_input_fn(
     import pandas as pd
 
     del queue_capacity, num_threads
-    _check_shuffle(shuffle)
+    shuffle = _check_shuffle(shuffle)
     if not isinstance(target_column, str):
         raise TypeError(f"target_column must be a string type; got {target_column!r}.")
     _check_batching(batch_size, num_epochs)

@@ -237,7 +237,6 @@ def _parse_tf_config(text: str | None) -> _ClusterSettings:
         raise ValueError("model_dir in TF_CONFIG should be non-empty.")
     cluster = ClusterSpec(tf_config.get("cluster") or {})
     task_env = tf_config.get("task") or {}
-    common = {"service": service, "model_dir": model_dir}
     if not cluster:  # local mode
         task_type, task_id = task_env.get("type", TaskType.WORKER), int(task_env.get("index", 0))
         if task_type != TaskType.WORKER:
@@ -245,7 +244,8 @@ def _parse_tf_config(text: str | None) -> _ClusterSettings:
         if task_id != 0:
             raise ValueError('If "cluster" is not set in TF_CONFIG, task index must be 0.')
         return _ClusterSettings(master=tf_config.get("session_master", ""),
-                                evaluation_master=tf_config.get("eval_session_master", ""), **common)
+                                evaluation_master=tf_config.get("eval_session_master", ""),
+                                service=service, model_dir=model_dir)
     if TaskType.MASTER in cluster:  # TF's legacy cluster with a "master" job instead of "chief"
         if TaskType.CHIEF in cluster:
             raise ValueError("If `master` node exists in `cluster`, job `chief` is not supported.")
@@ -260,14 +260,16 @@ def _parse_tf_config(text: str | None) -> _ClusterSettings:
     if task_type == TaskType.EVALUATOR:  # not part of the training cluster
         return _ClusterSettings(from_cluster=True, task_type=task_type, task_id=task_id,
                                 evaluation_master=evaluation_master, is_chief=False,
-                                num_worker_replicas=0, global_id_in_cluster=None, **common)
+                                num_worker_replicas=0, global_id_in_cluster=None,
+                                service=service, model_dir=model_dir)
     return _ClusterSettings(
         from_cluster=True, cluster_spec=cluster, task_type=task_type, task_id=task_id,
         master=_session_master(cluster, task_type, task_id, tf_config), evaluation_master=evaluation_master,
         is_chief=task_type == chief_type,
         num_worker_replicas=len(cluster.get(TaskType.WORKER, [])) + len(cluster[chief_type]),
         num_ps_replicas=len(cluster.get(TaskType.PS, [])),
-        global_id_in_cluster=_global_id(cluster, task_type, task_id, chief_type), **common)
+        global_id_in_cluster=_global_id(cluster, task_type, task_id, chief_type),
+        service=service, model_dir=model_dir)
 
 
 def tf_config_process_group() -> dict[str, str] | None:
@@ -552,6 +554,10 @@ class RunConfig:
         return not self._cluster.from_cluster
 
     @property
+    def _torchrun_rank(self) -> int:
+        return int(os.environ.get("RANK", "0"))
+
+    @property
     def world_size(self) -> int:
         """Processes training data-parallel together (1 for an evaluator or ps task)."""
         if not self._torchrun:
@@ -563,7 +569,7 @@ class RunConfig:
     def global_id_in_cluster(self) -> int | None:
         if not self._torchrun:
             return self._cluster.global_id_in_cluster
-        return int(os.environ.get("RANK", "0"))
+        return self._torchrun_rank
 
     @property
     def is_chief(self) -> bool:
@@ -581,7 +587,7 @@ class RunConfig:
     def task_id(self) -> int:
         if not self._torchrun:
             return self._cluster.task_id
-        rank = self.global_id_in_cluster
+        rank = self._torchrun_rank
         return rank - 1 if self.world_size > 1 and rank > 0 else 0
 
     @property

@@ -24,7 +24,7 @@ Example:
     (FixedLenFeature(shape=(1,), dtype='float32', default_value=None), VarLenFeature(dtype='string'))
     >>> parsed = parse_records([{'age': 30, 'job': 'lawyer'}, {'age': 41.5}], spec)
     >>> parsed['age'].tolist(), parsed['job'].tolist()
-    ([[30.0], [41.5]], [[''], ['']])
+    ([[30.0], [41.5]], [['lawyer'], ['']])
 """
 
 from __future__ import annotations
@@ -93,7 +93,12 @@ def _dtype_name(dtype: Any, where: str) -> str:
 # -- parse specs (TF's tf.io.FixedLenFeature / VarLenFeature) --------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+# What a parse spec's dtype may be given as: a name ('string', 'float32', 'tf.int64'), a torch or
+# numpy dtype, or a Python type (str, int, float); stored as its name.
+_DTypeLike = str | type | torch.dtype | np.dtype
+
+
+@dataclasses.dataclass(frozen=True, init=False)
 class FixedLenFeature:
     """A feature with ``shape`` values per record (TF's ``tf.io.FixedLenFeature``).
 
@@ -108,12 +113,13 @@ class FixedLenFeature:
     dtype: str
     default_value: Any = None
 
-    def __post_init__(self) -> None:
-        shape = (self.shape,) if isinstance(self.shape, int) else tuple(self.shape)
-        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
-            raise ValueError(f"FixedLenFeature shape must be positive ints, given {self.shape!r}.")
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "dtype", _dtype_name(self.dtype, "FixedLenFeature"))
+    def __init__(self, shape: int | Sequence[int], dtype: _DTypeLike, default_value: Any = None) -> None:
+        dims = (shape,) if isinstance(shape, int) else tuple(shape)
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in dims):
+            raise ValueError(f"FixedLenFeature shape must be positive ints, given {shape!r}.")
+        object.__setattr__(self, "shape", dims)
+        object.__setattr__(self, "dtype", _dtype_name(dtype, "FixedLenFeature"))
+        object.__setattr__(self, "default_value", default_value)
 
     def to_config(self) -> dict[str, Any]:
         default = self.default_value
@@ -122,7 +128,7 @@ class FixedLenFeature:
         return {"kind": "FixedLenFeature", "shape": list(self.shape), "dtype": self.dtype, "default_value": default}
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, init=False)
 class VarLenFeature:
     """A feature with any number of values per record, possibly none (TF's ``tf.io.VarLenFeature``).
 
@@ -133,8 +139,8 @@ class VarLenFeature:
 
     dtype: str
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "dtype", _dtype_name(self.dtype, "VarLenFeature"))
+    def __init__(self, dtype: _DTypeLike) -> None:
+        object.__setattr__(self, "dtype", _dtype_name(dtype, "VarLenFeature"))
 
     def to_config(self) -> dict[str, Any]:
         return {"kind": "VarLenFeature", "dtype": self.dtype}
@@ -272,7 +278,7 @@ def parse_records(records: Any, feature_spec: Mapping[str, FixedLenFeature | Var
         text = spec.dtype == "string"
         if isinstance(spec, FixedLenFeature):
             size = math.prod(spec.shape)
-            array = np.empty((len(rows), size), dtype=object if text else _NUMPY_DTYPES[spec.dtype])
+            array: np.ndarray = np.empty((len(rows), size), dtype=object if text else _NUMPY_DTYPES[spec.dtype])
             for index, record in enumerate(rows):
                 value = record.get(name)
                 if value is None:
@@ -290,17 +296,17 @@ def parse_records(records: Any, feature_spec: Mapping[str, FixedLenFeature | Var
                 array[index] = [_check_value(v, spec.dtype, name, index) for v in values]
             out[name] = array.reshape((len(rows), *spec.shape))
         else:
-            lists = []
+            lists: list[list[Any]] = []
             for index, record in enumerate(rows):
                 value = record.get(name)
-                values = [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
-                lists.append([_check_value(v, spec.dtype, name, index) for v in values if v is not None])
+                given = [] if value is None else list(value) if isinstance(value, (list, tuple)) else [value]
+                lists.append([_check_value(v, spec.dtype, name, index) for v in given if v is not None])
             width = max([1, *map(len, lists)])
             missing = "" if text else (-1 if spec.dtype in ("int64", "int32") else 0)
-            array = np.full((len(rows), width), missing, dtype=object if text else _NUMPY_DTYPES[spec.dtype])
-            for index, values in enumerate(lists):
-                array[index, :len(values)] = values
-            out[name] = array
+            padded: np.ndarray = np.full((len(rows), width), missing, dtype=object if text else _NUMPY_DTYPES[spec.dtype])
+            for index, checked in enumerate(lists):
+                padded[index, :len(checked)] = checked
+            out[name] = padded
     return out
 
 
@@ -586,7 +592,7 @@ def write_preprocessing(directory: str, feature_sources: Mapping[str, str], dens
             copied[source] = f"{ASSETS_DIRNAME}/{name}"
         return copied[source]
 
-    config = {
+    config: dict[str, Any] = {
         "feature_sources": dict(feature_sources),
         "dense_inputs": dict(dense_inputs),
         "categorical_ids": {name: column_to_config(column, copy_asset) for name, column in columns.items()},

@@ -16,6 +16,7 @@ so a TF user's warm-start regexes and weights carry over.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -41,6 +42,9 @@ _LEARNING_RATE = None
 
 class _BatchNorm(torch.nn.Module):
     """Keras ``BatchNormalization`` (momentum 0.999, epsilon 1e-3) with TF's variable names."""
+
+    moving_mean: torch.Tensor  # buffers, registered in __init__
+    moving_variance: torch.Tensor
 
     def __init__(self, units: int, momentum: float = 0.999, epsilon: float = 1e-3) -> None:
         super().__init__()
@@ -88,6 +92,8 @@ class Dense(torch.nn.Module):
 
     def batch_norm(self, x: torch.Tensor) -> torch.Tensor:
         """Applies this layer's batch norm (only when built with ``batch_norm_index``)."""
+        if self.batch_norm_name is None:
+            raise RuntimeError("This Dense layer has no batch norm: build it with batch_norm_index=<layer index>.")
         return getattr(self, self.batch_norm_name)(x)
 
 
@@ -157,7 +163,7 @@ def dnn_logits(features: Mapping[str, Any], mode: ModeKeys, hidden_units: Sequen
     training = mode == ModeKeys.TRAIN
     for index, units in enumerate(hidden_units):
         layer = get_module(f"{scope}/hiddenlayer_{index}",
-                           lambda w=width, u=units, i=index: Dense(w, u, i if batch_norm else None))
+                           functools.partial(Dense, width, units, index if batch_norm else None))
         modules.append(layer)
         net = layer(net)
         if activation_fn is not None:
@@ -167,14 +173,17 @@ def dnn_logits(features: Mapping[str, Any], mode: ModeKeys, hidden_units: Sequen
         if batch_norm:
             net = _unwrap(layer).batch_norm(net)
         width = units
-    logits_layer = get_module(f"{scope}/logits", lambda w=width: Dense(w, logits_dimension))
+    logits_layer = get_module(f"{scope}/logits", functools.partial(Dense, width, logits_dimension))
     modules.append(logits_layer)
     return logits_layer(net), modules
 
 
-def _unwrap(module: torch.nn.Module) -> torch.nn.Module:
-    # DDP wraps the module; the batch norm submodule is reached on the inner one.
-    return getattr(module, "module", module)
+def _unwrap(layer: torch.nn.Module) -> Dense:
+    # DDP wraps the layer; the batch norm submodule is reached on the inner one.
+    inner = getattr(layer, "module", layer)
+    if not isinstance(inner, Dense):
+        raise TypeError(f"Expected a DNN Dense layer (or DDP around one), found {type(inner).__name__}.")
+    return inner
 
 
 def _dnn_model_fn(features: Any, labels: Any, mode: ModeKeys, head: Head, hidden_units: Sequence[int],

@@ -75,8 +75,10 @@ def _optional_columns(columns: Any, argument: str) -> tuple[Any, ...]:
 class _Config:
     """The validated pieces of a combined estimator (shared by the classifier and the regressor)."""
 
-    def __init__(self, linear_feature_columns, linear_optimizer, dnn_feature_columns, dnn_optimizer,
-                 dnn_hidden_units, dnn_activation_fn, dnn_dropout, batch_norm, linear_sparse_combiner):
+    def __init__(self, linear_feature_columns: Any, linear_optimizer: Any, dnn_feature_columns: Any,
+                 dnn_optimizer: Any, dnn_hidden_units: Any, dnn_activation_fn: Any, dnn_dropout: Any,
+                 batch_norm: Any, linear_sparse_combiner: Any) -> None:
+        # The raw constructor arguments, checked here (as TF's canned estimators take them).
         self.linear_columns = _optional_columns(linear_feature_columns, "linear_feature_columns")
         self.dnn_columns = _optional_columns(dnn_feature_columns, "dnn_feature_columns")
         if not self.linear_columns and not self.dnn_columns:
@@ -98,17 +100,19 @@ class _Config:
 
     def model_fn(self, features: Any, labels: Any, mode: ModeKeys, head: Head) -> EstimatorSpec:
         features = check_features(features)
-        logits = None
+        parts: list[torch.Tensor] = []  # the dnn's logits, then the linear model's (__init__ asks for one)
         dnn_modules: list[torch.nn.Module] = []
         linear_modules: list[torch.nn.Module] = []
         if self.dnn_columns:
-            logits, dnn_modules = dnn_logits(features, mode, self.hidden_units, self.dnn_columns,
-                                             head.logits_dimension, self.activation, self.dropout,
-                                             self.batch_norm)
+            deep, dnn_modules = dnn_logits(features, mode, self.hidden_units, self.dnn_columns,
+                                           head.logits_dimension, self.activation, self.dropout,
+                                           self.batch_norm)
+            parts.append(deep)
         if self.linear_columns:
             linear, linear_modules = linear_logits(features, self.linear_columns, head.logits_dimension,
                                                    self.sparse_combiner)
-            logits = linear if logits is None else logits + linear
+            parts.append(linear)
+        logits = parts[0] if len(parts) == 1 else parts[0] + parts[1]
         if mode != ModeKeys.TRAIN:
             return head.create_estimator_spec(features, mode, logits, labels)
         optimizers = []

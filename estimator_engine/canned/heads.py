@@ -359,6 +359,7 @@ class Head:
         """
         mode = ModeKeys(mode)
         logits = self._check_logits(logits)
+        predictions: Mapping[str, Any]
         if mode == ModeKeys.PREDICT:
             predictions = self.predictions(logits)
             return EstimatorSpec(mode, predictions=predictions,
@@ -380,10 +381,7 @@ class Head:
                                            regularization_losses)
             return EstimatorSpec(mode, predictions=predictions, loss=loss,
                                  eval_metric_ops={self._key(k): v for k, v in ops.items()})
-        if (optimizer is None) == (train_op_fn is None):
-            raise ValueError("In TRAIN mode, exactly one of optimizer and train_op_fn must be set; "
-                             f"given optimizer={optimizer!r}, train_op_fn={train_op_fn!r}.")
-        train_op = minimize(optimizer, loss) if optimizer is not None else train_op_fn(loss)
+        train_op = _train_op(optimizer, train_op_fn, loss)
         return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op)
 
     def _prediction_keys(self) -> tuple[str, ...]:
@@ -404,6 +402,17 @@ class Head:
 
     def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
         raise NotImplementedError
+
+
+def _train_op(optimizer: torch.optim.Optimizer | None, train_op_fn: Callable[[torch.Tensor], Any] | None,
+              loss: torch.Tensor) -> Any:
+    """TRAIN's ``train_op``: ``minimize(optimizer, loss)`` or ``train_op_fn(loss)``, exactly one given."""
+    if optimizer is not None and train_op_fn is None:
+        return minimize(optimizer, loss)
+    if optimizer is None and train_op_fn is not None:
+        return train_op_fn(loss)
+    raise ValueError("In TRAIN mode, exactly one of optimizer and train_op_fn must be set; "
+                     f"given optimizer={optimizer!r}, train_op_fn={train_op_fn!r}.")
 
 
 def _name_keys() -> tuple[str, ...]:
@@ -434,7 +443,7 @@ class _ClassHead(Head):
         if isinstance(labels, torch.Tensor):
             if self._vocab is not None:
                 raise ValueError(f"Labels dtype should be string if there is a vocabulary "
-                                 f"(label_vocabulary={list(self.label_vocabulary)!r:.100}). Instead got "
+                                 f"(label_vocabulary={list(self.label_vocabulary or ())!r:.100}). Instead got "
                                  f"{labels.dtype}. Pass the class names as labels, or drop label_vocabulary.")
             return labels.to(logits.device)
         array = np.asarray(labels)
@@ -446,7 +455,7 @@ class _ClassHead(Head):
             return torch.from_numpy(self._vocab.lookup(array)).to(logits.device)
         if self._vocab is not None:
             raise ValueError(f"Labels dtype should be string if there is a vocabulary "
-                             f"(label_vocabulary={list(self.label_vocabulary)!r:.100}). Instead got "
+                             f"(label_vocabulary={list(self.label_vocabulary or ())!r:.100}). Instead got "
                              f"{array.dtype}.")
         if array.dtype.kind not in "biuf":
             raise ValueError(f"Labels must be numbers or strings, got dtype {array.dtype}.")
@@ -908,12 +917,13 @@ class MultiHead(Head):
             if len(head_weights) != len(heads):
                 raise ValueError(f"heads and head_weights must have the same size. Given len(heads): "
                                  f"{len(heads)}. Given len(head_weights): {len(head_weights)}.")
+        names: list[str] = []
         for head in heads:
             if not isinstance(head, Head) or isinstance(head, MultiHead):
                 raise ValueError(f"heads must be single Head instances, given: {head!r:.200}.")
             if not head.name:
                 raise ValueError(f"All given heads must have name specified. Given: {head!r:.200}")
-        names = [head.name for head in heads]
+            names.append(head.name)
         if len(set(names)) != len(names):
             raise ValueError(f"Heads must have distinct names, given: {names}.")
         reductions = {head.loss_reduction for head in heads}
@@ -922,6 +932,7 @@ class MultiHead(Head):
                              f"{[head.loss_reduction for head in heads]}")
         super().__init__(None, reductions.pop(), "_".join(names))
         self.heads = heads
+        self._names = tuple(names)  # the heads' names (each checked to be set)
         self.head_weights = tuple(float(w) for w in head_weights) if head_weights else ()
         self.logits_dimension = sum(head.logits_dimension for head in heads)
 
@@ -933,10 +944,10 @@ class MultiHead(Head):
             missing = [h.name for h in self.heads if h.name not in logits]
             if missing:
                 raise ValueError(f"logits has missing values for head(s): {missing}")
-            return {h.name: logits[h.name] for h in self.heads}
+            return {name: logits[name] for name in self._names}
         logits = Head._check_logits(self, logits)
         parts = torch.split(logits, [h.logits_dimension for h in self.heads], dim=-1)
-        return {h.name: part for h, part in zip(self.heads, parts)}
+        return dict(zip(self._names, parts))
 
     def _split_labels(self, labels: Any) -> Mapping[str, Any]:
         if not isinstance(labels, Mapping):
@@ -972,8 +983,8 @@ class MultiHead(Head):
 
     def predictions(self, logits: Any) -> dict[str, Any]:
         logits_dict = self._split_logits(logits)
-        return {f"{head.name}/{key}": value for head in self.heads
-                for key, value in head.predictions(logits_dict[head.name]).items()}
+        return {f"{name}/{key}": value for name, head in zip(self._names, self.heads)
+                for key, value in head.predictions(logits_dict[name]).items()}
 
     def metrics(self, labels: Any, logits: Any, features: Any = None,
                 regularization_losses: Sequence[torch.Tensor] | None = None) -> dict[str, MetricOp]:
@@ -981,9 +992,10 @@ class MultiHead(Head):
         labels = self._split_labels(labels)
         ops: dict[str, MetricOp] = {}
         with torch.no_grad():
-            for head, loss in zip(self.heads, self._head_losses(features, logits_dict, labels)):
-                ops[f"{MetricKeys.LOSS}/{head.name}"] = metrics.mean(loss.detach())
-                ops.update(head.metrics(labels[head.name], logits_dict[head.name], features))
+            losses = self._head_losses(features, logits_dict, labels)
+            for name, head, loss in zip(self._names, self.heads, losses):
+                ops[f"{MetricKeys.LOSS}/{name}"] = metrics.mean(loss.detach())
+                ops.update(head.metrics(labels[name], logits_dict[name], features))
             if regularization_losses:
                 total = sum(torch.as_tensor(r).detach().reshape(()) for r in regularization_losses)
                 ops[MetricKeys.LOSS_REGULARIZATION] = metrics.mean(total)
@@ -991,11 +1003,11 @@ class MultiHead(Head):
 
     def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
         per_head = {}
-        for head in self.heads:
-            prefix = f"{head.name}/"
+        for name, head in zip(self._names, self.heads):
+            prefix = f"{name}/"
             own = {k[len(prefix):]: v for k, v in predictions.items() if k.startswith(prefix)}
-            per_head[head.name] = head._export_outputs(own)
-        first = per_head[self.heads[0].name]
+            per_head[name] = head._export_outputs(own)
+        first = per_head[self._names[0]]
         if DEFAULT_SERVING_KEY not in first:
             raise ValueError(f"{self.heads[0].name} did not specify default export_outputs.")
         outputs: dict[str, Any] = {DEFAULT_SERVING_KEY: first[DEFAULT_SERVING_KEY]}
@@ -1026,12 +1038,9 @@ class MultiHead(Head):
             return EstimatorSpec(mode, predictions=self.predictions(logits_dict), loss=loss,
                                  eval_metric_ops=self.metrics(labels, logits_dict, features,
                                                               regularization_losses))
-        if (optimizer is None) == (train_op_fn is None):
-            raise ValueError("In TRAIN mode, exactly one of optimizer and train_op_fn must be set; "
-                             f"given optimizer={optimizer!r}, train_op_fn={train_op_fn!r}.")
-        train_op = minimize(optimizer, loss) if optimizer is not None else train_op_fn(loss)
-        predictions = _LazyPredictions(lambda: self.predictions(logits_dict), self._prediction_keys())
-        return EstimatorSpec(mode, predictions=predictions, loss=loss, train_op=train_op)
+        train_op = _train_op(optimizer, train_op_fn, loss)
+        lazy = _LazyPredictions(lambda: self.predictions(logits_dict), self._prediction_keys())
+        return EstimatorSpec(mode, predictions=lazy, loss=loss, train_op=train_op)
 
     def _require_labels_dict(self, labels: Any) -> None:
         if labels is None:

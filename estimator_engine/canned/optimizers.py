@@ -246,7 +246,8 @@ def get_optimizer_factory(optimizer: Any, learning_rate: float | None = None, ar
     if isinstance(optimizer, type):
         if not issubclass(optimizer, torch.optim.Optimizer):
             raise TypeError(f"{argument} class must be a torch.optim.Optimizer subclass, given: {optimizer!r}.")
-        return lambda params: optimizer(params)
+        optimizer_class: Callable[..., torch.optim.Optimizer] = optimizer  # a subclass: its own defaults
+        return lambda params: optimizer_class(params)
     if callable(optimizer):
         return optimizer
     raise TypeError(f"{argument} must be a name {list(OPTIMIZER_NAMES)}, a torch.optim.Optimizer class "

@@ -132,6 +132,13 @@ def test_timer_first_after_run_triggers_then_every_n_steps(est):
     assert len(secs) == 1
 
 
+def test_hook_without_a_session_says_so(est):
+    hook = early_stopping.make_early_stopping_hook(est, lambda: True)
+    hook.begin()
+    with pytest.raises(RuntimeError, match=r"needs run_context\.session .*given None: run it inside Estimator\.train"):
+        hook.after_run(SessionRunContext(None, None), SessionRunValues(None))
+
+
 def train_input_fn():
     return ee.inputs.numpy_input_fn(FEATURES, LABELS, batch_size=16, shuffle=True, num_epochs=None)()
 

@@ -937,3 +937,20 @@ def test_shared_embedding_columns_errors():
         fc.shared_embedding_columns([a], 0)
     with pytest.raises(ValueError, match="LinearModel does not support shared embedding columns"):
         fc.LinearModel(fc.shared_embedding_columns([a], 2))
+
+
+# -- columns built directly (not through the constructors that check them) ------------------------
+
+
+def test_an_embedding_column_with_a_checkpoint_but_no_tensor_name_says_so(tmp_path):
+    job = fc.categorical_column_with_vocabulary_list("job", ["a", "b"])
+    column = fc.EmbeddingColumn(job, 2, ckpt_to_load_from=str(tmp_path))  # embedding_column refuses this
+    with pytest.raises(ValueError, match=r"Must specify both `ckpt_to_load_from` and `tensor_name_in_ckpt` "
+                                         r"or none of them \(embedding column job_embedding\)"):
+        column.initial_value()
+
+
+def test_a_crossed_column_without_keys_says_so():
+    column = fc.CrossedColumn((), hash_bucket_size=5)  # crossed_column asks for two keys or more
+    with pytest.raises(ValueError, match="crosses no features: give it two keys or more"):
+        column._ids(fc._Cache({"a": ["x"]}, torch.device("cpu")))

@@ -1,7 +1,8 @@
 """The Model page keeps the session's edited code and Train launches exactly that code.
 
 The plain editor (``_plain_editor``: a text area, AppTest cannot type into the Ace component's
-iframe) calls the same ``on_change`` callback as the Ace editor's Apply / blur events.
+iframe) calls the same ``on_change`` as the Ace editor's Apply / blur events; the Ace editor's
+events are faked at its public ``code_editor()`` function.
 """
 
 from __future__ import annotations
@@ -111,14 +112,86 @@ def test_editor_text_of_a_code_editor_response():
 
 
 def test_an_editor_component_with_other_arguments_falls_back_to_a_text_area(monkeypatch):
-    """forms.edit_code calls streamlit-code-editor's component directly (for its on_change); a release
-    whose component takes other arguments must leave a working plain editor, not a broken page."""
+    """A release of streamlit-code-editor whose code_editor() takes other arguments must leave a
+    working plain editor, not a broken page."""
     import code_editor
 
-    def changed_signature(**kwargs):
-        raise TypeError("_component_func() got an unexpected keyword argument 'on_change'")
+    def changed_signature(code, **kwargs):
+        raise TypeError("code_editor() got an unexpected keyword argument 'ghost_text'")
 
-    monkeypatch.setattr(code_editor, "_component_func", changed_signature)
+    monkeypatch.setattr(code_editor, "code_editor", changed_signature)
     at = open_page("model")
     assert at.session_state["_plain_editor"] is True
     assert any("def model_fn" in area.value for area in at.text_area)
+
+
+def ace_response(event_id: str, text: str) -> dict[str, str]:
+    return {"id": event_id, "type": "blur", "lang": "python", "text": text, "selected": "", "cursor": ""}
+
+
+@pytest.fixture
+def ace(monkeypatch):
+    """streamlit-code-editor's public code_editor() replaced by a fake answering ``responses[key]``
+    (its default response before any event); its private component function fails the page."""
+    import code_editor
+
+    responses: dict[str, dict[str, str]] = {}
+    calls: list[dict] = []
+
+    def fake_code_editor(code, **kwargs):
+        calls.append({"code": code, **kwargs})
+        return responses.get(kwargs["key"], ace_response("", ""))
+
+    def private(**kwargs):
+        raise AssertionError("forms.edit_code used streamlit-code-editor's private _component_func")
+
+    monkeypatch.setattr(code_editor, "code_editor", fake_code_editor)
+    monkeypatch.setattr(code_editor, "_component_func", private)
+    return responses, calls
+
+
+def test_the_ace_editor_is_used_through_its_public_function(home, ace):
+    _, calls = ace
+    at = open_page("model")
+    assert "_plain_editor" not in at.session_state
+    assert calls and calls[-1]["key"] == "editor-mlp_classifier"
+    assert calls[-1]["code"] == SAVED
+    assert calls[-1]["response_mode"] == ["blur"]
+    assert not at.text_area  # the Ace editor, not the fallback
+
+
+def test_an_ace_event_applies_the_edit_once(home, ace, monkeypatch):
+    from workbench.ui import session
+
+    responses, calls = ace
+    applied: list[str] = []
+    apply = session.apply_template_edit
+    monkeypatch.setattr(session, "apply_template_edit",
+                        lambda name, text: (applied.append(text), apply(name, text))[-1])
+    at = open_page("model")
+    assert applied == []  # no event yet: the saved code stays
+    assert at.session_state["template"]["code"] == SAVED
+    responses["editor-mlp_classifier"] = ace_response("ev000001", EDITED)  # the editor lost focus
+    at.run()
+    assert not at.exception, at.exception
+    assert applied == [EDITED]
+    assert at.session_state["template"]["code"] == EDITED
+    assert [b for b in at.button if b.label == "Revert to the saved template"]
+    at.run()  # the component keeps answering the same event on later reruns: applied once
+    assert applied == [EDITED]
+    assert calls[-1]["code"] == EDITED
+    responses["editor-mlp_classifier"] = ace_response("ev000002", SAVED)  # edited back: a new event
+    at.run()
+    assert applied == [EDITED, SAVED]
+    assert at.session_state["template"]["code"] == SAVED
+    train(at)
+    [run] = RunRegistry(home).list_runs()
+    assert run.template_code == SAVED
+
+
+def test_the_installed_code_editor_accepts_the_call(home):
+    """The real streamlit-code-editor (not a fake): its code_editor() takes edit_code's arguments,
+    so the page shows the Ace editor and not the text-area fallback."""
+    at = open_page("model")
+    assert "_plain_editor" not in at.session_state
+    assert not at.text_area

@@ -52,36 +52,41 @@ def edit_code(label: str, value: str, key: str, height: int = 420,
     else ``st.text_area``. Returns the current text.
 
     The Ace editor reports its text when it loses focus (a click on a button, a link or anywhere
-    outside it) and on its Apply button / Ctrl+Enter; ``on_change(text)`` is then called as a
-    widget callback, i.e. before the next script run of any page, so a click that leaves the
-    editor and switches page still applies the edit."""
+    outside it) and on its Apply button / Ctrl+Enter. Its public ``code_editor()`` takes no
+    ``on_change``, so each report (a fresh event id) is recognised in the script run it starts and
+    ``on_change(text)`` is called then, once per event. The text area calls it as its widget
+    callback."""
     def changed() -> None:
         text = _editor_text(st.session_state.get(key))
         if text is not None and on_change is not None:
             on_change(text)
 
     try:
-        from code_editor import _component_func  # type: ignore[import-not-found]
+        from code_editor import code_editor
     except ImportError:
-        _component_func = None
-    if _component_func is not None and not st.session_state.get("_plain_editor"):
-        # code_editor() is this call without on_change (which it does not pass on); the private
-        # function is pinned by the dependency's range, and a changed signature falls back below.
+        code_editor = None
+    if code_editor is not None and not st.session_state.get("_plain_editor"):
         try:
-            response = _component_func(
-                code=value, lang="python", theme="default", key=key, height=[18, 30], focus=False,
+            response = code_editor(
+                value, lang="python", theme="default", key=key, height=[18, 30], focus=False,
                 shortcuts="vscode", snippets=["", ""], completions=[], keybindings={},
                 buttons=[{"name": "Apply", "feather": "Check", "hasText": True, "alwaysOn": True,
                           "commands": ["submit"], "style": {"bottom": "0.4rem", "right": "0.4rem"}}],
                 options={}, props={}, editor_props={}, component_props={}, menu={}, info={},
-                allow_reset=False, replace_completer=False, response_mode=["blur"], ghost_text="",
-                on_change=changed,
-                default={"id": "", "type": "", "lang": "", "text": "", "selected": "", "cursor": ""})
-        except TypeError:
+                allow_reset=False, replace_completer=False, response_mode=["blur"], ghost_text="")
+        except TypeError:  # a release with another signature: the plain editor still works
             st.session_state["_plain_editor"] = True
         else:
             text = _editor_text(response)
-            return value if text is None else text
+            if text is None:
+                return value
+            event = response.get("id") if isinstance(response, Mapping) else None
+            handled = f"_editor_event-{key}"  # the last event passed to on_change
+            if event and st.session_state.get(handled) != event:
+                st.session_state[handled] = event
+                if on_change is not None:
+                    on_change(text)
+            return text
     return st.text_area(label, value=value, height=height, key=key, on_change=changed)
 
 

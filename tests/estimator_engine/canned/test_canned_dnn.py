@@ -217,3 +217,11 @@ def test_penguins_train_evaluate_predict_and_warm_start(tmp_path):
     fresh.train(train_fn, steps=1)
     assert not np.array_equal(fresh.get_variable_value("dnn/hiddenlayer_0/kernel"),
                               source.get_variable_value("dnn/hiddenlayer_0/kernel"))
+
+
+def test_batch_norm_of_a_dense_layer_built_without_it_says_so():
+    from estimator_engine.canned.dnn import Dense
+
+    with pytest.raises(RuntimeError, match="This Dense layer has no batch norm: build it with batch_norm_index"):
+        Dense(3, 2).batch_norm(torch.ones(4, 2))
+    assert Dense(3, 2, batch_norm_index=0).batch_norm(torch.ones(4, 2)).shape == (4, 2)
