@@ -25,6 +25,16 @@ Call order inside ``Estimator.train`` (``evaluate`` and ``predict`` follow the s
 loop normally: ``end`` runs, ``on_exception`` does not). A name that several hooks fetch in the
 same step is resolved once, and they receive the same value.
 
+Which steps call a hook: TF calls every hook on every step, and so does the engine for every hook
+you write (and for any subclass of a standard hook). Only the engine's own standard hooks whose
+schedule is known (step limit, logging, step counter, summaries, checkpoints: every N steps, every
+N seconds, at the end) are left out of the training steps on which they would do nothing: each
+tells the loop, after acting, how many steps it will stay idle and from what time a seconds-based
+timer is due (``_schedule(session) -> (steps, due_time)``; ``_skipped(steps)`` catches up a hook
+that counts its own iterations). The steps they act on, what they write, and the order in which
+the hooks called on a step are called are the same as when every hook is called. A seconds-based
+timer is looked at when a step starts: one that falls due during a step acts on the next one.
+
 End of input (``StopIteration``) ends the loop normally. ``run_context.request_stop()`` stops the
 loop after the current step. Fetches are *names*, resolved against the step's ``EstimatorSpec``:
 ``'loss'``, ``'global_step'`` (the step count after this step ran), ``'predictions'`` (the whole

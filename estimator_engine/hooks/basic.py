@@ -29,7 +29,7 @@ from estimator_engine.hooks.base import (
     SessionRunValues,
     map_fetches,
 )
-from estimator_engine.hooks.timer import NeverTriggerTimer, SecondOrStepTimer
+from estimator_engine.hooks.timer import NEVER, NeverTriggerTimer, SecondOrStepTimer
 from estimator_engine.summary import SummaryWriter, SummaryWriterCache
 
 __all__ = [
@@ -109,8 +109,15 @@ class StopAtStepHook(SessionRunHook):
             self._last_step = session.global_step + self._num_steps
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        if run_context.session.global_step >= self._last_step:
+        session = run_context.session
+        if session is not None and self._last_step is not None and session.global_step >= self._last_step:
             run_context.request_stop()
+
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        # It acts on the step that brings the global step (one more per step) to last_step.
+        if self._last_step is None:
+            return NEVER, None
+        return max(0, self._last_step - session.global_step - 1), None
 
 
 class LoggingTensorHook(SessionRunHook):
@@ -201,6 +208,12 @@ class LoggingTensorHook(SessionRunHook):
             self._log_tensors(run_values.results)
         self._iter_count += 1
 
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        return self._timer.steps_until_trigger(self._iter_count)
+
+    def _skipped(self, steps: int) -> None:
+        self._iter_count += steps  # the iterations the loop ran without calling this hook
+
     def on_exception(self, exception: BaseException) -> None:
         self._failed = True
 
@@ -272,6 +285,10 @@ class StepCounterHook(SessionRunHook):
                 global_step, self._last_global_step,
             )
         self._last_global_step = global_step
+
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        # Checked on the global step after a step: the next step produces global_step + 1.
+        return self._timer.steps_until_trigger(session.global_step + 1)
 
     def _log_and_record(self, steps_per_sec: float, global_step: int) -> None:
         self.last_steps_per_sec = steps_per_sec
@@ -452,6 +469,11 @@ class SummarySaverHook(SessionRunHook):
             values[tag] = float(array.reshape(()))
         self._summary_writer.add_scalars(values, global_step)
 
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        if self._summary_writer is None or not self._fetches:
+            return NEVER, None
+        return self._timer.steps_until_trigger(session.global_step + 1)
+
     def end(self, session: Session) -> None:
         if self._summary_writer is not None:
             self._summary_writer.flush()
@@ -527,6 +549,9 @@ class GlobalStepWaiterHook(SessionRunHook):
 
     def begin(self) -> None:
         self._worker_is_started = False
+
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        return (NEVER, None) if self._worker_is_started else (0, None)
 
     def before_run(self, run_context: SessionRunContext) -> None:
         if self._worker_is_started:

@@ -140,6 +140,10 @@ class CheckpointSaverHook(SessionRunHook):
             if self._save(run_context.session, global_step):
                 run_context.request_stop()
 
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        # Checked on the global step after a step: the next step produces global_step + 1.
+        return self._timer.steps_until_trigger(session.global_step + 1)
+
     def on_exception(self, exception: BaseException) -> None:
         self._failed = True
 
