@@ -105,7 +105,9 @@ def _rng_state() -> dict[str, Any]:
     np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
     state = {
         "torch": torch.get_rng_state(),
-        "python": [version, list(internal), gauss],
+        # One int64 tensor, not a list of 625 ints: torch.load's weights-only unpickler reads a list
+        # item by item in Python, which was most of the time a resumed train() spent loading the RNG.
+        "python": [version, torch.tensor(internal, dtype=torch.int64), gauss],
         "numpy": [np_name, torch.from_numpy(np_keys.astype(np.int64)), np_pos, np_has_gauss, np_gauss],
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -116,7 +118,9 @@ def _rng_state() -> dict[str, Any]:
 def _set_rng_state(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
+    if isinstance(internal, torch.Tensor):
+        internal = internal.tolist()
+    random.setstate((version, tuple(internal), gauss))  # a list in checkpoints written before 2026-12-03
     name, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     if "cuda" in state and torch.cuda.is_available():

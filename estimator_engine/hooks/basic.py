@@ -258,6 +258,7 @@ class StepCounterHook(SessionRunHook):
         self._summary_writer = summary_writer
         self._last_global_step: int | None = None
         self._stale_warnings = 0
+        self._unflushed = False
         self.last_steps_per_sec: float | None = None
 
     def __repr__(self) -> str:
@@ -269,6 +270,7 @@ class StepCounterHook(SessionRunHook):
             self._summary_writer = SummaryWriterCache.get(self._output_dir)
         self._timer.reset()
         self._last_global_step = None
+        self._unflushed = False
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         global_step = run_context.session.global_step
@@ -294,11 +296,15 @@ class StepCounterHook(SessionRunHook):
         self.last_steps_per_sec = steps_per_sec
         if self._summary_writer is not None:
             self._summary_writer.add_scalar(self._SUMMARY_TAG, steps_per_sec, global_step)
+            self._unflushed = True
         _LOG.info("%s: %g", self._SUMMARY_TAG, steps_per_sec)
 
     def end(self, session: Session) -> None:
-        if self._summary_writer is not None:
+        # Only what this hook wrote: a flush of the event file costs an fsync, and the summary
+        # hook sharing the writer flushes its own (a short train() call writes no rate at all).
+        if self._summary_writer is not None and self._unflushed:
             self._summary_writer.flush()
+            self._unflushed = False
 
 
 class NanTensorHook(SessionRunHook):
