@@ -22,6 +22,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import copy
+import itertools
 import logging
 import os
 import random
@@ -901,9 +902,11 @@ class Estimator:
         run_context = SessionRunContext(original_args=None, session=session)
         fetch, new_step = session.fetcher()
         first = True
+        # Made once, entered per batch (both can be entered again once left).
+        reentry, no_grad = state.reentered(), torch.no_grad()
         with _hook_lifecycle(session, hooks):
             while True:
-                with state.reentered(), torch.no_grad(), spec_lib.cheap_validation():
+                with reentry, no_grad, spec_lib.cheap_validation():
                     if not first:
                         batch = next(batches, _END)
                         if batch is _END:
@@ -1051,9 +1054,14 @@ class Estimator:
                 _log.warning("Modules %s have trainable parameters that no optimizer updates: they will not "
                              "train. Build the optimizer from ee.trainable_variables() after the last "
                              "get_module, or set requires_grad=False on what should stay frozen.", missed)
-        unused = state.unused_checkpoint_variables()
-        if unused:
-            _log.info("Variables in %s not used by the model: %s", state.checkpoint_path, unused)
+        # Once per checkpoint and set of modules: a reused state would log (and compute) it again
+        # on every evaluate/predict call.
+        modules_and_source = (state.checkpoint_path, tuple(state.modules))
+        if state.unused_variables_checked != modules_and_source:
+            state.unused_variables_checked = modules_and_source
+            unused = state.unused_checkpoint_variables()
+            if unused:
+                _log.info("Variables in %s not used by the model: %s", state.checkpoint_path, unused)
         return spec
 
     def _call_model_fn(self, features, labels, mode, config=None) -> EstimatorSpec:
@@ -1160,11 +1168,11 @@ def _numpy_predictions(predictions: Any) -> Any:
 
 
 def _unbatch(predictions: Any, single: bool) -> Iterator[Any]:
+    """The examples (or the one batch) to yield, checked first; iterated at C speed."""
     if isinstance(predictions, Mapping):
         arrays = predictions
         if not single:
-            yield arrays
-            return
+            return iter((arrays,))
         scalars = [k for k, v in arrays.items() if np.ndim(v) == 0]
         if scalars:
             raise ValueError(f"Predictions {scalars} have no batch dimension (a scalar each); every "
@@ -1176,17 +1184,16 @@ def _unbatch(predictions: Any, single: bool) -> Iterator[Any]:
             if length != lengths[first_key]:
                 raise ValueError(f"Batch length of predictions should be same. {key} has different "
                                  f"batch length than others ({length} vs {lengths[first_key]} for {first_key}).")
-        # Rows are split at C speed (list() of an array), then zipped into one dict per example.
+        # Rows are split by list() of each array, then one dict per example is built by
+        # dict(zip(keys, row)) -- all in C, no Python frame per example.
         keys = list(arrays)
-        for row in zip(*(list(arrays[k]) for k in keys)):
-            yield dict(zip(keys, row))
-    else:
-        array = predictions
-        if not single:
-            yield array
-        elif np.ndim(array) == 0:
-            raise ValueError("The predictions tensor has no batch dimension (a scalar); it needs the "
-                             "batch as its first dimension to yield single examples. Return a value "
-                             "per example, or predict(yield_single_examples=False).")
-        else:
-            yield from array
+        rows = zip(*(list(arrays[k]) for k in keys))
+        return map(dict, map(zip, itertools.repeat(keys), rows))
+    array = predictions
+    if not single:
+        return iter((array,))
+    if np.ndim(array) == 0:
+        raise ValueError("The predictions tensor has no batch dimension (a scalar); it needs the "
+                         "batch as its first dimension to yield single examples. Return a value "
+                         "per example, or predict(yield_single_examples=False).")
+    return iter(array)

@@ -291,6 +291,19 @@ class TestCheckpoints:
         assert result["loss"] == pytest.approx(0.0, abs=1e-10)
 
 
+    def test_unused_checkpoint_variables_are_reported_once_per_checkpoint(self, tmp_path, caplog):
+        checkpoints.create_checkpoint(str(tmp_path), {"linear/weight": [[2.0]], "linear/bias": [3.0],
+                                                      "old_head/weight": [[1.0]]}, 100)
+        est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={})
+        x, _ = make_linear_data(n=8)
+        with caplog.at_level(logging.INFO, logger="estimator_engine"):
+            for _ in range(3):  # later calls reuse the cached model: nothing new to report
+                est.evaluate(_linear_input_fn(num_epochs=1))
+                list(est.predict(ee.inputs.numpy_input_fn(x, batch_size=4, shuffle=False)))
+        reports = [r.getMessage() for r in caplog.records if "not used by the model" in r.getMessage()]
+        assert len(reports) == 1 and "['old_head/weight']" in reports[0]
+
+
 def _dropout_model_fn(features, labels, mode, params):
     net = ee.get_module("net", lambda: torch.nn.Sequential(
         torch.nn.Linear(1, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(16, 1)))
