@@ -29,7 +29,7 @@ import random
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -103,7 +103,8 @@ def _to_device(obj: Any, device: torch.device) -> Any:
 
 def _rng_state() -> dict[str, Any]:
     version, internal, gauss = random.getstate()
-    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    np_state = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state(legacy=True))
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np_state
     state = {
         "torch": torch.get_rng_state(),
         # One int64 tensor, not a list of 625 ints: torch.load's weights-only unpickler reads a list
@@ -187,7 +188,8 @@ class _Session:
         self._last_saved_path: str | None = None
         # The checkpoint file this state was restored from: saving again before any step would
         # write the same state under the same name (a resumed call's first save).
-        self._restored_from = (os.path.abspath(state.checkpoint_path), state.global_step) if state.restored else None
+        restored_path = state.checkpoint_path
+        self._restored_from = (os.path.abspath(restored_path), state.global_step) if restored_path is not None else None
         self.writer = _CheckpointWriter()
 
     @property
@@ -196,6 +198,8 @@ class _Session:
 
     def resolve(self, name: str) -> Any:
         spec = self.spec
+        if spec is None:  # hooks run only once the first model_fn call has built a step
+            raise RuntimeError(f"Cannot fetch {name!r} before the first model_fn call has built a step.")
         if name == "loss":
             return _to_python(spec.loss)
         if name == "global_step":
@@ -460,6 +464,10 @@ class _StepHooks:
             self._last_called[i] = iteration
 
 
+def _ignore_batch(spec: EstimatorSpec) -> None:
+    """The ``on_batch`` of a loop that has none (TRAIN runs ``train_op`` instead)."""
+
+
 def _snapshot(obj: Any) -> Any:
     """A copy of nested state whose tensors no longer share memory with the live model."""
     if isinstance(obj, torch.Tensor):
@@ -649,7 +657,7 @@ class Estimator:
             session.hooks = hooks
             if checkpoint is not None:
                 self._restore_hook_states(checkpoint, hooks)
-            elif spec.scaffold.init_fn is not None:
+            elif spec.scaffold is not None and spec.scaffold.init_fn is not None:
                 spec.scaffold.init_fn(spec.scaffold, session)
             try:
                 with strategy.join(list(state.modules.values())) if strategy else contextlib.nullcontext():
@@ -681,13 +689,14 @@ class Estimator:
         values: list[SessionRunValues] = [_NO_VALUES] * len(hooks)
         fetch, new_step = session.fetcher()
         clock = time.time
+        accumulate = on_batch if on_batch is not None else _ignore_batch
         batches_run = 0
         with _hook_lifecycle(session, hooks), spec_lib.cheap_validation():
             step_hooks.start(session)
             idle_before, idle_after = step_hooks.before_runs, step_hooks.after_runs
             try:
                 while True:
-                    spec = session.spec
+                    spec = cast(EstimatorSpec, session.spec)  # set by the first model_fn call
                     if batches_run < step_hooks.next_step and (
                             step_hooks.next_time_start is None or clock() < step_hooks.next_time_start):
                         before_runs, after_runs, due = idle_before, idle_after, None
@@ -696,10 +705,10 @@ class Estimator:
                     for i, before_run in before_runs:
                         requests[i] = before_run(run_context)
                     if train:
-                        spec.train_op()
+                        spec.train_op()  # type: ignore[misc]  # a TRAIN EstimatorSpec always holds one
                         state.global_step += 1
                     else:
-                        on_batch(spec)
+                        accumulate(spec)
                     batches_run += 1
                     # All fetches are resolved before any after_run, as one TF session.run would,
                     # and a name several hooks ask for is resolved once.
@@ -824,7 +833,7 @@ class Estimator:
 
         def accumulate(step_spec: EstimatorSpec) -> None:
             nonlocal loss_total
-            loss_total = loss_total + step_spec.loss.detach()
+            loss_total = loss_total + step_spec.loss.detach()  # type: ignore[union-attr]  # EVAL specs hold a loss
             for tag, value in state.summaries.items():
                 total = summary_totals.setdefault(tag, [0.0, 0])
                 total[0] = total[0] + (value.detach().double() if isinstance(value, torch.Tensor) else float(value))
@@ -945,10 +954,14 @@ class Estimator:
         def for_training(name: str, module: torch.nn.Module) -> torch.nn.Module:
             if strategy is not None:
                 module = strategy.wrap(name, module)
-            return torch.compile(module) if compile_modules else module
+            # torch.compile of a module returns the (optimized) module; its stub says any callable.
+            return cast(torch.nn.Module, torch.compile(module)) if compile_modules else module
+
+        def for_inference(name: str, module: torch.nn.Module) -> torch.nn.Module:
+            return cast(torch.nn.Module, torch.compile(module))
 
         state.module_wrapper = for_training
-        state.inference_wrapper = (lambda name, module: torch.compile(module)) if compile_modules else None
+        state.inference_wrapper = for_inference if compile_modules else None
         if self._config.precision == "16-mixed":
             state.grad_scaler = torch.amp.GradScaler(self._device.type)
             if checkpoint and checkpoint.get("grad_scaler"):
@@ -1046,7 +1059,7 @@ class Estimator:
         if state.warm_starter is not None:
             report = state.warm_starter.finish()
             _log.info("Warm-started %d variables from %s.", len(getattr(report, "warm_started", ())),
-                      self._warm_start_settings.ckpt_to_initialize_from)
+                      getattr(self._warm_start_settings, "ckpt_to_initialize_from", None))
             state.warm_starter = None
         if session.mode == ModeKeys.TRAIN:
             missed = state.modules_outside_optimizers()

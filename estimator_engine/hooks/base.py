@@ -77,12 +77,16 @@ class Session(Protocol):
         ...
 
     def save_checkpoint(self, checkpoint_dir: str | None = None,
-                        checkpoint_basename: str = "model.ckpt") -> str:
-        """Writes a checkpoint of the whole training state now and returns its path (TRAIN only)."""
+                        checkpoint_basename: str = "model.ckpt") -> str | None:
+        """Writes a checkpoint of the whole training state now and returns its path (TRAIN only).
+
+        Returns ``None`` when nothing is written: on a worker that is not the chief, or after a
+        failed step (its state is not worth keeping).
+        """
         ...
 
     def save_checkpoint_async(self, checkpoint_dir: str | None = None,
-                              checkpoint_basename: str = "model.ckpt") -> str:
+                              checkpoint_basename: str = "model.ckpt") -> str | None:
         """Like ``save_checkpoint``, but the file is written in the background (optional method).
 
         The state is copied before this returns; the loop waits for pending writes before it
@@ -198,6 +202,16 @@ class CheckpointSaverListener:
 
     def end(self, session: Session, global_step_value: int) -> None:
         """Called once at the end of training."""
+
+
+def _session_of(run_context: SessionRunContext) -> Session:
+    """The running session of ``run_context``; a clear error for a context made without one."""
+    session = run_context.session
+    if session is None:
+        raise RuntimeError("This hook needs run_context.session (the running loop's session), which is "
+                           "None. Hooks are called with one by Estimator.train/evaluate/predict; a test "
+                           "driving a hook by hand must pass SessionRunContext(original_args, session).")
+    return session
 
 
 def map_fetches(fetches: Any, resolve: Any) -> Any:

@@ -27,6 +27,7 @@ from estimator_engine.hooks.base import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    _session_of,
     map_fetches,
 )
 from estimator_engine.hooks.timer import NEVER, NeverTriggerTimer, SecondOrStepTimer
@@ -109,8 +110,7 @@ class StopAtStepHook(SessionRunHook):
             self._last_step = session.global_step + self._num_steps
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        session = run_context.session
-        if session is not None and self._last_step is not None and session.global_step >= self._last_step:
+        if self._last_step is not None and _session_of(run_context).global_step >= self._last_step:
             run_context.request_stop()
 
     def _schedule(self, session: Session) -> tuple[int, float | None]:
@@ -273,10 +273,10 @@ class StepCounterHook(SessionRunHook):
         self._unflushed = False
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        global_step = run_context.session.global_step
+        global_step = _session_of(run_context).global_step
         if self._timer.should_trigger_for_step(global_step):
             elapsed_secs, elapsed_steps = self._timer.update_last_triggered_step(global_step)
-            if elapsed_secs is not None and elapsed_secs > 0:
+            if elapsed_secs is not None and elapsed_steps is not None and elapsed_secs > 0:
                 self._log_and_record(elapsed_steps / elapsed_secs, global_step)
         if global_step == self._last_global_step and self._stale_warnings < self._MAX_STALE_WARNINGS:
             self._stale_warnings += 1
@@ -454,15 +454,16 @@ class SummarySaverHook(SessionRunHook):
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         if self._summary_writer is None or not self._fetches:
             return None
-        next_step = run_context.session.global_step + 1  # the step this run will produce
+        next_step = _session_of(run_context).global_step + 1  # the step this run will produce
         self._request_summary = self._timer.should_trigger_for_step(next_step)
         return SessionRunArgs(self._fetches) if self._request_summary else None
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        if not self._request_summary:
+        writer = self._summary_writer
+        if not self._request_summary or writer is None:
             return
         self._request_summary = False
-        global_step = run_context.session.global_step
+        global_step = _session_of(run_context).global_step
         self._timer.update_last_triggered_step(global_step)
         values = {}
         for tag, value in _flattened(run_values.results):
@@ -473,7 +474,7 @@ class SummarySaverHook(SessionRunHook):
                     f"{array.shape}. Fetch a scalar (e.g. a metric or the loss)."
                 )
             values[tag] = float(array.reshape(()))
-        self._summary_writer.add_scalars(values, global_step)
+        writer.add_scalars(values, global_step)
 
     def _schedule(self, session: Session) -> tuple[int, float | None]:
         if self._summary_writer is None or not self._fetches:
@@ -547,8 +548,8 @@ class GlobalStepWaiterHook(SessionRunHook):
     def __init__(self, wait_until_step: int) -> None:
         if not isinstance(wait_until_step, Real) or isinstance(wait_until_step, bool):
             raise TypeError(f"wait_until_step must be an integer, given {wait_until_step!r}.")
-        self._wait_until_step = wait_until_step
-        self._worker_is_started = False
+        self._wait_until_step: float = wait_until_step
+        self._worker_is_started: bool = False
 
     def __repr__(self) -> str:
         return _format_repr(self, wait_until_step=self._wait_until_step)
@@ -568,7 +569,7 @@ class GlobalStepWaiterHook(SessionRunHook):
         _LOG.info("Waiting for global step %d before starting training.", self._wait_until_step)
         last_logged_step = 0
         while True:
-            current_step = run_context.session.global_step
+            current_step = _session_of(run_context).global_step
             if current_step >= self._wait_until_step:
                 self._worker_is_started = True
                 return None

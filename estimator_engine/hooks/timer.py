@@ -113,10 +113,11 @@ class SecondOrStepTimer:
     def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
         """Records a trigger at ``step``; returns ``(elapsed_secs, elapsed_steps)``, ``None`` first."""
         now = time.time()
-        if self._last_triggered_time is None:
+        last_time, last_step = self._last_triggered_time, self._last_triggered_step
+        if last_time is None or last_step is None:
             elapsed: tuple[float | None, int | None] = (None, None)
         else:
-            elapsed = (now - self._last_triggered_time, step - self._last_triggered_step)
+            elapsed = (now - last_time, step - last_step)
         self._last_triggered_time = now
         self._last_triggered_step = step
         return elapsed
