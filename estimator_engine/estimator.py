@@ -22,12 +22,14 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import copy
+import itertools
 import logging
 import os
 import random
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -50,6 +52,7 @@ from estimator_engine.hooks import (
     SummarySaverHook,
     map_fetches,
 )
+from estimator_engine.hooks.timer import NEVER
 from estimator_engine.inputs import parse_input_fn_result, split_batch
 from estimator_engine.metric_op import MetricOp
 from estimator_engine.mode_keys import ModeKeys
@@ -67,16 +70,17 @@ _MODEL_FN_ARGS = ("features", "labels", "mode", "params", "config")
 # Members a subclass may override (TF's allow-list, plus the hooks canned estimators use).
 _OVERRIDABLE = frozenset({"model_fn", "latest_checkpoint", "__init__"})
 _NO_VALUES = SessionRunValues(None)
+# Off only in tests that compare a run calling every hook on every step with the scheduled one.
+_SCHEDULE_HOOKS = True
 _AUTOCAST_DTYPES = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}
 
 
 def _to_python(value: Any) -> Any:
     """A fetched value as hooks receive it: Python scalars, numpy arrays, dicts thereof."""
     if isinstance(value, torch.Tensor):
-        value = value.detach()
         if value.dim() == 0:
-            return value.item()
-        return value.cpu().numpy()
+            return value.item()  # no detach needed (it would allocate a tensor every step)
+        return value.detach().cpu().numpy()
     if isinstance(value, MetricOp):
         return _to_python(value.result())
     if isinstance(value, Mapping):
@@ -99,10 +103,13 @@ def _to_device(obj: Any, device: torch.device) -> Any:
 
 def _rng_state() -> dict[str, Any]:
     version, internal, gauss = random.getstate()
-    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np.random.get_state()
+    np_state = cast("tuple[str, np.ndarray, int, int, float]", np.random.get_state(legacy=True))
+    np_name, np_keys, np_pos, np_has_gauss, np_gauss = np_state
     state = {
         "torch": torch.get_rng_state(),
-        "python": [version, list(internal), gauss],
+        # One int64 tensor, not a list of 625 ints: torch.load's weights-only unpickler reads a list
+        # item by item in Python, which was most of the time a resumed train() spent loading the RNG.
+        "python": [version, torch.tensor(internal, dtype=torch.int64), gauss],
         "numpy": [np_name, torch.from_numpy(np_keys.astype(np.int64)), np_pos, np_has_gauss, np_gauss],
     }
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -113,7 +120,9 @@ def _rng_state() -> dict[str, Any]:
 def _set_rng_state(state: Mapping[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     version, internal, gauss = state["python"]
-    random.setstate((version, tuple(internal), gauss))
+    if isinstance(internal, torch.Tensor):
+        internal = internal.tolist()
+    random.setstate((version, tuple(internal), gauss))  # a list in checkpoints written before 2026-12-03
     name, keys, pos, has_gauss, cached = state["numpy"]
     np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
     if "cuda" in state and torch.cuda.is_available():
@@ -179,7 +188,8 @@ class _Session:
         self._last_saved_path: str | None = None
         # The checkpoint file this state was restored from: saving again before any step would
         # write the same state under the same name (a resumed call's first save).
-        self._restored_from = (os.path.abspath(state.checkpoint_path), state.global_step) if state.restored else None
+        restored_path = state.checkpoint_path
+        self._restored_from = (os.path.abspath(restored_path), state.global_step) if restored_path is not None else None
         self.writer = _CheckpointWriter()
 
     @property
@@ -188,6 +198,8 @@ class _Session:
 
     def resolve(self, name: str) -> Any:
         spec = self.spec
+        if spec is None:  # hooks run only once the first model_fn call has built a step
+            raise RuntimeError(f"Cannot fetch {name!r} before the first model_fn call has built a step.")
         if name == "loss":
             return _to_python(spec.loss)
         if name == "global_step":
@@ -351,6 +363,109 @@ class _CheckpointWriter:
             if self._executor is not None:
                 self._executor.shutdown(wait=True)
                 self._executor = None
+
+
+def _has_known_schedule(hook: SessionRunHook) -> bool:
+    """Whether ``hook`` is one of the engine's own hooks that say on which steps they act.
+
+    Only the engine's classes themselves: a user's subclass may act on any step, so it is called
+    on every step, as TF calls every hook.
+    """
+    return type(hook).__module__.startswith("estimator_engine.hooks.") and hasattr(hook, "_schedule")
+
+
+class _StepHooks:
+    """Which hooks the training loop calls on a step: precomputed triggers.
+
+    ``before_runs`` / ``after_runs`` are the ``(position, bound method)`` pairs of a step on which
+    no scheduled hook is due: every hook without a known schedule, in list order. A scheduled hook
+    is due from loop iteration ``_due_step[i]`` or from time ``_due_time[i]``; ``next_step``,
+    ``next_time_start`` (hooks that decide in ``before_run``, checked when a step starts) and
+    ``next_time_end`` (hooks that act in ``after_run`` only, checked once the step has run, where
+    they would look at the clock) say when the next one is. ``plan`` and ``plan_late`` then give the
+    pairs of that step, with the due hooks in their list places.
+    """
+
+    __slots__ = ("_after_all", "_before_all", "_decides_before", "_due_step", "_due_time", "_last_called",
+                 "_scheduled", "_unscheduled", "after_runs", "before_runs", "next_step", "next_time_end",
+                 "next_time_start")
+
+    def __init__(self, hooks: Sequence[SessionRunHook], scheduled: bool) -> None:
+        # Only hooks that override a method are called (a bound-method call per hook per step is
+        # measurable on tiny models); after_run always gets its values object.
+        self._before_all = [(i, hook.before_run) for i, hook in enumerate(hooks)
+                            if type(hook).before_run is not SessionRunHook.before_run]
+        self._after_all = [(i, hook.after_run) for i, hook in enumerate(hooks)
+                           if type(hook).after_run is not SessionRunHook.after_run]
+        self._scheduled: dict[int, Any] = {i: hook for i, hook in enumerate(hooks)
+                                           if scheduled and _has_known_schedule(hook)}
+        self._decides_before = {i for i, _ in self._before_all if i in self._scheduled}
+        self._unscheduled = {i for i in range(len(hooks)) if i not in self._scheduled}
+        self.before_runs = [(i, f) for i, f in self._before_all if i in self._unscheduled]
+        self.after_runs = [(i, f) for i, f in self._after_all if i in self._unscheduled]
+        self._due_step: dict[int, int] = {}
+        self._due_time: dict[int, float | None] = {}
+        self._last_called = dict.fromkeys(self._scheduled, -1)
+        self.next_step = NEVER
+        self.next_time_start: float | None = None
+        self.next_time_end: float | None = None
+
+    def start(self, session: _Session) -> None:
+        """Asks every scheduled hook when it first acts (after ``after_create_session``)."""
+        self.reschedule(list(self._scheduled), 0, session)
+
+    def reschedule(self, positions: Iterable[int], iteration: int, session: _Session) -> None:
+        """Asks the hooks at ``positions``, just called, when they act next (from ``iteration``)."""
+        for i in positions:
+            idle_steps, due_time = self._scheduled[i]._schedule(session)
+            self._due_step[i] = iteration + idle_steps
+            self._due_time[i] = due_time
+        self.next_step = min(self._due_step.values(), default=NEVER)
+        times = [(t, i in self._decides_before) for i, t in self._due_time.items() if t is not None]
+        self.next_time_start = min((t for t, start in times if start), default=None)
+        self.next_time_end = min((t for t, start in times if not start), default=None)
+
+    def plan(self, iteration: int) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]], list[int]]:
+        """``(before_runs, after_runs, due positions)`` of iteration ``iteration``, as it starts."""
+        now = time.time() if self.next_time_start is not None else 0.0
+        due = [i for i in self._scheduled if self._due_step[i] <= iteration or (
+               i in self._decides_before and (t := self._due_time[i]) is not None and now >= t)]
+        return (*self._calls(due, iteration), due)
+
+    def plan_late(self, iteration: int, after_runs: list[tuple[int, Any]],
+                  due: list[int] | None) -> tuple[list[tuple[int, Any]], list[int] | None]:
+        """``(after_runs, due positions)`` of iteration ``iteration`` once its step has run: adds
+        the ``after_run``-only hooks whose time has come meanwhile."""
+        now = time.time()
+        late = [i for i in self._scheduled if i not in self._decides_before and (due is None or i not in due)
+                and (t := self._due_time[i]) is not None and now >= t]
+        if not late:
+            return after_runs, due
+        self._catch_up(late, iteration)
+        due = sorted([*(due or ()), *late])
+        called = self._unscheduled.union(due)
+        return [(i, f) for i, f in self._after_all if i in called], due
+
+    def _calls(self, due: list[int], iteration: int) -> tuple[list[tuple[int, Any]], list[tuple[int, Any]]]:
+        self._catch_up(due, iteration)
+        called = self._unscheduled.union(due)
+        return ([(i, f) for i, f in self._before_all if i in called],
+                [(i, f) for i, f in self._after_all if i in called])
+
+    def catch_up(self, iterations_run: int) -> None:
+        """Tells every scheduled hook about the iterations it sat out (at the end of the loop)."""
+        self._catch_up(list(self._scheduled), iterations_run)
+
+    def _catch_up(self, positions: Iterable[int], iteration: int) -> None:
+        for i in positions:
+            skipped = iteration - self._last_called[i] - 1
+            if skipped > 0 and hasattr(self._scheduled[i], "_skipped"):
+                self._scheduled[i]._skipped(skipped)
+            self._last_called[i] = iteration
+
+
+def _ignore_batch(spec: EstimatorSpec) -> None:
+    """The ``on_batch`` of a loop that has none (TRAIN runs ``train_op`` instead)."""
 
 
 def _snapshot(obj: Any) -> Any:
@@ -542,7 +657,7 @@ class Estimator:
             session.hooks = hooks
             if checkpoint is not None:
                 self._restore_hook_states(checkpoint, hooks)
-            elif spec.scaffold.init_fn is not None:
+            elif spec.scaffold is not None and spec.scaffold.init_fn is not None:
                 spec.scaffold.init_fn(spec.scaffold, session)
             try:
                 with strategy.join(list(state.modules.values())) if strategy else contextlib.nullcontext():
@@ -565,48 +680,63 @@ class Estimator:
                   max_batches: int | None = None, on_batch: Callable[[EstimatorSpec], None] | None = None) -> int:
         """The one loop: hooks around ``train_op`` (TRAIN) or ``on_batch`` (EVAL); returns batches run."""
         state, batches, writer = session.state, session.batches, session.writer
-        # Only hooks that override a method are called each step (a bound-method call per hook
-        # per step is measurable on tiny models); after_run always gets its values object.
-        before_runs = [(i, hook.before_run) for i, hook in enumerate(hooks)
-                       if type(hook).before_run is not SessionRunHook.before_run]
-        after_runs = [(i, hook.after_run) for i, hook in enumerate(hooks)
-                      if type(hook).after_run is not SessionRunHook.after_run]
+        # The engine's own hooks with a known schedule are called only on the steps they act on
+        # (TRAIN); every other hook on every step, as in TF (see ``hooks/base.py``).
+        step_hooks = _StepHooks(hooks, scheduled=train and _SCHEDULE_HOOKS)
         # Reused every step: a stop request ends the loop, so the context starts each step clean.
         run_context = SessionRunContext(original_args=None, session=session)
         requests: list[Any] = [None] * len(hooks)
         values: list[SessionRunValues] = [_NO_VALUES] * len(hooks)
         fetch, new_step = session.fetcher()
+        clock = time.time
+        accumulate = on_batch if on_batch is not None else _ignore_batch
         batches_run = 0
         with _hook_lifecycle(session, hooks), spec_lib.cheap_validation():
-            while True:
-                spec = session.spec
-                for i, before_run in before_runs:
-                    requests[i] = before_run(run_context)
-                if train:
-                    spec.train_op()
-                    state.global_step += 1
-                else:
-                    on_batch(spec)
-                batches_run += 1
-                # All fetches are resolved before any after_run, as one TF session.run would,
-                # and a name several hooks ask for is resolved once.
-                for i, request in enumerate(requests):
-                    if request is not None:
-                        values[i] = SessionRunValues(fetch(request.fetches))
-                        requests[i] = None
-                new_step()
-                for i, after_run in after_runs:
-                    after_run(run_context, values[i])
-                    values[i] = _NO_VALUES
-                if writer.failed:
-                    writer.raise_failure()
-                if run_context.stop_requested or batches_run == max_batches:
-                    break
-                batch = next(batches, _END)
-                if batch is _END:
-                    break
-                session.features, session.labels = split_batch(batch)
-                session.spec = call(session.features, session.labels)
+            step_hooks.start(session)
+            idle_before, idle_after = step_hooks.before_runs, step_hooks.after_runs
+            try:
+                while True:
+                    spec = cast(EstimatorSpec, session.spec)  # set by the first model_fn call
+                    if batches_run < step_hooks.next_step and (
+                            step_hooks.next_time_start is None or clock() < step_hooks.next_time_start):
+                        before_runs, after_runs, due = idle_before, idle_after, None
+                    else:
+                        before_runs, after_runs, due = step_hooks.plan(batches_run)
+                    for i, before_run in before_runs:
+                        requests[i] = before_run(run_context)
+                    if train:
+                        spec.train_op()  # type: ignore[misc]  # a TRAIN EstimatorSpec always holds one
+                        state.global_step += 1
+                    else:
+                        accumulate(spec)
+                    batches_run += 1
+                    # All fetches are resolved before any after_run, as one TF session.run would,
+                    # and a name several hooks ask for is resolved once.
+                    for i, _ in before_runs:
+                        request = requests[i]
+                        if request is not None:
+                            values[i] = SessionRunValues(fetch(request.fetches))
+                            requests[i] = None
+                    new_step()
+                    if step_hooks.next_time_end is not None and clock() >= step_hooks.next_time_end:
+                        after_runs, due = step_hooks.plan_late(batches_run - 1, after_runs, due)
+                    for i, after_run in after_runs:
+                        after_run(run_context, values[i])
+                        values[i] = _NO_VALUES
+                    if due:
+                        step_hooks.reschedule(due, batches_run, session)
+                    if writer.failed:
+                        writer.raise_failure()
+                    # The attribute behind `stop_requested` (a property call per step saved).
+                    if run_context._stop_requested or batches_run == max_batches:
+                        break
+                    batch = next(batches, _END)
+                    if batch is _END:
+                        break
+                    session.features, session.labels = split_batch(batch)
+                    session.spec = call(session.features, session.labels)
+            finally:
+                step_hooks.catch_up(batches_run)
         return batches_run
 
     def _assemble_training_hooks(self, spec, user_hooks, saving_listeners, steps, max_steps):
@@ -703,7 +833,7 @@ class Estimator:
 
         def accumulate(step_spec: EstimatorSpec) -> None:
             nonlocal loss_total
-            loss_total = loss_total + step_spec.loss.detach()
+            loss_total = loss_total + step_spec.loss.detach()  # type: ignore[union-attr]  # EVAL specs hold a loss
             for tag, value in state.summaries.items():
                 total = summary_totals.setdefault(tag, [0.0, 0])
                 total[0] = total[0] + (value.detach().double() if isinstance(value, torch.Tensor) else float(value))
@@ -781,9 +911,11 @@ class Estimator:
         run_context = SessionRunContext(original_args=None, session=session)
         fetch, new_step = session.fetcher()
         first = True
+        # Made once, entered per batch (both can be entered again once left).
+        reentry, no_grad = state.reentered(), torch.no_grad()
         with _hook_lifecycle(session, hooks):
             while True:
-                with state.reentered(), torch.no_grad(), spec_lib.cheap_validation():
+                with reentry, no_grad, spec_lib.cheap_validation():
                     if not first:
                         batch = next(batches, _END)
                         if batch is _END:
@@ -822,10 +954,14 @@ class Estimator:
         def for_training(name: str, module: torch.nn.Module) -> torch.nn.Module:
             if strategy is not None:
                 module = strategy.wrap(name, module)
-            return torch.compile(module) if compile_modules else module
+            # torch.compile of a module returns the (optimized) module; its stub says any callable.
+            return cast(torch.nn.Module, torch.compile(module)) if compile_modules else module
+
+        def for_inference(name: str, module: torch.nn.Module) -> torch.nn.Module:
+            return cast(torch.nn.Module, torch.compile(module))
 
         state.module_wrapper = for_training
-        state.inference_wrapper = (lambda name, module: torch.compile(module)) if compile_modules else None
+        state.inference_wrapper = for_inference if compile_modules else None
         if self._config.precision == "16-mixed":
             state.grad_scaler = torch.amp.GradScaler(self._device.type)
             if checkpoint and checkpoint.get("grad_scaler"):
@@ -923,7 +1059,7 @@ class Estimator:
         if state.warm_starter is not None:
             report = state.warm_starter.finish()
             _log.info("Warm-started %d variables from %s.", len(getattr(report, "warm_started", ())),
-                      self._warm_start_settings.ckpt_to_initialize_from)
+                      getattr(self._warm_start_settings, "ckpt_to_initialize_from", None))
             state.warm_starter = None
         if session.mode == ModeKeys.TRAIN:
             missed = state.modules_outside_optimizers()
@@ -931,9 +1067,14 @@ class Estimator:
                 _log.warning("Modules %s have trainable parameters that no optimizer updates: they will not "
                              "train. Build the optimizer from ee.trainable_variables() after the last "
                              "get_module, or set requires_grad=False on what should stay frozen.", missed)
-        unused = state.unused_checkpoint_variables()
-        if unused:
-            _log.info("Variables in %s not used by the model: %s", state.checkpoint_path, unused)
+        # Once per checkpoint and set of modules: a reused state would log (and compute) it again
+        # on every evaluate/predict call.
+        modules_and_source = (state.checkpoint_path, tuple(state.modules))
+        if state.unused_variables_checked != modules_and_source:
+            state.unused_variables_checked = modules_and_source
+            unused = state.unused_checkpoint_variables()
+            if unused:
+                _log.info("Variables in %s not used by the model: %s", state.checkpoint_path, unused)
         return spec
 
     def _call_model_fn(self, features, labels, mode, config=None) -> EstimatorSpec:
@@ -1040,11 +1181,11 @@ def _numpy_predictions(predictions: Any) -> Any:
 
 
 def _unbatch(predictions: Any, single: bool) -> Iterator[Any]:
+    """The examples (or the one batch) to yield, checked first; iterated at C speed."""
     if isinstance(predictions, Mapping):
         arrays = predictions
         if not single:
-            yield arrays
-            return
+            return iter((arrays,))
         scalars = [k for k, v in arrays.items() if np.ndim(v) == 0]
         if scalars:
             raise ValueError(f"Predictions {scalars} have no batch dimension (a scalar each); every "
@@ -1056,17 +1197,16 @@ def _unbatch(predictions: Any, single: bool) -> Iterator[Any]:
             if length != lengths[first_key]:
                 raise ValueError(f"Batch length of predictions should be same. {key} has different "
                                  f"batch length than others ({length} vs {lengths[first_key]} for {first_key}).")
-        # Rows are split at C speed (list() of an array), then zipped into one dict per example.
+        # Rows are split by list() of each array, then one dict per example is built by
+        # dict(zip(keys, row)) -- all in C, no Python frame per example.
         keys = list(arrays)
-        for row in zip(*(list(arrays[k]) for k in keys)):
-            yield dict(zip(keys, row))
-    else:
-        array = predictions
-        if not single:
-            yield array
-        elif np.ndim(array) == 0:
-            raise ValueError("The predictions tensor has no batch dimension (a scalar); it needs the "
-                             "batch as its first dimension to yield single examples. Return a value "
-                             "per example, or predict(yield_single_examples=False).")
-        else:
-            yield from array
+        rows = zip(*(list(arrays[k]) for k in keys))
+        return map(dict, map(zip, itertools.repeat(keys), rows))
+    array = predictions
+    if not single:
+        return iter((array,))
+    if np.ndim(array) == 0:
+        raise ValueError("The predictions tensor has no batch dimension (a scalar); it needs the "
+                         "batch as its first dimension to yield single examples. Return a value "
+                         "per example, or predict(yield_single_examples=False).")
+    return iter(array)

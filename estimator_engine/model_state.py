@@ -169,6 +169,8 @@ class ModelState:
         self._synced_step = self.global_step
         # (checkpoint path, file stat) this in-memory state equals, or None once it has diverged.
         self.synced_with: tuple[str, int, int] | None = None
+        # (checkpoint path, module names) whose unused checkpoint variables were last reported.
+        self.unused_variables_checked: tuple[str | None, tuple[str, ...]] | None = None
 
     @property
     def restored(self) -> bool:

@@ -21,9 +21,10 @@ from estimator_engine.hooks.basic import (
     SummarySaverHook,
 )
 from estimator_engine.hooks.checkpoint import CheckpointSaverHook, check_listeners_type
-from estimator_engine.hooks.timer import NeverTriggerTimer, SecondOrStepTimer
+from estimator_engine.hooks.timer import NEVER, NeverTriggerTimer, SecondOrStepTimer
 
 __all__ = [
+    "NEVER",
     "CheckpointSaverHook",
     "CheckpointSaverListener",
     "FinalOpsHook",

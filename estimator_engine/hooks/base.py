@@ -25,6 +25,16 @@ Call order inside ``Estimator.train`` (``evaluate`` and ``predict`` follow the s
 loop normally: ``end`` runs, ``on_exception`` does not). A name that several hooks fetch in the
 same step is resolved once, and they receive the same value.
 
+Which steps call a hook: TF calls every hook on every step, and so does the engine for every hook
+you write (and for any subclass of a standard hook). Only the engine's own standard hooks whose
+schedule is known (step limit, logging, step counter, summaries, checkpoints: every N steps, every
+N seconds, at the end) are left out of the training steps on which they would do nothing: each
+tells the loop, after acting, how many steps it will stay idle and from what time a seconds-based
+timer is due (``_schedule(session) -> (steps, due_time)``; ``_skipped(steps)`` catches up a hook
+that counts its own iterations). The steps they act on, what they write, and the order in which
+the hooks called on a step are called are the same as when every hook is called. A seconds-based
+timer is looked at when a step starts: one that falls due during a step acts on the next one.
+
 End of input (``StopIteration``) ends the loop normally. ``run_context.request_stop()`` stops the
 loop after the current step. Fetches are *names*, resolved against the step's ``EstimatorSpec``:
 ``'loss'``, ``'global_step'`` (the step count after this step ran), ``'predictions'`` (the whole
@@ -67,12 +77,16 @@ class Session(Protocol):
         ...
 
     def save_checkpoint(self, checkpoint_dir: str | None = None,
-                        checkpoint_basename: str = "model.ckpt") -> str:
-        """Writes a checkpoint of the whole training state now and returns its path (TRAIN only)."""
+                        checkpoint_basename: str = "model.ckpt") -> str | None:
+        """Writes a checkpoint of the whole training state now and returns its path (TRAIN only).
+
+        Returns ``None`` when nothing is written: on a worker that is not the chief, or after a
+        failed step (its state is not worth keeping).
+        """
         ...
 
     def save_checkpoint_async(self, checkpoint_dir: str | None = None,
-                              checkpoint_basename: str = "model.ckpt") -> str:
+                              checkpoint_basename: str = "model.ckpt") -> str | None:
         """Like ``save_checkpoint``, but the file is written in the background (optional method).
 
         The state is copied before this returns; the loop waits for pending writes before it
@@ -188,6 +202,16 @@ class CheckpointSaverListener:
 
     def end(self, session: Session, global_step_value: int) -> None:
         """Called once at the end of training."""
+
+
+def _session_of(run_context: SessionRunContext) -> Session:
+    """The running session of ``run_context``; a clear error for a context made without one."""
+    session = run_context.session
+    if session is None:
+        raise RuntimeError("This hook needs run_context.session (the running loop's session), which is "
+                           "None. Hooks are called with one by Estimator.train/evaluate/predict; a test "
+                           "driving a hook by hand must pass SessionRunContext(original_args, session).")
+    return session
 
 
 def map_fetches(fetches: Any, resolve: Any) -> Any:

@@ -27,9 +27,10 @@ from estimator_engine.hooks.base import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    _session_of,
     map_fetches,
 )
-from estimator_engine.hooks.timer import NeverTriggerTimer, SecondOrStepTimer
+from estimator_engine.hooks.timer import NEVER, NeverTriggerTimer, SecondOrStepTimer
 from estimator_engine.summary import SummaryWriter, SummaryWriterCache
 
 __all__ = [
@@ -109,8 +110,14 @@ class StopAtStepHook(SessionRunHook):
             self._last_step = session.global_step + self._num_steps
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        if run_context.session.global_step >= self._last_step:
+        if self._last_step is not None and _session_of(run_context).global_step >= self._last_step:
             run_context.request_stop()
+
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        # It acts on the step that brings the global step (one more per step) to last_step.
+        if self._last_step is None:
+            return NEVER, None
+        return max(0, self._last_step - session.global_step - 1), None
 
 
 class LoggingTensorHook(SessionRunHook):
@@ -201,6 +208,12 @@ class LoggingTensorHook(SessionRunHook):
             self._log_tensors(run_values.results)
         self._iter_count += 1
 
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        return self._timer.steps_until_trigger(self._iter_count)
+
+    def _skipped(self, steps: int) -> None:
+        self._iter_count += steps  # the iterations the loop ran without calling this hook
+
     def on_exception(self, exception: BaseException) -> None:
         self._failed = True
 
@@ -245,6 +258,7 @@ class StepCounterHook(SessionRunHook):
         self._summary_writer = summary_writer
         self._last_global_step: int | None = None
         self._stale_warnings = 0
+        self._unflushed = False
         self.last_steps_per_sec: float | None = None
 
     def __repr__(self) -> str:
@@ -256,12 +270,13 @@ class StepCounterHook(SessionRunHook):
             self._summary_writer = SummaryWriterCache.get(self._output_dir)
         self._timer.reset()
         self._last_global_step = None
+        self._unflushed = False
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        global_step = run_context.session.global_step
+        global_step = _session_of(run_context).global_step
         if self._timer.should_trigger_for_step(global_step):
             elapsed_secs, elapsed_steps = self._timer.update_last_triggered_step(global_step)
-            if elapsed_secs is not None and elapsed_secs > 0:
+            if elapsed_secs is not None and elapsed_steps is not None and elapsed_secs > 0:
                 self._log_and_record(elapsed_steps / elapsed_secs, global_step)
         if global_step == self._last_global_step and self._stale_warnings < self._MAX_STALE_WARNINGS:
             self._stale_warnings += 1
@@ -273,15 +288,23 @@ class StepCounterHook(SessionRunHook):
             )
         self._last_global_step = global_step
 
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        # Checked on the global step after a step: the next step produces global_step + 1.
+        return self._timer.steps_until_trigger(session.global_step + 1)
+
     def _log_and_record(self, steps_per_sec: float, global_step: int) -> None:
         self.last_steps_per_sec = steps_per_sec
         if self._summary_writer is not None:
             self._summary_writer.add_scalar(self._SUMMARY_TAG, steps_per_sec, global_step)
+            self._unflushed = True
         _LOG.info("%s: %g", self._SUMMARY_TAG, steps_per_sec)
 
     def end(self, session: Session) -> None:
-        if self._summary_writer is not None:
+        # Only what this hook wrote: a flush of the event file costs an fsync, and the summary
+        # hook sharing the writer flushes its own (a short train() call writes no rate at all).
+        if self._summary_writer is not None and self._unflushed:
             self._summary_writer.flush()
+            self._unflushed = False
 
 
 class NanTensorHook(SessionRunHook):
@@ -431,15 +454,16 @@ class SummarySaverHook(SessionRunHook):
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
         if self._summary_writer is None or not self._fetches:
             return None
-        next_step = run_context.session.global_step + 1  # the step this run will produce
+        next_step = _session_of(run_context).global_step + 1  # the step this run will produce
         self._request_summary = self._timer.should_trigger_for_step(next_step)
         return SessionRunArgs(self._fetches) if self._request_summary else None
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        if not self._request_summary:
+        writer = self._summary_writer
+        if not self._request_summary or writer is None:
             return
         self._request_summary = False
-        global_step = run_context.session.global_step
+        global_step = _session_of(run_context).global_step
         self._timer.update_last_triggered_step(global_step)
         values = {}
         for tag, value in _flattened(run_values.results):
@@ -450,7 +474,12 @@ class SummarySaverHook(SessionRunHook):
                     f"{array.shape}. Fetch a scalar (e.g. a metric or the loss)."
                 )
             values[tag] = float(array.reshape(()))
-        self._summary_writer.add_scalars(values, global_step)
+        writer.add_scalars(values, global_step)
+
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        if self._summary_writer is None or not self._fetches:
+            return NEVER, None
+        return self._timer.steps_until_trigger(session.global_step + 1)
 
     def end(self, session: Session) -> None:
         if self._summary_writer is not None:
@@ -519,14 +548,17 @@ class GlobalStepWaiterHook(SessionRunHook):
     def __init__(self, wait_until_step: int) -> None:
         if not isinstance(wait_until_step, Real) or isinstance(wait_until_step, bool):
             raise TypeError(f"wait_until_step must be an integer, given {wait_until_step!r}.")
-        self._wait_until_step = wait_until_step
-        self._worker_is_started = False
+        self._wait_until_step: float = wait_until_step
+        self._worker_is_started: bool = False
 
     def __repr__(self) -> str:
         return _format_repr(self, wait_until_step=self._wait_until_step)
 
     def begin(self) -> None:
         self._worker_is_started = False
+
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        return (NEVER, None) if self._worker_is_started else (0, None)
 
     def before_run(self, run_context: SessionRunContext) -> None:
         if self._worker_is_started:
@@ -537,7 +569,7 @@ class GlobalStepWaiterHook(SessionRunHook):
         _LOG.info("Waiting for global step %d before starting training.", self._wait_until_step)
         last_logged_step = 0
         while True:
-            current_step = run_context.session.global_step
+            current_step = _session_of(run_context).global_step
             if current_step >= self._wait_until_step:
                 self._worker_is_started = True
                 return None

@@ -17,6 +17,7 @@ from estimator_engine.hooks.base import (
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
+    _session_of,
 )
 from estimator_engine.hooks.timer import SecondOrStepTimer
 
@@ -134,11 +135,16 @@ class CheckpointSaverHook(SessionRunHook):
         self._timer.update_last_triggered_step(global_step)
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
-        global_step = run_context.session.global_step
+        session = _session_of(run_context)
+        global_step = session.global_step
         if self._timer.should_trigger_for_step(global_step):
             self._timer.update_last_triggered_step(global_step)
-            if self._save(run_context.session, global_step):
+            if self._save(session, global_step):
                 run_context.request_stop()
+
+    def _schedule(self, session: Session) -> tuple[int, float | None]:
+        # Checked on the global step after a step: the next step produces global_step + 1.
+        return self._timer.steps_until_trigger(session.global_step + 1)
 
     def on_exception(self, exception: BaseException) -> None:
         self._failed = True

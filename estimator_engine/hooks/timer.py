@@ -7,10 +7,15 @@ a hook asks ``should_trigger_for_step(step)`` and, when it acts, records the ste
 
 from __future__ import annotations
 
+import math
+import sys
 import time
 from numbers import Real
 
-__all__ = ["NeverTriggerTimer", "SecondOrStepTimer"]
+__all__ = ["NEVER", "NeverTriggerTimer", "SecondOrStepTimer"]
+
+#: ``steps_until_trigger``'s step count for a timer that no number of steps makes trigger.
+NEVER = sys.maxsize
 
 
 class SecondOrStepTimer:
@@ -81,13 +86,38 @@ class SecondOrStepTimer:
             return True
         return self._every_steps is not None and step >= self._last_triggered_step + self._every_steps
 
+    def steps_until_trigger(self, step: int) -> tuple[int, float | None]:
+        """When ``should_trigger_for_step`` can next be ``True``, asked with ``step, step + 1, ...``.
+
+        Returns ``(steps, due_time)``: the calls with ``step`` .. ``step + steps - 1`` return
+        ``False`` unless ``time.time()`` has reached ``due_time`` (``None``: time never triggers;
+        ``steps`` is ``NEVER`` when only time can). The training loop uses it to call a hook only
+        on the steps it acts on.
+
+        Example:
+            >>> timer = SecondOrStepTimer(every_steps=10)
+            >>> timer.update_last_triggered_step(0)
+            (None, None)
+            >>> timer.steps_until_trigger(1)
+            (9, None)
+        """
+        last_step, last_time = self._last_triggered_step, self._last_triggered_time
+        if last_step is None or last_time is None:
+            return 0, None
+        if self._every_secs is not None:
+            return NEVER, last_time + self._every_secs
+        # The first step that is >= last + every_steps and is not the last one itself.
+        first = max(math.ceil(last_step + (self._every_steps or 0)), last_step + 1)
+        return max(0, first - step), None
+
     def update_last_triggered_step(self, step: int) -> tuple[float | None, int | None]:
         """Records a trigger at ``step``; returns ``(elapsed_secs, elapsed_steps)``, ``None`` first."""
         now = time.time()
-        if self._last_triggered_time is None:
+        last_time, last_step = self._last_triggered_time, self._last_triggered_step
+        if last_time is None or last_step is None:
             elapsed: tuple[float | None, int | None] = (None, None)
         else:
-            elapsed = (now - self._last_triggered_time, step - self._last_triggered_step)
+            elapsed = (now - last_time, step - last_step)
         self._last_triggered_time = now
         self._last_triggered_step = step
         return elapsed
@@ -114,6 +144,10 @@ class NeverTriggerTimer:
     def should_trigger_for_step(self, step: int) -> bool:
         """Always ``False``."""
         return False
+
+    def steps_until_trigger(self, step: int) -> tuple[int, None]:
+        """``(NEVER, None)``: no step and no time makes it trigger."""
+        return NEVER, None
 
     def update_last_triggered_step(self, step: int) -> tuple[None, None]:
         """Records nothing; returns ``(None, None)``."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import random
 import shutil
 
 import numpy as np
@@ -290,6 +291,19 @@ class TestCheckpoints:
         assert result["loss"] == pytest.approx(0.0, abs=1e-10)
 
 
+    def test_unused_checkpoint_variables_are_reported_once_per_checkpoint(self, tmp_path, caplog):
+        checkpoints.create_checkpoint(str(tmp_path), {"linear/weight": [[2.0]], "linear/bias": [3.0],
+                                                      "old_head/weight": [[1.0]]}, 100)
+        est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={})
+        x, _ = make_linear_data(n=8)
+        with caplog.at_level(logging.INFO, logger="estimator_engine"):
+            for _ in range(3):  # later calls reuse the cached model: nothing new to report
+                est.evaluate(_linear_input_fn(num_epochs=1))
+                list(est.predict(ee.inputs.numpy_input_fn(x, batch_size=4, shuffle=False)))
+        reports = [r.getMessage() for r in caplog.records if "not used by the model" in r.getMessage()]
+        assert len(reports) == 1 and "['old_head/weight']" in reports[0]
+
+
 def _dropout_model_fn(features, labels, mode, params):
     net = ee.get_module("net", lambda: torch.nn.Sequential(
         torch.nn.Linear(1, 16), torch.nn.ReLU(), torch.nn.Dropout(0.3), torch.nn.Linear(16, 1)))
@@ -316,6 +330,37 @@ class TestResume:
         for name in names:
             np.testing.assert_array_equal(whole.get_variable_value(name), second.get_variable_value(name))
 
+
+    def test_python_random_stream_continues_from_a_tensor_state(self, tmp_path):
+        draws = []
+
+        def model_fn(features, labels, mode, params):
+            draws.append(random.random())
+            return linear_model_fn(features, labels, mode, params)
+
+        def estimator(name):
+            return ee.Estimator(model_fn, model_dir=str(tmp_path / name), params={},
+                                config=ee.RunConfig(tf_random_seed=3))
+
+        estimator("whole").train(_linear_input_fn(), steps=6)
+        whole, draws[:] = list(draws), []
+        estimator("split").train(_linear_input_fn(), steps=3)
+        random.seed(99)  # another program's draws between the calls
+        estimator("split").train(_linear_input_fn(), steps=3)
+        assert draws == whole and len(set(whole)) == 6
+        # Stored as one int64 tensor (quick to load with weights_only), not 625 Python ints.
+        saved = checkpoints.load_checkpoint(estimator("split").latest_checkpoint())["rng"]["python"]
+        assert isinstance(saved[1], torch.Tensor) and saved[1].dtype == torch.int64 and saved[1].numel() == 625
+
+    def test_checkpoints_with_the_python_rng_state_as_a_list_still_restore(self):
+        from estimator_engine import estimator as estimator_module
+
+        state = estimator_module._rng_state()
+        expected = [random.random() for _ in range(3)]
+        version, internal, gauss = state["python"]
+        legacy = {**state, "python": [version, internal.tolist(), gauss]}
+        estimator_module._set_rng_state(legacy)
+        assert [random.random() for _ in range(3)] == expected
 
     def test_resumed_call_does_not_rewrite_the_checkpoint_it_restored(self, tmp_path, monkeypatch):
         """A resumed call's first save (the starting step) is the restored file itself: no write,

@@ -332,6 +332,16 @@ class TestStepCounterHook:
         assert messages(engine_log) == ["global_step/sec: 4", "global_step/sec: 4"]
         assert writer.flushes == 1
 
+    def test_flushes_at_end_only_what_it_wrote(self, clock):
+        # A flush of the event file costs an fsync; a short run writes no rate (the first trigger
+        # only starts the measurement), so there is nothing of this hook's to flush.
+        writer = RecordingWriter()
+        hook = StepCounterHook(every_n_steps=100, summary_writer=writer)
+        drive([hook], FakeSession(), steps=50, clock=clock, step_secs=0.25)
+        assert writer.scalars == [] and writer.flushes == 0
+        drive([hook], FakeSession(), steps=150, clock=clock, step_secs=0.25)
+        assert writer.scalars == [("global_step/sec", 4.0, 101)] and writer.flushes == 1
+
     def test_every_n_secs_to_output_dir(self, clock, tmp_path, writer_cache):
         hook = StepCounterHook(every_n_steps=None, every_n_secs=1.0, output_dir=str(tmp_path))
         drive([hook], FakeSession(global_step=10), steps=9, clock=clock, step_secs=0.5)
