@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
 import json
 import math
 import os
@@ -220,7 +221,7 @@ def display_status(record: RunRecord) -> str:
 def dataset_name(record: RunRecord) -> str:
     """The short name of a run's dataset: the bundled name or the file name."""
     ref = (record.dataset or {}).get("ref") or {}
-    return str(ref.get("name") or Path(str(ref.get("path", ""))).name)
+    return str(ref.get("name") or os.path.basename(str(ref.get("path", ""))))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,6 +230,27 @@ class _LossTail:
     walls: tuple[float, ...]
     losses: tuple[float, ...]
 
+    @functools.cached_property
+    def smoothed(self) -> float | None:  # at LOSS_SMOOTHING, computed once per read of the file
+        return _ema(self.losses, LOSS_SMOOTHING)
+
+
+def _ema(losses: Sequence[float], weight: float) -> float | None:
+    values = [v for v in losses if math.isfinite(v)]
+    if not values:
+        return None
+    ema, debias = 0.0, 1.0
+    for value in values:
+        ema = weight * ema + (1 - weight) * value
+        debias *= weight
+    return ema / (1 - debias)
+
+
+def _metrics_path(root: str | os.PathLike[str], run_id: str) -> str:
+    # run ids come from the registry (``new_run_id``), never from user text: no safe_child check
+    # needed on this hot path (500 runs per page run)
+    return os.path.join(root, paths.RUNS_DIR, run_id, paths.METRICS_FILE)
+
 
 _tail_cache: dict[str, tuple[int, int, _LossTail]] = {}
 
@@ -236,7 +258,7 @@ _tail_cache: dict[str, tuple[int, int, _LossTail]] = {}
 _TAIL_CACHE_MAX = 4096
 
 
-def _loss_tail(path: Path) -> _LossTail:
+def _loss_tail(path: str | os.PathLike[str]) -> _LossTail:
     """The train-loss rows (step, wall time, value) in the last ``_TAIL_BYTES`` of a metrics file,
     cached by the file's size and modification time (a finished run's file is read once per
     process; 500 runs cost 500 ``stat`` calls per page run)."""
@@ -276,7 +298,7 @@ def _loss_tail(path: Path) -> _LossTail:
     return tail
 
 
-def smoothed_train_loss(metrics_path: Path, weight: float = LOSS_SMOOTHING) -> float | None:
+def smoothed_train_loss(metrics_path: str | os.PathLike[str], weight: float = LOSS_SMOOTHING) -> float | None:
     """The train loss smoothed as TensorBoard does (debiased EMA with ``weight``) over the last
     logged values of ``metrics.jsonl``: the value the smoothed curve ends at, not the last noisy
     point. None when the file has no train loss; non-finite values are skipped.
@@ -285,14 +307,8 @@ def smoothed_train_loss(metrics_path: Path, weight: float = LOSS_SMOOTHING) -> f
         >>> smoothed_train_loss(Path("workspace/runs/r-20260101-abc123/metrics.jsonl"))  # doctest: +SKIP
         0.4182
     """
-    values = [v for v in _loss_tail(metrics_path).losses if math.isfinite(v)]
-    if not values:
-        return None
-    ema, debias = 0.0, 1.0
-    for value in values:
-        ema = weight * ema + (1 - weight) * value
-        debias *= weight
-    return ema / (1 - debias)
+    tail = _loss_tail(metrics_path)
+    return tail.smoothed if weight == LOSS_SMOOTHING else _ema(tail.losses, weight)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,7 +378,7 @@ def run_progress(record: RunRecord, root: Path, positions: Mapping[str, int] | N
     step = _last_step(record)
     if record.status != "running" or record.action not in TRAINING_ACTIONS:
         return RunProgress(step=step, total=total)
-    tail = _loss_tail(paths.run_dir(root, record.run_id) / paths.METRICS_FILE)
+    tail = _loss_tail(_metrics_path(root, record.run_id))
     if tail.steps and (step is None or tail.steps[-1] > step):
         step = tail.steps[-1]  # the file is ahead of the summary (merged every ~2 s)
     rate = None
@@ -423,7 +439,7 @@ def hub_frame(records: Sequence[RunRecord], root: Path, metric: str | None = Non
             "template": r.template_name or "",
             "steps": progress.step,
             best_column: (entry or {}).get("best"),
-            "smoothed loss": smoothed_train_loss(paths.run_dir(root, r.run_id) / paths.METRICS_FILE),
+            "smoothed loss": smoothed_train_loss(_metrics_path(root, r.run_id)),
             "created": _dt.datetime.fromtimestamp(r.created_at),
             "duration": _fmt_duration(_duration(r, now)),
             "tags": ", ".join(r.tags),
