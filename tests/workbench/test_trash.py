@@ -194,6 +194,20 @@ class TestHubHelpers:
         assert tables.smoothed_train_loss(path, weight=w) == pytest.approx(
             (ema * (1 - w ** 3) * w + (1 - w) * 1.0) / (1 - w ** 4))
 
+    def test_any_json_layout_is_read_and_non_finite_losses_are_skipped(self, tmp_path):
+        other = tmp_path / "other.jsonl"  # keys in another order (a file written by other code)
+        other.write_text('{"value": 4.0, "name": "loss", "split": "train", "step": 1, "wall_time": 0.0}\n'
+                         '{"value": NaN, "name": "loss", "split": "train", "step": 2, "wall_time": 1.0}\n'
+                         '{"value": 9.0, "name": "loss", "split": "eval", "step": 2, "wall_time": 1.0}\n'
+                         '{"value": 2.0, "name": "loss", "split": "train", "step": 3, "wall_time": 2.0}\n'
+                         '{"value": 1.0, "name": "loss", "spl')  # a line being written
+        expected = (0.25 * 4.0 + 0.5 * 2.0) / 0.75
+        assert tables.smoothed_train_loss(other, weight=0.5) == pytest.approx(expected)
+        ours = write_metrics(tmp_path, [(1, 0.0, "train", "loss", 4.0), (2, 1.0, "train", "loss", float("nan")),
+                                        (2, 1.0, "eval", "loss", 9.0), (3, 2.0, "train", "loss", 2.0)])
+        assert b'"value": NaN}' in ours.read_bytes()
+        assert tables.smoothed_train_loss(ours, weight=0.5) == pytest.approx(expected)
+
     def test_only_the_end_of_a_long_metrics_file_is_read(self, tmp_path):
         path = write_metrics(tmp_path, [(s, float(s), "train", "loss", 100.0 if s < 5000 else 1.0)
                                         for s in range(1, 5201)])
