@@ -256,6 +256,16 @@ class TestHubHelpers:
         assert ids(tables.filter_runs(records, datasets=["wine.csv"])) == [b.run_id]
         assert ids(tables.filter_runs(records, text="^alp")) == [a.run_id]
 
+    def test_has_checkpoint(self, tmp_path):
+        assert not tables.has_checkpoint(tmp_path)  # no model/ folder
+        (tmp_path / "model").mkdir()
+        (tmp_path / "model" / "checkpoint").write_text("model.ckpt-5")
+        (tmp_path / "model" / "model.ckpt-5.tmp").write_bytes(b"")
+        assert not tables.has_checkpoint(tmp_path)  # an index and a partial write only
+        (tmp_path / "model" / "model.ckpt-5").write_bytes(b"weights")
+        assert tables.has_checkpoint(tmp_path)
+        assert tables.list_checkpoints(tmp_path)["file"].tolist() == ["model.ckpt-5"]
+
     def test_start_from_lists_finished_training_runs_by_name_with_status(self, workspace):
         reg = RunRegistry(workspace)
         done = finished(reg, "trained")

@@ -20,7 +20,7 @@ import pandas as pd
 from workbench.store import metrics_store, paths
 from workbench.store.records import TRAINING_ACTIONS, RunRecord
 
-__all__ = ['LOSS_SMOOTHING', 'STATUS_ICONS', 'RunProgress', 'dataset_name', 'default_metric', 'differing_params', 'display_status', 'eval_metric_names', 'filter_runs', 'finished_runs_for_start', 'hub_frame', 'list_checkpoints', 'queue_positions', 'run_progress', 'runs_frame', 'series_csv', 'smoothed_train_loss', 'start_from_label', 'summary_frame']
+__all__ = ['LOSS_SMOOTHING', 'STATUS_ICONS', 'RunProgress', 'dataset_name', 'default_metric', 'differing_params', 'display_status', 'eval_metric_names', 'filter_runs', 'finished_runs_for_start', 'has_checkpoint', 'hub_frame', 'list_checkpoints', 'queue_positions', 'run_progress', 'runs_frame', 'series_csv', 'smoothed_train_loss', 'start_from_label', 'summary_frame']
 
 
 STATUS_ICONS = {"queued": ":material/schedule:", "running": ":material/directions_run:",
@@ -138,6 +138,16 @@ def filter_runs(records: Sequence[RunRecord], statuses: Sequence[str] = (), text
         out = [r for r in out
                if any(pattern.search(f) for f in (r.run_id, r.name, r.template_name or "", dataset_name(r), *r.tags))]
     return out
+
+
+def has_checkpoint(run_dir: str | os.PathLike[str]) -> bool:
+    """Whether the run has a checkpoint file (``model/model.ckpt-<step>``): one folder listing, no
+    table (the Predict page asks it of every run)."""
+    try:
+        with os.scandir(os.path.join(run_dir, paths.MODEL_DIR)) as entries:
+            return any(_CKPT_RE.match(e.name) and e.is_file() for e in entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
 
 
 def list_checkpoints(run_dir: Path) -> pd.DataFrame:
