@@ -11,7 +11,7 @@ from workbench.ui import forms, live, panels, session, tables
 st.title("Predict")
 registry = session.get_registry()
 trained = [r for r in registry.list_runs() if r.action in TRAINING_ACTIONS
-           and len(tables.list_checkpoints(registry.run_dir(r.run_id)))]
+           and tables.has_checkpoint(registry.run_dir(r.run_id))]
 if not trained:
     st.info("No trained run with a checkpoint yet. Train one first.")
     st.stop()

@@ -1,24 +1,23 @@
-"""Run detail: live status and charts, eval results, checkpoints, evaluation plots, log, bundle."""
-
-import time
+"""Run detail: name, notes and progress (ETA / queue place); live status and charts, eval results,
+checkpoints, evaluation plots, log, bundle."""
 
 import streamlit as st
 
 from workbench.store import paths
-from workbench.ui import forms, live, panels, session, tables
+from workbench.ui import forms, live, panels, runs_hub, session, tables
 
 st.title("Run")
 registry = session.get_registry()
 records = registry.list_runs()
+if runs_hub.trashed_notice(session.selected_run_id()):
+    st.stop()
 record = forms.run_picker(records)
 if record is None:
     st.info("No runs yet. Launch one on the Train page.")
     session.page_link("train", "Train →", icon=":material/play_arrow:")
     st.stop()
 
-created = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
-st.caption(f"{record.action} · template {session.md(record.template_name)} · created "
-           f"{created} · tags: {session.md(', '.join(record.tags)) or '—'}")
+runs_hub.run_header(record)
 panels.run_actions(record, key="detail")
 controls = live.chart_controls("detail")
 live.live_metrics(record.run_id, controls)

@@ -4,7 +4,9 @@
 
     estimator-workbench                       start the UI on 127.0.0.1 (streamlit run workbench/ui/app.py)
     estimator-workbench run --dataset iris --template mlp_classifier --steps 500
-    estimator-workbench runs                  list runs
+    estimator-workbench runs                  list runs (--include-trashed: with those in the trash)
+    estimator-workbench delete RUN [RUN ...]  move runs to the trash
+    estimator-workbench trash list|restore RUN|empty [--yes]
     estimator-workbench stop|cancel|resume RUN
     estimator-workbench predict RUN --data new.csv --out predictions.csv
     estimator-workbench export RUN            a reproducible zip bundle
@@ -26,13 +28,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from workbench.cli import trash_commands
 from workbench.cli.follow import _follow
 from workbench.cli.serve import _cmd_ui
 from workbench.cli.usage import PROG as _PROG
 from workbench.cli.usage import UsageError
 from workbench.execution.bundle import export_bundle
 from workbench.execution.submit import submit_run
-from workbench.store import paths
+from workbench.store import paths, trash
 from workbench.store.records import (
     ACTIONS,
     STATUSES,
@@ -282,9 +285,11 @@ def _cmd_runs(args: argparse.Namespace, root: Path) -> int:
         raise UsageError(f"--status must be one of {list(STATUSES)}, given: {args.status!r}.")
     # No process watches a workspace between commands: mark runs whose runner died first.
     _launcher(root).reap_lost()
-    records = _registry(root).list_runs(args.status, limit=args.limit)
+    records = _registry(root).list_runs(args.status, limit=args.limit, trashed=None if args.include_trashed else False)
+    trashed = trash.trashed_times(_registry(root)) if args.include_trashed else {}
     if args.json:
-        print(json.dumps([r.to_dict() for r in records], indent=1, default=str))
+        print(json.dumps([r.to_dict() | ({"trashed_at": trashed.get(r.run_id)} if args.include_trashed else {})
+                          for r in records], indent=1, default=str))
         return 0
     if not records:
         print(f"No runs in {root}.")
@@ -292,7 +297,8 @@ def _cmd_runs(args: argparse.Namespace, root: Path) -> int:
     rows = [("RUN", "NAME", "ACTION", "STATUS", "STEP", "LOSS", "CREATED")]
     for r in records:
         loss = r.summary.get("train/loss") or r.summary.get("eval/loss") or {}
-        rows.append((r.run_id, r.name[:30], r.action, r.display_status,  # 'stalled': no step for a while
+        rows.append((r.run_id, r.name[:30], r.action,  # 'stalled': no step for a while
+                     r.display_status + (" (trashed)" if r.run_id in trashed else ""),
                      "" if loss.get("last_step") is None else str(loss["last_step"]),
                      "" if loss.get("last") is None else f"{loss['last']:.4g}",
                      _dt.datetime.fromtimestamp(r.created_at).strftime("%Y-%m-%d %H:%M")))
@@ -305,9 +311,13 @@ def _cmd_runs(args: argparse.Namespace, root: Path) -> int:
 def _existing(root: Path, run_id: str) -> RunRecord:
     try:
         paths.run_dir(root, run_id)  # refuses '..', separators and absolute names first
-        return _registry(root).get(run_id)
+        record = _registry(root).get(run_id)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if run_id in trash.trashed_times(_registry(root)):
+        raise UsageError(f"Run {run_id!r} is in the trash; restore it first with "
+                         f"`{_PROG} trash restore {run_id}`.")
+    return record
 
 
 def _cmd_stop(args: argparse.Namespace, root: Path) -> int:
@@ -435,6 +445,7 @@ def build_parser() -> argparse.ArgumentParser:
     runs.add_argument("--status")
     runs.add_argument("--limit", type=int)
     runs.add_argument("--json", action="store_true")
+    runs.add_argument("--include-trashed", action="store_true", help="list the runs in the trash too")
 
     for name, text in (("stop", "graceful stop: checkpoint, then 'stopped'"),
                        ("cancel", "SIGTERM, SIGKILL after a grace period"),
@@ -456,12 +467,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run")
     export.add_argument("--out", help="zip path (default: runs/<id>/export/<id>.zip)")
     export.add_argument("--with-checkpoint", action="store_true")
+    trash_commands.add_parsers(sub)
     return parser
 
 
 _COMMANDS = {"ui": _cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
-             "export": _cmd_export}
+             "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

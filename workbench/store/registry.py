@@ -111,6 +111,7 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE runs ADD COLUMN last_step INTEGER",
         "ALTER TABLE runs ADD COLUMN last_step_at REAL",
     ),
+    ("ALTER TABLE runs ADD COLUMN trashed_at REAL",),  # the trash: workbench.store.trash
 )
 
 
@@ -465,9 +466,11 @@ class RunRegistry:
 
     def list_runs(self, status: str | Iterable[str] | None = None, *, action: str | None = None,
                   tag: str | None = None, limit: int | None = None,
-                  newest_first: bool = True) -> list[RunRecord]:
-        """Runs, optionally filtered by status (one or several), action or tag."""
-        clauses, args = [], []
+                  newest_first: bool = True, trashed: bool | None = False) -> list[RunRecord]:
+        """Runs, optionally filtered by status (one or several), action or tag; ``trashed``: those
+        out of the trash (False, the default), in it (True) or both (None)."""
+        clauses = [] if trashed is None else [f"trashed_at IS {'NOT ' if trashed else ''}NULL"]
+        args: list[Any] = []
         if status is not None:
             wanted = [status] if isinstance(status, str) else list(status)
             for value in wanted:
@@ -485,7 +488,13 @@ class RunRegistry:
         if limit is not None:
             sql += " LIMIT ?"
             args.append(int(limit))
-        records = [RunRecord._from_row(row) for row in self._read(sql, tuple(args))]
+        try:
+            records = [RunRecord._from_row(row) for row in self._read(sql, tuple(args))]
+        except sqlite3.OperationalError as exc:  # a workspace of an older workbench that no write
+            if "no such column: trashed_at" not in str(exc):  # migrated yet: its trash is empty
+                raise
+            return [] if trashed else self.list_runs(status, action=action, tag=tag, limit=limit,
+                                                     newest_first=newest_first, trashed=None)
         if tag is not None:
             records = [r for r in records if tag in r.tags]
         return records
@@ -715,7 +724,8 @@ class RunRegistry:
         return self._write(change)
 
     def delete(self, run_id: str, *, force: bool = False) -> None:
-        """Deletes the run's row and its folder. A running run needs ``force=True`` (stop it first).
+        """Deletes the run's row and folder for good (the UI's Delete moves runs to the trash
+        instead: ``workbench.store.trash``). A running run needs ``force=True`` (stop it first).
 
         Raises:
             ValueError: the run is running and ``force`` is false (a queued run is simply dropped).

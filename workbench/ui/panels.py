@@ -15,13 +15,13 @@ from workbench.store import paths
 from workbench.store.records import TRAINING_ACTIONS, RunNotFoundError, RunRecord
 from workbench.ui import figures
 from workbench.ui.forms import launch_run
+from workbench.ui.runs_hub import confirm_trash, confirmation_dialogs
 from workbench.ui.session import (
     get_launcher,
     get_registry,
     load_dataset_frame,
     md,
     predictions_frame,
-    set_selected_run,
     show_error,
     switch_to,
     workspace,
@@ -30,6 +30,7 @@ from workbench.ui.tables import (
     _STATUS_COLOURS,
     STATUS_ICONS,
     _probability_columns,
+    display_status,
     list_checkpoints,
 )
 
@@ -37,8 +38,9 @@ __all__ = ['bundle_bytes', 'checkpoints_panel', 'evaluation_plots', 'launch_from
 
 
 def status_badge(record: RunRecord) -> None:
-    """A coloured badge with the run's status (in a container keyed ``status-<run id>``)."""
-    status = record.display_status  # 'stalled': running, but no training step for a while
+    """A coloured badge with the run's status, 'stalled' included (in a container keyed
+    ``status-<run id>``)."""
+    status = display_status(record)
     colour = _STATUS_COLOURS.get(status, "gray")
     with st.container(key=f"status-{record.run_id}"):
         st.badge(status, icon=STATUS_ICONS.get(status), color=colour)
@@ -63,7 +65,8 @@ def reproduce_panel(record: RunRecord) -> None:
 
 
 def run_actions(record: RunRecord, key: str = "act") -> None:
-    """Stop / Cancel / Resume / Delete buttons for one run, enabled by its status."""
+    """Stop / Cancel / Resume / Delete buttons for one run, enabled by its status. Delete asks in
+    a dialog, then moves the run to the trash (restorable from the Runs page)."""
     launcher = get_launcher()
     c1, c2, c3, c4 = st.columns(4)
     active = record.status in ("queued", "running")
@@ -83,11 +86,11 @@ def run_actions(record: RunRecord, key: str = "act") -> None:
             launcher.resume(record.run_id)
             st.toast(f"Run {record.run_id} resumed.")
             st.rerun()
-        if c4.button("Delete", key=f"{key}-delete-{record.run_id}", disabled=active, icon=":material/delete:"):
-            get_registry().delete(record.run_id)
-            set_selected_run(None)
-            st.toast(f"Run {record.run_id} deleted.")
-            st.rerun()
+        if c4.button("Delete", key=f"{key}-delete-{record.run_id}", disabled=active, icon=":material/delete:",
+                     help="Moves the run to the trash (asks first); cancel a queued or running run first."):
+            confirm_trash([record.run_id], [record.name], origin=f"{key}-{record.run_id}")
+        else:
+            confirmation_dialogs(f"{key}-{record.run_id}")
     except (ValueError, RunNotFoundError) as exc:
         show_error(exc)
 
