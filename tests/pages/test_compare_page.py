@@ -33,8 +33,9 @@ def test_runs_with_the_same_name_get_their_id_suffix(home):
     at = open_page("compare")
     wanted = {f"mlp on iris · r-{a.rsplit('-', 1)[1]}", f"mlp on iris · r-{b.rsplit('-', 1)[1]}"}
     assert set(at.dataframe[0].value["name"]) == wanted
-    curves, scatter = at.get("plotly_chart")
+    curves, _parallel, scatter = at.get("plotly_chart")
     legend = {trace["name"] for trace in json.loads(curves.proto.spec)["data"]}
     assert {name.rsplit(" · ", 1)[0] for name in legend} == wanted
-    points = set(json.loads(scatter.proto.spec)["data"][0]["text"])
+    # the best run is its own trace (a star), its label prefixed "best: "
+    points = {t.removeprefix("best: ") for trace in json.loads(scatter.proto.spec)["data"] for t in trace["text"]}
     assert points == wanted
