@@ -5,7 +5,7 @@ import time
 import streamlit as st
 
 from workbench.store import paths
-from workbench.ui import forms, live, panels, session, tables
+from workbench.ui import forms, live, panels, session
 
 st.title("Run")
 registry = session.get_registry()
@@ -30,10 +30,7 @@ folder = registry.run_dir(record.run_id)
 evals, ckpts, plots, params, log, again = st.tabs(
     ["Metrics summary", "Checkpoints", "Evaluation plots", "Params", "Worker log", "Reproduce"])
 with evals:
-    if record.summary:
-        st.dataframe(tables.summary_frame(record.summary), hide_index=True)
-    else:
-        st.caption("No metrics yet: last and best values per metric appear as the run logs them.")
+    live.metrics_summary(record.run_id)  # live like the charts while the run is active
 with ckpts:
     panels.checkpoints_panel(record)
 with plots:

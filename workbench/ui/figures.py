@@ -34,12 +34,12 @@ __all__ = [
     "empty_figure",
     "parallel_coordinates_figure",
     "param_scatter_figure",
-    "spans_decades",
     "plain",
     "pr_curve",
     "residuals_figure",
     "roc_curve",
     "roc_pr_figure",
+    "spans_decades",
     "unique_run_labels",
     "x_values",
 ]
