@@ -68,7 +68,7 @@ def test_the_url_selects_the_runs_and_the_best_one_is_highlighted(home):
     assert list(table.loc[table["best"] == "★", "run"]) == [ids[1]]
     assert "param: learning_rate" in table.columns and "seed" not in table.columns  # same seed: no column
     assert "Same in every run: template, dataset, seed, steps." in [c.value for c in at.caption]
-    curves, parallel, scatter = (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
+    _curves, parallel, scatter = (json.loads(c.proto.spec) for c in at.get("plotly_chart"))
     assert parallel["data"][0]["type"] == "parcoords"
     assert scatter["layout"]["xaxis"]["type"] == "log"  # 1e-4 .. 1e-1: three decades
     assert scatter["data"][1]["text"] == ["best: trial 1"]
