@@ -285,7 +285,7 @@ def compare_view(runs: Sequence[RunRecord], root: Path, controls: Mapping[str, A
         best = best_run(table, metric, direction)
         if best is not None:
             value = table.loc[table["run"] == best, metric].iloc[0]
-            st.success(f"Best run for {metric} ({direction}): **{_md(labels.get(best, best))}** "
+            st.success(f"Best run for {_md(metric)} ({direction}): **{_md(labels.get(best, best))}** "
                        f"({best}) · {value:.6g}", icon=":material/trophy:")
         st.subheader("What differs")
         same = [k for k in ("template", "dataset", "seed", "steps") if k not in differing]
