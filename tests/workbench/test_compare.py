@@ -99,7 +99,7 @@ def test_run_series_is_read_once_per_version_of_the_file(workspace, monkeypatch)
     reads = []
     real = metrics_store.read_all
     monkeypatch.setattr(metrics_store, "read_all", lambda p: reads.append(p) or real(p))
-    compare._read_series.clear()
+    compare._read_series.cache_clear()
     frame, loss = compare.run_series(workspace, rec.run_id)
     compare.run_series(workspace, rec.run_id)
     assert len(reads) == 1 and list(loss) == [2.0] and len(frame) == 1

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 from collections.abc import Mapping, Sequence
@@ -128,9 +129,11 @@ def smoothed_last(values: Sequence[float] | np.ndarray, weight: float = DEFAULT_
     return float(figures.ema_smooth(arr, weight)[-1])
 
 
-@st.cache_data(show_spinner=False, max_entries=1024)
+@functools.lru_cache(maxsize=1024)
 def _read_series(path: str, mtime_ns: int, size: int, max_points: int) -> tuple[pd.DataFrame, np.ndarray]:
     # Keyed by (path, mtime, size): a file that grew or was replaced is read again, others never.
+    # A process-wide LRU of shared, read-only results (callers copy before changing anything):
+    # st.cache_data's pickled copies cost more than the parse itself at 50 runs.
     frame = metrics_store.read_all(path)
     loss = frame.loc[(frame["split"] == "train") & (frame["name"] == "loss")].sort_values("step", kind="stable")
     return metrics_store.downsample(frame, max_points), loss["value"].to_numpy(dtype=np.float64)
@@ -242,13 +245,17 @@ def pick_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
 
 def _overlay(runs: Sequence[RunRecord], root: Path) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
     budget = max(100, _TOTAL_POINTS // max(len(runs), 1))
-    frames, losses = [], {}
+    frames, owners, losses = [], [], {}
     for r in runs:
         frame, loss = run_series(root, r.run_id, budget)
         losses[r.run_id] = loss
         if len(frame):
-            frames.append(frame.assign(run=r.run_id))
-    data = pd.concat(frames, ignore_index=True) if frames else metrics_store.rows_to_frame([])
+            frames.append(frame)
+            owners.append((r.run_id, len(frame)))
+    if not frames:
+        return metrics_store.rows_to_frame([]), losses
+    data = pd.concat(frames, ignore_index=True)  # a new frame: the cached ones stay untouched
+    data["run"] = np.repeat([o for o, _ in owners], [n for _, n in owners])
     return data, losses
 
 
