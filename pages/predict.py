@@ -17,7 +17,8 @@ if not trained:
     st.stop()
 record = forms.run_picker(trained, label="Model (run)", key="pred-run")
 ckpts = tables.list_checkpoints(registry.run_dir(record.run_id))["file"].tolist()
-ckpt = st.selectbox("Checkpoint", ckpts, index=len(ckpts) - 1, key="pred-ckpt")
+ckpt = st.selectbox("Checkpoint", ckpts, index=len(ckpts) - 1, key="pred-ckpt",
+                    format_func=lambda f: panels.checkpoint_text(panels.checkpoint_step(f)))
 base = datasets.DatasetSpec.from_dict(record.dataset)
 
 single, batch = st.tabs(["Dataset", "Single row"])

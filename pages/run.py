@@ -4,7 +4,7 @@ checkpoints, evaluation plots, log, bundle."""
 import streamlit as st
 
 from workbench.store import paths
-from workbench.ui import forms, live, panels, runs_hub, session, tables
+from workbench.ui import forms, live, panels, runs_hub, session
 
 st.title("Run")
 registry = session.get_registry()
@@ -29,10 +29,7 @@ folder = registry.run_dir(record.run_id)
 evals, ckpts, plots, params, log, again = st.tabs(
     ["Metrics summary", "Checkpoints", "Evaluation plots", "Params", "Worker log", "Reproduce"])
 with evals:
-    if record.summary:
-        st.dataframe(tables.summary_frame(record.summary), hide_index=True)
-    else:
-        st.caption("No metrics yet: last and best values per metric appear as the run logs them.")
+    live.metrics_summary(record.run_id)  # live like the charts while the run is active
 with ckpts:
     panels.checkpoints_panel(record)
 with plots:

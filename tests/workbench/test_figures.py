@@ -173,3 +173,72 @@ class TestUniqueRunLabels:
         labels = figures.unique_run_labels([("r-20250101-1a2b3c", "same"), ("r-20250101-4d5e6f", "same")])
         names = {t.name for t in figures.curves_figure(frame, run_labels=labels).data}
         assert names == {"same · r-1a2b3c · train", "same · r-4d5e6f · train"}
+
+
+class TestCompareAtScale:
+    """Issue 15, item 5: a readable legend at 20+ runs, log axes for params spanning decades, the
+    best run highlighted, parallel coordinates of params against a metric."""
+
+    def test_many_runs_get_one_legend_entry_each_in_a_vertical_list(self):
+        runs = [f"r-20250101-{i:06x}" for i in range(25)]
+        frame = pd.concat([_frame(5, splits=("train", "eval"), run=r) for r in runs])
+        fig = figures.curves_figure(frame, run_labels={r: f"trial {i}" for i, r in enumerate(runs)})
+        shown = [t.name for t in fig.data if t.showlegend is not False]
+        assert shown == [f"trial {i}" for i in range(25)]  # one per run, not run x split
+        assert fig.layout.legend.orientation == "v" and fig.layout.hovermode == "closest"
+        assert len({t.line.color for t in fig.data}) == 25  # distinct colours past the palette's ten
+        dashes = {(t.name, t.line.dash) for t in fig.data if t.name == "trial 0"}
+        assert dashes == {("trial 0", "solid"), ("trial 0", "dash")}  # train solid, eval dashed
+
+    def test_a_few_runs_keep_the_horizontal_legend(self):
+        frame = pd.concat([_frame(5, run=f"r-20250101-00000{i}") for i in range(3)])
+        fig = figures.curves_figure(frame)
+        assert fig.layout.legend.orientation == "h" and fig.layout.hovermode == "x unified"
+
+    def test_long_names_are_shortened_and_stay_unique(self):
+        runs = [("r-1-aaaaaa", "a learning rate sweep of the wide model, trial 1"),
+                ("r-1-bbbbbb", "a learning rate sweep of the wide model, trial 2"),
+                ("r-1-cccccc", "a learning rate sweep of the deep model, trial 1")]
+        labels = figures.unique_run_labels(runs, max_length=20)
+        assert labels == {"r-1-aaaaaa": "a learning…, trial 1 · r-aaaaaa",
+                          "r-1-bbbbbb": "a learning…, trial 2",
+                          "r-1-cccccc": "a learning…, trial 1 · r-cccccc"}
+        with pytest.raises(ValueError, match="max_length must be an int >= 5"):
+            figures.unique_run_labels(runs, max_length=2)
+
+    def test_spans_decades(self):
+        assert figures.spans_decades([1e-4, 3e-3, 0.1])
+        assert not figures.spans_decades([0.01, 0.9])
+        assert not figures.spans_decades([0.0, 1e-4, 10.0])  # zero: no log axis
+        assert not figures.spans_decades(["a", "b"])
+
+    def test_scatter_uses_a_log_axis_for_a_learning_rate_sweep_and_stars_the_best(self):
+        table = pd.DataFrame({"name": ["a", "b", "c"], "param: lr": [1e-4, 1e-3, 1e-1],
+                              "eval accuracy": [0.7, 0.9, 0.8]})
+        fig = figures.param_scatter_figure(table, "param: lr", "eval accuracy", label_column="name", best="b")
+        assert fig.layout.xaxis.type == "log" and fig.layout.xaxis.title.text == "param: lr (log scale)"
+        assert list(fig.data[0].text) == ["a", "c"]
+        assert fig.data[1].marker.symbol == "star" and list(fig.data[1].text) == ["best: b"]
+        assert list(fig.data[1].x) == [1e-3] and list(fig.data[1].y) == [0.9]
+        linear = figures.param_scatter_figure(table.assign(**{"param: lr": [0.1, 0.2, 0.3]}), "param: lr",
+                                              "eval accuracy", label_column="name")
+        assert linear.layout.xaxis.type is None and len(linear.data) == 1
+
+    def test_parallel_coordinates_of_params_against_a_metric(self):
+        table = pd.DataFrame({"run": ["a", "b", "c"], "param: lr": [1e-4, 1e-1, 1.0],
+                              "param: optimizer": ["adam", "sgd", "adam"], "seed": [1, 2, 3],
+                              "eval loss": [0.5, 0.2, np.nan]})
+        fig = figures.parallel_coordinates_figure(table, ["param: lr", "param: optimizer", "seed"], "eval loss",
+                                                  direction="minimize")
+        trace = fig.data[0]
+        labels = [d.label for d in trace.dimensions]
+        assert labels == ["log10 lr", "optimizer", "seed", "eval loss"]
+        assert list(trace.dimensions[0].values) == [-4.0, -1.0]  # the run without a metric is left out
+        assert list(trace.dimensions[1].ticktext) == ["adam", "sgd"] and list(trace.dimensions[1].values) == [0, 1]
+        assert list(trace.line.color) == [0.5, 0.2] and trace.line.reversescale is True
+        with pytest.raises(ValueError, match="direction must be 'maximize' or 'minimize'"):
+            figures.parallel_coordinates_figure(table, ["seed"], "eval loss", direction="up")
+        with pytest.raises(ValueError, match="Column 'nope' is not in the table"):
+            figures.parallel_coordinates_figure(table, ["nope"], "eval loss")
+        empty = figures.parallel_coordinates_figure(table.assign(**{"eval loss": np.nan}), ["seed"], "eval loss")
+        assert empty.layout.annotations[0].text == "No run has a value of eval loss yet."

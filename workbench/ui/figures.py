@@ -25,23 +25,27 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 __all__ = [
+    "LEGEND_LIST_RUNS",
     "X_AXES",
     "confusion_matrix",
     "confusion_matrix_figure",
     "curves_figure",
     "ema_smooth",
     "empty_figure",
+    "parallel_coordinates_figure",
     "param_scatter_figure",
     "plain",
     "pr_curve",
     "residuals_figure",
     "roc_curve",
     "roc_pr_figure",
+    "spans_decades",
     "unique_run_labels",
     "x_values",
 ]
 
 X_AXES = ("step", "relative", "wall")
+LEGEND_LIST_RUNS = 8  # above this many overlaid runs the legend is a list of runs at the right
 _SPLIT_DASH = {"train": "solid", "eval": "dash"}
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
             "#7f7f7f", "#bcbd22", "#17becf")
@@ -154,12 +158,16 @@ def curves_figure(df: pd.DataFrame, *, smoothing: float = 0.0, x_axis: str = "st
     cols = max(1, min(columns, len(names)))
     rows = math.ceil(len(names) / cols)
     # ~90 px between rows: a row's x-axis title and the next row's subplot title must not overlap.
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[plain(n) for n in names], horizontal_spacing=0.08,
-                        vertical_spacing=min(0.9 / max(rows - 1, 1), 90 / (rows * height_per_row)))
+    grid = make_subplots(rows=rows, cols=cols, subplot_titles=[plain(n) for n in names], horizontal_spacing=0.08,
+                         vertical_spacing=min(0.9 / max(rows - 1, 1), 90 / (rows * height_per_row)))
     multi_run = "run" in df.columns and df["run"].nunique() > 1
     runs = list(dict.fromkeys(df["run"].tolist())) if "run" in df.columns else [None]
-    colours = {run: _PALETTE[i % len(_PALETTE)] for i, run in enumerate(runs)}
+    colours = {run: _run_colour(i) for i, run in enumerate(runs)}
+    # Many runs: one legend entry per run (the split is the dash), as a scrolling list at the right
+    # instead of a horizontal band of run x split entries taller than the chart.
+    as_list = multi_run and len(runs) > LEGEND_LIST_RUNS
     shown: set[str] = set()
+    traces: list[dict] = []
     groups = df.groupby(["run", "name", "split"] if "run" in df.columns else ["name", "split"],
                         sort=False, dropna=False)
     origins = (df.groupby("run")["wall_time"].min().to_dict() if "run" in df.columns
@@ -169,35 +177,56 @@ def curves_figure(df: pd.DataFrame, *, smoothing: float = 0.0, x_axis: str = "st
         if name not in names:
             continue
         index = names.index(name)
-        row, col = index // cols + 1, index % cols + 1
-        part = part.sort_values("step", kind="stable")
-        x = x_values(part, x_axis, origin=origins.get(run))
+        axes = {"xaxis": f"x{index + 1}" if index else "x", "yaxis": f"y{index + 1}" if index else "y"}  # row-major
+        if not part["step"].is_monotonic_increasing:  # (files are in step order but for a resume)
+            part = part.sort_values("step", kind="stable")
+        x = x_values(part, x_axis, origin=origins.get(run)).to_numpy()  # numpy: plotly's fast path
         y = part["value"].to_numpy(dtype=np.float64)
         label_run = (run_labels or {}).get(run, run) if run is not None else None
-        legend = plain(f"{label_run} · {split}" if multi_run else split)
+        legend = plain(label_run if as_list else f"{label_run} · {split}" if multi_run else split)
         colour = colours[run] if multi_run else (_PALETTE[0] if split == "train" else _PALETTE[1])
         dash = _SPLIT_DASH.get(str(split), "dot") if multi_run else "solid"
         mode = "lines+markers" if split != "train" or len(part) < 3 else "lines"
         if smoothing > 0 and len(part) > 1:
-            fig.add_trace(go.Scatter(x=x, y=y, mode="lines", line={"color": colour, "width": 1},
-                                     opacity=0.25, legendgroup=legend, showlegend=False,
-                                     hoverinfo="skip"), row=row, col=col)
+            traces.append(dict(type="scatter", x=x, y=y, mode="lines", line={"color": colour, "width": 1},
+                               opacity=0.25, legendgroup=legend, showlegend=False, hoverinfo="skip", **axes))
             y = ema_smooth(y, smoothing)
-        fig.add_trace(go.Scatter(x=x, y=y, mode=mode, name=legend, legendgroup=legend,
-                                 showlegend=legend not in shown,
-                                 line={"color": colour, "dash": dash, "width": 2},
-                                 marker={"size": 5}), row=row, col=col)
+        hover = {"hovertemplate": f"{legend} · {plain(split)}<br>%{{x}}: %{{y:.4g}}<extra></extra>"} if as_list else {}
+        traces.append(dict(type="scatter", x=x, y=y, mode=mode, name=legend, legendgroup=legend,
+                           showlegend=legend not in shown,
+                           line={"color": colour, "dash": dash, "width": 2 if not as_list else 1.5},
+                           marker={"size": 5 if not as_list else 3}, **hover, **axes))
         shown.add(legend)
+    # The traces are plain dicts of known-good keys, assembled without plotly's per-value
+    # validation (a 50-run overlay spent over a second validating ~200 traces); the layout
+    # (subplot grid, titles, axes) comes from make_subplots and is validated as usual.
+    fig = go.Figure(data=traces, layout=grid.layout, _validate=False)
     x_title = {"step": "step", "relative": "seconds since start", "wall": "time"}[x_axis]
     fig.update_xaxes(title_text=x_title, title_standoff=2)
     if log_y:
         fig.update_yaxes(type="log")
     height = max(260, rows * height_per_row)
+    if as_list:
+        # A vertical legend scrolls inside the figure's height; hovering a line names it.
+        fig.update_layout(height=max(height, 360), margin={"l": 40, "r": 10, "t": 40, "b": 40},
+                          legend={"orientation": "v", "x": 1.01, "xanchor": "left", "y": 1, "yanchor": "top",
+                                  "font": {"size": 11}, "title": {"text": "runs (eval dashed)"},
+                                  "itemclick": "toggleothers", "itemdoubleclick": "toggle"},
+                          hovermode="closest", uirevision="keep")
+        return fig
     # The legend goes below the bottom x-axis title: ~45 px under the plot area, whatever its height.
     fig.update_layout(height=height, margin={"l": 40, "r": 10, "t": 40, "b": 40},
                       legend={"orientation": "h", "yanchor": "top", "y": -45 / (height - 80)},
                       hovermode="x unified", uirevision="keep")  # keep zoom across live updates
     return fig
+
+
+def _run_colour(index: int) -> str:
+    """The palette's ten colours first, then distinct hues (the golden-angle walk) for more runs."""
+    if index < len(_PALETTE):
+        return _PALETTE[index]
+    hue = (index * 137.508) % 360
+    return f"hsl({hue:.0f}, 65%, {45 + 10 * (index % 2)}%)"
 
 
 def confusion_matrix(y_true: Sequence[int] | np.ndarray, y_pred: Sequence[int] | np.ndarray,
@@ -336,23 +365,40 @@ def residuals_figure(y_true: Sequence[float] | np.ndarray, y_pred: Sequence[floa
     return fig
 
 
-def unique_run_labels(runs: Sequence[tuple[str, str]]) -> dict[str, str]:
+def unique_run_labels(runs: Sequence[tuple[str, str]], max_length: int | None = None) -> dict[str, str]:
     """Display labels of runs, given as ``(run_id, name)`` pairs: the name, or ``"name · r-1a2b3c"``
     (the id's random suffix) for names that several runs share, so legends and points can be told
     apart (the whole id when even the suffixes collide).
+
+    ``max_length`` shortens long names to that many characters (the middle replaced by ``…``, so
+    a sweep's trial numbers at the end stay visible); names that collide once shortened get the
+    id suffix too.
 
     Example:
         >>> unique_run_labels([("r-20250101-1a2b3c", "mlp"), ("r-20250102-4d5e6f", "mlp"),
         ...                    ("r-20250102-777777", "cnn")])["r-20250101-1a2b3c"]
         'mlp · r-1a2b3c'
+        >>> unique_run_labels([("r-1-aaaaaa", "learning rate sweep of the MLP, trial 12")], 20)["r-1-aaaaaa"]
+        'learning r… trial 12'
     """
+    if max_length is not None and (not isinstance(max_length, int) or max_length < 5):
+        raise ValueError(f"max_length must be an int >= 5 or None, given: {max_length!r}.")
+
+    def shorten(name: str) -> str:
+        if max_length is None or len(name) <= max_length:
+            return name
+        tail = (max_length - 1) // 2
+        return name[:max_length - 1 - tail] + "…" + name[len(name) - tail:]
+
+    names = {run_id: shorten(name) for run_id, name in runs}
     counts: dict[str, int] = {}
-    for _, name in runs:
-        counts[name] = counts.get(name, 0) + 1
+    for run_id, _ in runs:
+        counts[names[run_id]] = counts.get(names[run_id], 0) + 1
     short = {run_id: f"r-{run_id.rsplit('-', 1)[-1]}" for run_id, _ in runs}
     suffixes = list(short.values())
     out = {}
-    for run_id, name in runs:
+    for run_id, _ in runs:
+        name = names[run_id]
         if counts[name] == 1:
             out[run_id] = name
         else:
@@ -360,22 +406,103 @@ def unique_run_labels(runs: Sequence[tuple[str, str]]) -> dict[str, str]:
     return out
 
 
+def spans_decades(values: Sequence[float] | np.ndarray | pd.Series, decades: float = 2.0) -> bool:
+    """Whether positive numbers span more than ``decades`` powers of ten (then a log axis reads
+    better); False when any value is zero, negative or not a number.
+
+    Example:
+        >>> spans_decades([1e-4, 0.01, 0.1]), spans_decades([0.01, 0.5]), spans_decades([0, 1e3])
+        (True, False, False)
+    """
+    try:
+        arr = np.asarray(pd.to_numeric(pd.Series(values), errors="coerce"), dtype=np.float64)
+    except (TypeError, ValueError):
+        return False
+    arr = arr[~np.isnan(arr)]
+    if arr.size < 2 or not np.all(np.isfinite(arr)) or np.any(arr <= 0):
+        return False
+    return bool(np.log10(arr.max()) - np.log10(arr.min()) > decades)
+
+
 def param_scatter_figure(table: pd.DataFrame, param: str, metric: str,
-                         label_column: str = "run") -> go.Figure:
-    """One point per run: ``param`` on x, ``metric`` on y (categorical params become categories)."""
+                         label_column: str = "run", best: str | None = None,
+                         log_x: bool | None = None) -> go.Figure:
+    """One point per run: ``param`` on x, ``metric`` on y (categorical params become categories).
+
+    Args:
+        best: the label (``label_column`` value) of the best run, drawn as a gold star.
+        log_x: a logarithmic x axis; by default when the param's values span more than two
+            decades (``spans_decades``), as learning rates do.
+    """
     for column in (param, metric):
         if column not in table.columns:
             raise ValueError(f"Column {column!r} is not in the table (columns: {list(table.columns)}).")
     data = table[[param, metric] + ([label_column] if label_column in table.columns else [])].dropna(
         subset=[metric])
     x = data[param]
-    if not pd.api.types.is_numeric_dtype(x):
+    numeric = pd.api.types.is_numeric_dtype(x) and not pd.api.types.is_bool_dtype(x)
+    if not numeric:
         x = x.astype(str).map(plain)
+    labels = data[label_column] if label_column in data.columns else None
+    log = (numeric and spans_decades(x)) if log_x is None else (bool(log_x) and numeric)
+    is_best = (labels == best).to_numpy() if best is not None and labels is not None else np.zeros(len(data), bool)
     fig = go.Figure(go.Scatter(
-        x=x, y=data[metric], mode="markers+text", marker={"size": 11},
-        text=data[label_column].map(plain) if label_column in data.columns else None, textposition="top center",
+        x=x[~is_best], y=data[metric][~is_best], mode="markers+text", marker={"size": 11}, name="runs",
+        text=labels[~is_best].map(plain) if labels is not None else None, textposition="top center",
         hovertemplate=f"{plain(param)}=%{{x}}<br>{plain(metric)}=%{{y}}<br>%{{text}}<extra></extra>"))
-    fig.update_layout(xaxis_title=plain(param), yaxis_title=plain(metric), height=360,
-                      margin={"l": 50, "r": 10, "t": 20, "b": 40})
+    if is_best.any():
+        fig.add_trace(go.Scatter(
+            x=x[is_best], y=data[metric][is_best], mode="markers+text", name="best",
+            marker={"size": 18, "symbol": "star", "color": "gold", "line": {"color": "#444", "width": 1}},
+            text=labels[is_best].map(lambda t: f"best: {plain(t)}"), textposition="top center",
+            hovertemplate=f"{plain(param)}=%{{x}}<br>{plain(metric)}=%{{y}}<br>%{{text}}<extra></extra>"))
+    fig.update_layout(xaxis_title=plain(param) + (" (log scale)" if log else ""), yaxis_title=plain(metric),
+                      height=360, showlegend=False, margin={"l": 50, "r": 10, "t": 20, "b": 40})
+    if log:
+        fig.update_xaxes(type="log")
     return fig
 
+
+def parallel_coordinates_figure(table: pd.DataFrame, dimensions: Sequence[str], metric: str, *,
+                                direction: str = "maximize", label_column: str = "run") -> go.Figure:
+    """Parallel coordinates: one line per run through its values of ``dimensions`` (params, RunConfig
+    fields, seed, steps) and ``metric`` last, coloured by the metric (the best end of the colour
+    scale is dark, following ``direction``).
+
+    Numbers spanning more than two decades are drawn as ``log10``; text values become categories.
+    Runs without a value of the metric are left out.
+
+    Example:
+        >>> t = pd.DataFrame({"run": ["a", "b"], "param: lr": [0.1, 0.001], "eval accuracy": [0.9, 0.8]})
+        >>> [d["label"] for d in parallel_coordinates_figure(t, ["param: lr"], "eval accuracy").data[0].dimensions]
+        ['lr', 'eval accuracy']
+    """
+    if direction not in ("maximize", "minimize"):
+        raise ValueError(f"direction must be 'maximize' or 'minimize', given: {direction!r}.")
+    for column in [*dimensions, metric]:
+        if column not in table.columns:
+            raise ValueError(f"Column {column!r} is not in the table (columns: {list(table.columns)}).")
+    data = table.loc[pd.to_numeric(table[metric], errors="coerce").notna()]
+    if not len(data):
+        return empty_figure(f"No run has a value of {plain(metric)} yet.")
+    dims = []
+    for column in [*dimensions, metric]:
+        label = plain(str(column).removeprefix("param: "))
+        raw = data[column]
+        values = pd.to_numeric(raw, errors="coerce")
+        if column != metric and ((values.isna() & raw.notna()).any() or pd.api.types.is_bool_dtype(raw)):
+            categories = sorted({str(v) for v in raw}, key=str)
+            codes = raw.astype(str).map({c: i for i, c in enumerate(categories)})
+            dims.append({"label": label, "values": codes.to_numpy(), "tickvals": list(range(len(categories))),
+                         "ticktext": [plain(c) for c in categories]})
+        elif column != metric and spans_decades(values):
+            dims.append({"label": f"log10 {label}", "values": np.log10(values.to_numpy(dtype=np.float64))})
+        else:
+            dims.append({"label": label, "values": values.to_numpy(dtype=np.float64)})
+    colour = pd.to_numeric(data[metric], errors="coerce").to_numpy(dtype=np.float64)
+    fig = go.Figure(go.Parcoords(
+        line={"color": colour, "colorscale": "Viridis", "reversescale": direction == "minimize",
+              "showscale": True, "colorbar": {"title": {"text": plain(metric)}}},
+        dimensions=dims, labelangle=-15))
+    fig.update_layout(height=380, margin={"l": 60, "r": 40, "t": 60, "b": 30})
+    return fig

@@ -13,7 +13,7 @@ import streamlit as st
 from workbench.store import metrics_store, paths
 from workbench.store.records import RunNotFoundError, RunRecord
 from workbench.ui import figures
-from workbench.ui.panels import single_prediction, status_badge
+from workbench.ui.panels import checkpoint_text, single_prediction, source_step, status_badge
 from workbench.ui.session import (
     get_launcher,
     get_registry,
@@ -22,8 +22,9 @@ from workbench.ui.session import (
     show_error,
     workspace,
 )
+from workbench.ui.tables import summary_frame
 
-__all__ = ['FIRST_POINT_INTERVAL_S', 'LIVE_INTERVAL_S', 'MAX_POINTS', 'chart_controls', 'live_metrics', 'prediction_result']
+__all__ = ['FIRST_POINT_INTERVAL_S', 'LIVE_INTERVAL_S', 'MAX_POINTS', 'chart_controls', 'live_metrics', 'metrics_summary', 'prediction_result']
 
 
 LIVE_INTERVAL_S = 1.0
@@ -52,6 +53,15 @@ class _LiveState:
     def __init__(self, path: Path) -> None:
         self.tail = metrics_store.MetricsTail(path)
         self.frame = metrics_store.rows_to_frame([])
+        self._figure: tuple[Any, Any] | None = None  # (key: rows read + controls, figure)
+
+    def figure(self, controls: Mapping[str, Any]) -> Any:
+        """The curves figure, rebuilt only when rows arrived or a control changed."""
+        key = (len(self.frame), self.tail.generation, tuple(sorted(controls.items())))
+        if self._figure is None or self._figure[0] != key:
+            frame = metrics_store.downsample(self.frame, MAX_POINTS) if len(self.frame) else self.frame
+            self._figure = (key, figures.curves_figure(frame, **controls))
+        return self._figure[1]
 
     def update(self) -> int:
         generation = self.tail.generation
@@ -84,18 +94,21 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
 
     Only new lines of ``metrics.jsonl`` are read each tick (byte offset), long series are
     downsampled to ``MAX_POINTS`` per series, and the chart keeps one key so the browser updates
-    it in place."""
+    it in place.
+
+    The panel never reruns the page (no ``st.rerun()`` from a tick): a full rerun fired by a
+    timer while the page was still being drawn after a launch left the run page without its
+    tabs (issue 15, item 3). A run opened before its first point polls at
+    ``FIRST_POINT_INTERVAL_S`` until the page is next drawn; once the run ended, a tick only
+    re-reads its status and redraws the same figure (built once per new data or control)."""
     registry = get_registry()
     try:
         first = registry.get(run_id)
     except RunNotFoundError:
         st.warning(f"Run {run_id!r} no longer exists.")
         return
-    # Until the first points arrive (a run just launched) the panel polls every
-    # FIRST_POINT_INTERVAL_S, so the chart appears as soon as the runner writes; then a page
-    # rerun re-registers it at ``interval``.
     state = _live_state(run_id)
-    state.update()  # (a run opened mid-way has points already: no fast poll, no extra rerun)
+    state.update()  # (a run opened mid-way has points already: no fast poll)
     waiting = first.is_active and not len(state.frame)
     every = (min(interval, FIRST_POINT_INTERVAL_S) if waiting else interval) if first.is_active else None
 
@@ -121,13 +134,45 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
         if record.error and record.status in ("failed", "lost", "cancelled", "stopped"):
             # 'stopped' with an error: nan_policy 'stop' ended it on a NaN loss (a warning)
             show_error(record.error, level="warning" if record.status == "stopped" else "error")
-        frame = metrics_store.downsample(state.frame, MAX_POINTS) if len(state.frame) else state.frame
-        fig = figures.curves_figure(frame, **controls)
-        st.plotly_chart(fig, key=f"curves-{run_id}", config={"displaylogo": False})
-        if every is not None and (record.is_finished or (waiting and len(state.frame))):
-            st.rerun()  # the whole page: re-registers this fragment at its next pace
+        st.plotly_chart(state.figure(controls), key=f"curves-{run_id}", config={"displaylogo": False})
 
     _panel()
+
+
+def metrics_summary(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
+    """The registry's last and best value per metric (``tables.summary_frame``), refreshed like
+    the charts while the run is queued or running."""
+    registry = get_registry()
+    try:
+        first = registry.get(run_id)
+    except RunNotFoundError:
+        return
+
+    @st.fragment(run_every=interval if first.is_active else None)
+    def _panel() -> None:
+        try:
+            record = registry.get(run_id) if first.is_active else first
+        except RunNotFoundError:
+            return
+        if record.summary:
+            st.dataframe(summary_frame(record.summary), hide_index=True, key=f"summary-{run_id}")
+        else:
+            st.caption("No metrics yet: last and best values per metric appear as the run logs them.")
+
+    _panel()
+
+
+def _source_caption(record: RunRecord) -> str:
+    """Which model a predict run's output comes from: run and checkpoint step."""
+    parent = None
+    if record.parent_run_id:
+        try:
+            parent = get_registry().get(record.parent_run_id)
+        except RunNotFoundError:
+            parent = None
+    step = source_step(record, parent)
+    model = f" of run {record.parent_run_id}" if record.parent_run_id else ""
+    return f"From {checkpoint_text(step)}{model}."
 
 
 def prediction_result(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
@@ -144,12 +189,14 @@ def prediction_result(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
     def _panel() -> None:
         if every is not None:
             get_launcher()
-        record = registry.get(run_id)
+        try:
+            record = registry.get(run_id)
+        except RunNotFoundError:
+            st.warning(f"Run {run_id!r} no longer exists.")
+            return
         if record.is_active:
             st.info(f"Predicting… run {run_id} is {record.status}.", icon=":material/hourglass_top:")
             return
-        if every is not None:
-            st.rerun()
         if record.status != "succeeded":
             show_error(record.error or "see its worker log", prefix=f"Run {run_id} {record.status}: ")
             page_link("run", "Open the run", run_id=run_id)
@@ -159,6 +206,8 @@ def prediction_result(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
             st.error(f"Run {run_id} wrote no predictions file.")
             return
         st.success(f"{len(preds):,} predictions · {preds.shape[1]} columns (run {run_id})")
+        with st.container(key=f"pred-source-{run_id}"):
+            st.caption(_source_caption(record))
         if len(preds) == 1:
             single_prediction(preds)
         st.dataframe(preds.head(100), hide_index=True)

@@ -3,6 +3,8 @@ reproduce commands and bundle, checkpoints, evaluation plots, and prediction inp
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,6 @@ from workbench.ui.session import (
     md,
     predictions_frame,
     show_error,
-    switch_to,
     workspace,
 )
 from workbench.ui.tables import (
@@ -34,7 +35,7 @@ from workbench.ui.tables import (
     list_checkpoints,
 )
 
-__all__ = ['bundle_bytes', 'checkpoints_panel', 'evaluation_plots', 'launch_from', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'single_prediction', 'status_badge']
+__all__ = ['bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'launch_from', 'newest_checkpoint', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'single_prediction', 'source_step', 'status_badge']
 
 
 def status_badge(record: RunRecord) -> None:
@@ -106,18 +107,87 @@ def bundle_bytes(run_id: str) -> Callable[[], bytes]:
 
 
 def _children(record: RunRecord, relation: str) -> list[RunRecord]:
+    """The runs launched from ``record`` with ``relation`` (newest first)."""
     return [r for r in get_registry().list_runs(action=relation.split("_")[0])
             if r.parent_run_id == record.run_id and r.parent_relation == relation]
 
 
+_CKPT_NAME = re.compile(r"^model\.ckpt-(\d+)$")
+
+
+def checkpoint_step(path: str | os.PathLike[str] | None) -> int | None:
+    """The global step in a checkpoint's file name (``.../model.ckpt-1500`` -> 1500), else None.
+
+    Example:
+        >>> checkpoint_step("runs/r-1/model/model.ckpt-1500"), checkpoint_step(None)
+        (1500, None)
+    """
+    if not path:
+        return None
+    match = _CKPT_NAME.match(Path(str(path)).name)
+    return int(match.group(1)) if match else None
+
+
+def checkpoint_text(step: int | None) -> str:
+    """How views name a checkpoint: ``checkpoint step 1500 (model.ckpt-1500)``.
+
+    Example:
+        >>> checkpoint_text(1500)
+        'checkpoint step 1500 (model.ckpt-1500)'
+    """
+    return "an unknown checkpoint" if step is None else f"checkpoint step {step} (model.ckpt-{step})"
+
+
+def newest_checkpoint(record: RunRecord) -> tuple[int, str] | None:
+    """``(step, path)`` of the run's newest checkpoint file, None when it has none."""
+    folder = get_registry().run_dir(record.run_id)
+    ckpts = list_checkpoints(folder)
+    if not len(ckpts):
+        return None
+    last = ckpts.iloc[-1]
+    return int(last["step"]), str(folder / paths.MODEL_DIR / str(last["file"]))
+
+
+def source_step(child: RunRecord, parent: RunRecord | None = None) -> int | None:
+    """The checkpoint step an evaluate/predict run used: the one it was given, else (a run from
+    the CLI or an older version, which used the parent's latest) the parent's newest checkpoint
+    written before the child was created; None when that cannot be told."""
+    step = checkpoint_step(child.checkpoint_path)
+    if step is not None or parent is None:
+        return step
+    ckpts = list_checkpoints(get_registry().run_dir(parent.run_id))
+    if not len(ckpts):
+        return None
+    written = pd.to_datetime(ckpts["written"]).map(lambda t: t.timestamp())
+    before = ckpts.loc[written.to_numpy() <= child.created_at + 1e-3]
+    return int(before["step"].iloc[-1]) if len(before) else None
+
+
 def launch_from(record: RunRecord, action: str, checkpoint_path: str | None = None,
-                dataset: Mapping[str, Any] | None = None, name: str | None = None) -> RunRecord:
-    """Launches an ``evaluate`` or ``predict`` run from ``record``'s model (latest checkpoint by
-    default), on its dataset unless another is given."""
+                dataset: Mapping[str, Any] | None = None, name: str | None = None,
+                reuse: bool = True) -> RunRecord:
+    """Launches an ``evaluate`` or ``predict`` run from ``record``'s model, on its dataset unless
+    another is given, from ``checkpoint_path`` (default: the newest checkpoint, named explicitly
+    so that the child's views can say which step they show).
+
+    With ``reuse`` (the default) a queued or running child of the same action, checkpoint and
+    dataset is returned instead of launching a duplicate (a double click, a second browser tab).
+    """
     relation = {"evaluate": "evaluate_from", "predict": "predict_from"}[action]
+    if checkpoint_path is None:
+        newest = newest_checkpoint(record)
+        checkpoint_path = newest[1] if newest else None
+    dataset = dict(dataset if dataset is not None else record.dataset)
+    if reuse:
+        for child in _children(record, relation):
+            if (child.is_active and child.checkpoint_path == checkpoint_path
+                    and child.dataset.get("fingerprint") == dataset.get("fingerprint")
+                    and child.dataset.get("ref") == dataset.get("ref")):
+                return child
+    step = checkpoint_step(checkpoint_path)
     return launch_run(
-        name=name or f"{action} with {record.name}", action=action,
-        dataset=dataset if dataset is not None else record.dataset,
+        name=name or f"{action} with {record.name}" + (f" @ step {step}" if step is not None else ""),
+        action=action, dataset=dataset,
         template=record.template, params=record.params, run_config=record.run_config,
         # No pre-flight: the code already ran in the parent, and the check's TRAIN stage needs
         # labels that data to predict on usually lacks.
@@ -126,47 +196,132 @@ def launch_from(record: RunRecord, action: str, checkpoint_path: str | None = No
         parent_run_id=record.run_id, parent_relation=relation, checkpoint_path=checkpoint_path)
 
 
+def _open_run(run_id: str) -> None:
+    """Shows run ``run_id`` on the run page at its next run. Called from a button's callback, i.e.
+    before the page's run picker exists: its state may be set then (``st.switch_page`` to the
+    same page kept the picker's old value, and the page never moved)."""
+    st.session_state["run_picker"] = run_id
+    set_selected_run(run_id)
+
+
+def _launch_and_open(record: RunRecord, action: str, checkpoint_path: str) -> None:
+    try:
+        child = launch_from(record, action, checkpoint_path=checkpoint_path)
+    except (ValueError, RunNotFoundError) as exc:
+        st.session_state[f"_launch-error-{record.run_id}"] = str(exc)
+        return
+    _open_run(child.run_id)
+
+
 def checkpoints_panel(record: RunRecord) -> None:
-    """The run's checkpoints, with Evaluate / Predict from a chosen one."""
+    """The run's checkpoints, with Evaluate / Predict from a chosen one: one click launches one
+    run (a queued or running one for the same checkpoint is reused) and opens it."""
     folder = get_registry().run_dir(record.run_id)
     ckpts = list_checkpoints(folder)
+    error = st.session_state.pop(f"_launch-error-{record.run_id}", None)
+    if error:
+        show_error(error)
     if not len(ckpts):
         st.caption("No checkpoints yet.")
         return
     st.dataframe(ckpts, hide_index=True)
     files = ckpts["file"].tolist()
-    chosen = st.selectbox("Checkpoint", files, index=len(files) - 1, key=f"ckpt-{record.run_id}")
+    chosen = st.selectbox("Checkpoint", files, index=len(files) - 1, key=f"ckpt-{record.run_id}",
+                          format_func=lambda f: checkpoint_text(checkpoint_step(f)))
     path = str(folder / paths.MODEL_DIR / chosen)
     c1, c2 = st.columns(2)
-    if c1.button("Evaluate this checkpoint", key=f"ckpt-eval-{record.run_id}"):
-        child = launch_from(record, "evaluate", checkpoint_path=path)
-        switch_to("run", child.run_id)
-    if c2.button("Predict with this checkpoint", key=f"ckpt-pred-{record.run_id}"):
-        child = launch_from(record, "predict", checkpoint_path=path)
-        switch_to("run", child.run_id)
+    c1.button("Evaluate this checkpoint", key=f"ckpt-eval-{record.run_id}", on_click=_launch_and_open,
+              args=(record, "evaluate", path), icon=":material/fact_check:")
+    c2.button("Predict with this checkpoint", key=f"ckpt-pred-{record.run_id}", on_click=_launch_and_open,
+              args=(record, "predict", path), icon=":material/batch_prediction:")
 
 
-def evaluation_plots(record: RunRecord) -> None:
+def _launch_plots(record: RunRecord, checkpoint_path: str) -> RunRecord | None:
+    step = checkpoint_step(checkpoint_path)
+    try:
+        return launch_from(record, "predict", checkpoint_path=checkpoint_path,
+                           name=f"eval plots of {record.name} @ step {step}")
+    except (ValueError, RunNotFoundError) as exc:
+        show_error(exc, prefix="The evaluation plots cannot be computed: ")
+        return None
+
+
+def evaluation_plots(record: RunRecord, interval: float = 2.0) -> None:
     """Confusion matrix and ROC/PR curves (classifiers) or residuals (regressors) on the run's
-    evaluation split, from a predict run of its model (launched on demand: the UI never loads
-    the model itself)."""
-    from workbench.data import datasets
+    evaluation split, from a predict run of one of its checkpoints (the UI never loads a model).
 
+    The view names the checkpoint step it shows. When the run has a newer checkpoint (a resume,
+    more training) it says the plots are out of date and, once the run is not training, recomputes
+    them in a runner automatically, once per new checkpoint (the registry's children are the
+    record: a failed recomputation is offered again as a button, not relaunched in a loop). The
+    panel refreshes itself (``st.fragment``) while the run or its predict run is active."""
     if record.action not in TRAINING_ACTIONS:
         st.caption("Evaluation plots are drawn for training runs.")
         return
-    done = [c for c in _children(record, "predict_from")
-            if c.status == "succeeded" and c.dataset.get("fingerprint") == record.dataset.get("fingerprint")]
-    pending = [c for c in _children(record, "predict_from") if c.is_active]
-    if not done:
+    registry = get_registry()
+
+    def state() -> tuple[RunRecord, list[RunRecord]]:
+        current = registry.get(record.run_id)
+        kids = [c for c in _children(current, "predict_from")
+                if c.dataset.get("fingerprint") == current.dataset.get("fingerprint")]
+        return current, kids
+
+    first, kids = state()
+    newest = newest_checkpoint(first)
+    shown_steps = {source_step(c, first) for c in kids if c.status == "succeeded"}
+    stale = newest is not None and bool(shown_steps) and newest[0] not in shown_steps
+    # Poll while something will change: the run trains, a predict run works, or stale plots are
+    # about to be recomputed (the launch happens inside the panel).
+    every = interval if first.is_active or any(c.is_active for c in kids) or stale else None
+
+    @st.fragment(run_every=every)
+    def _panel() -> None:
+        current, children = state() if every is not None else (first, kids)
+        _evaluation_plots(current, children)
+
+    _panel()
+
+
+def _evaluation_plots(record: RunRecord, kids: list[RunRecord]) -> None:
+    from workbench.data import datasets
+
+    newest = newest_checkpoint(record)
+    newest_step = newest[0] if newest else None
+    steps = {c.run_id: source_step(c, record) for c in kids}
+    done = sorted((c for c in kids if c.status == "succeeded"),
+                  key=lambda c: (steps[c.run_id] if steps[c.run_id] is not None else -1, c.created_at), reverse=True)
+    for_newest = [c for c in kids if newest_step is not None and steps[c.run_id] == newest_step]
+    pending = [c for c in for_newest if c.is_active] or [c for c in kids if c.is_active]
+    shown = next((c for c in done if steps[c.run_id] == newest_step), done[0] if done else None)
+    if shown is None:
         if pending:
-            st.info(f"Predicting with the model (run {pending[0].run_id})… reload the tab when it ends.")
+            st.info(f"Predicting with {checkpoint_text(steps[pending[0].run_id])} (run {pending[0].run_id})… "
+                    "the plots appear when it ends.", icon=":material/hourglass_top:")
         elif st.button("Compute evaluation plots", key=f"evalplots-{record.run_id}",
-                       disabled=not record.is_finished, help="Runs predict on the dataset in a runner process."):
-            launch_from(record, "predict", name=f"eval plots of {record.name}")
-            st.rerun()
+                       disabled=not record.is_finished or newest is None,
+                       help="Runs predict on the dataset in a runner process, from the newest checkpoint."):
+            if newest is not None and _launch_plots(record, newest[1]) is not None:
+                st.rerun()  # a click, not a timer: the page re-registers this panel to poll
         return
-    preds = predictions_frame(done[0].run_id)
+    shown_step = steps[shown.run_id]
+    if newest_step is not None and shown_step != newest_step:
+        stale = (f"Out of date: these plots come from {checkpoint_text(shown_step)}; the run's newest is "
+                 f"{checkpoint_text(newest_step)}.")
+        failed = [c for c in for_newest if c.status != "succeeded" and not c.is_active]
+        if pending:
+            st.warning(f"{stale} Recomputing in run {pending[0].run_id}…", icon=":material/update:")
+        elif record.is_active:
+            st.warning(f"{stale} They are recomputed when training ends.", icon=":material/update:")
+        elif failed:
+            st.warning(f"{stale} Recomputing failed (run {failed[0].run_id}).", icon=":material/update:")
+            if st.button("Recompute evaluation plots", key=f"evalplots-again-{record.run_id}"):
+                if _launch_plots(record, newest[1]) is not None:
+                    st.rerun()
+        else:  # once per new checkpoint: the child launched now is found on the next render
+            child = _launch_plots(record, newest[1])
+            if child is not None:
+                st.warning(f"{stale} Recomputing in run {child.run_id}…", icon=":material/update:")
+    preds = predictions_frame(shown.run_id)
     try:
         spec = datasets.DatasetSpec.from_dict(record.dataset)
         df = load_dataset_frame(spec.path)
@@ -181,7 +336,9 @@ def evaluation_plots(record: RunRecord) -> None:
     label = spec.schema.label
     info = datasets.task_info(df, spec)
     part = preds.iloc[rows]
-    st.caption(f"{len(rows)} evaluation rows · predictions from run {done[0].run_id}")
+    with st.container(key=f"eval-source-{record.run_id}"):
+        st.caption(f"{len(rows)} evaluation rows · from {checkpoint_text(shown_step)} · "
+                   f"predictions of run {shown.run_id}")
     if spec.task == "classification" and "class_ids" in preds.columns:
         y = datasets.encode_labels(df[label].iloc[rows], info)
         names = info["label_vocabulary"]
