@@ -28,6 +28,8 @@ from typing import Any, NoReturn
 
 from workbench.cli.follow import _follow
 from workbench.cli.serve import _cmd_ui
+from workbench.cli.sweep import add_parser as _add_sweep_parser
+from workbench.cli.sweep import cmd_sweep as _cmd_sweep
 from workbench.cli.usage import PROG as _PROG
 from workbench.cli.usage import UsageError
 from workbench.execution.bundle import export_bundle
@@ -449,12 +451,13 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run")
     export.add_argument("--out", help="zip path (default: runs/<id>/export/<id>.zip)")
     export.add_argument("--with-checkpoint", action="store_true")
+    _add_sweep_parser(sub)
     return parser
 
 
 _COMMANDS = {"ui": _cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
-             "export": _cmd_export}
+             "export": _cmd_export, "sweep": _cmd_sweep}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
