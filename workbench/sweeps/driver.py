@@ -182,8 +182,7 @@ class SweepDriver:
             self.launcher.poll()
             for number in list(self._in_flight):
                 self._watch(number)
-            while (len(self._in_flight) < spec.parallel
-                   and len(self.study.get_trials(deepcopy=False)) < spec.planned_trials
+            while (len(self._in_flight) < spec.parallel and self._asked() < spec.planned_trials
                    and not self._stop.is_set()):
                 self._start_trial()
             if not self._in_flight:
@@ -193,6 +192,12 @@ class SweepDriver:
         self._out(f"Sweep {spec.name} finished: {self._counts()}.")
         self._out(best_trial_line(self.study, spec))
         return 0
+
+    def _asked(self) -> int:
+        """Trials asked so far (WAITING ones, queued by ``study.enqueue_trial``, are still to ask)."""
+        from optuna.trial import TrialState
+
+        return sum(1 for t in self.study.get_trials(deepcopy=False) if t.state != TrialState.WAITING)
 
     def _counts(self) -> str:
         from collections import Counter
@@ -368,7 +373,7 @@ class SweepDriver:
         import optuna
         from optuna.trial import TrialState
 
-        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING, TrialState.WAITING)):
+        for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             trial = optuna.trial.Trial(self.study, frozen._trial_id)
             run_id = frozen.user_attrs.get("run_id")
             if not run_id:
