@@ -246,7 +246,7 @@ def _runs_json(capsys, root):
 @pytest.mark.slow
 def test_stop_and_continue_the_same_study(workspace, capsys):
     assert run_cli(*SWEEP, "--steps", "3000", "--eval-every", "1000", "--param", "learning_rate=0.001:0.1:log",
-                   "--trials", "3", "--parallel", "1", "--metric", "loss", "--pruner", "none", "--seed", "1",
+                   "--trials", "2", "--parallel", "1", "--metric", "loss", "--pruner", "none", "--seed", "1",
                    "--name", "st", "--detach") == 0
     assert capsys.readouterr().out.strip() == "st"
     registry = RunRegistry(workspace)
@@ -267,13 +267,13 @@ def test_stop_and_continue_the_same_study(workspace, capsys):
     stopped = runs[study.trials[0].user_attrs["run_id"]]
     assert stopped.status == "stopped"
     capsys.readouterr()
-    # Continue (same study): the stopped run resumes from its checkpoint, two more trials follow.
+    # Continue (same study): the stopped run resumes from its checkpoint, one more trial follows.
     assert run_cli("sweep", "--resume", "st") == 0
     out = capsys.readouterr().out
     assert f"Trial #0 continued: run {stopped.run_id} resumed" in out
     study, runs = _trials_and_runs(workspace, "st")
-    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 3
-    assert len(runs) == 3 and runs[stopped.run_id].status == "succeeded"
+    assert [t.state.name for t in study.trials] == ["COMPLETE"] * 2
+    assert len(runs) == 2 and runs[stopped.run_id].status == "succeeded"
     assert runs[stopped.run_id].summary["train/loss"]["last_step"] == 3000
     assert "Best trial #" in out
 

@@ -140,6 +140,7 @@ class SweepDriver:
         self._out = out or (lambda line: print(line, flush=True))
         self._stop = threading.Event()
         self._in_flight: dict[int, _InFlight] = {}
+        self._draining: set[str] = set()  # finished runs whose process may still be exiting
 
     # -- public ----------------------------------------------------------------------------
 
@@ -188,6 +189,7 @@ class SweepDriver:
             if not self._in_flight:
                 break
             self._stop.wait(self.poll_s)
+        self._drain()
         self._state("finished")
         self._out(f"Sweep {spec.name} finished: {self._counts()}.")
         self._out(best_trial_line(self.study, spec))
@@ -296,8 +298,21 @@ class SweepDriver:
         elif item.kill_at is not None and time.monotonic() > item.kill_at and item.pid:
             _kill_group(item.pid, signal.SIGKILL)
 
+    def _drain(self, timeout: float = 60.0) -> None:
+        """Waits (at most ``timeout`` s) until the processes of the finished runs have exited, so
+        that the driver never returns while a runner it started is still writing its last lines."""
+        deadline = time.monotonic() + timeout
+        ended = getattr(self.launcher, "_run_ended", None)
+        while self._draining and ended is not None and time.monotonic() < deadline:
+            self.launcher.poll()
+            self._draining = {run_id for run_id in self._draining if not ended(run_id)}
+            if self._draining:
+                time.sleep(0.1)
+        self._draining.clear()
+
     def _finished(self, number: int, record: RunRecord) -> None:
         item = self._in_flight.pop(number)
+        self._draining.add(record.run_id)
         if record.status != "succeeded":
             why = record.error or "no reason recorded"
             self._fail(item.trial, f"run {record.run_id} ended {record.status}: {why.splitlines()[0]}")
@@ -359,7 +374,9 @@ class SweepDriver:
             for item in self._in_flight.values():
                 with contextlib.suppress(Exception):
                     self.launcher.cancel(item.run_id, grace=5.0)
+        self._draining.update(item.run_id for item in self._in_flight.values())
         self._in_flight.clear()
+        self._drain()
         with contextlib.suppress(FileNotFoundError):
             (store.sweep_dir(self.root, self.name) / store.STOP_FILE).unlink()
         self._state("stopped")
