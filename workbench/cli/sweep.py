@@ -16,6 +16,8 @@ refused (exit 2) before any run or study exists.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,8 +57,48 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return sweep
 
 
+def _dataset(dataset: str, label: str | None) -> dict[str, Any]:
+    """A bundled dataset name or a CSV/Parquet path -> a DatasetSpec dict with its fingerprint
+    (read as ``run`` reads it; this module cannot import ``commands``, which imports it)."""
+    from workbench.data import datasets
+
+    path = Path(dataset).expanduser()
+    if path.suffix.lower() in (".csv", ".parquet", ".pq") or path.exists():
+        if not path.is_file():
+            raise UsageError(f"--dataset file {dataset!r} does not exist.")
+        ref: dict[str, Any] = {"kind": "file", "path": str(path.resolve())}
+    else:
+        datasets.bundled_path(dataset)  # ValueError listing the bundled names
+        ref = {"kind": "bundled", "name": dataset}
+    spec = datasets.DatasetSpec(ref, datasets.infer_schema(datasets.DatasetSpec(ref, datasets.Schema(())).load()))
+    if label:
+        spec = dataclasses.replace(spec, schema=spec.schema.replace_column(label, role="label"))
+    return spec.to_dict() | {"fingerprint": spec.fingerprint()}
+
+
+def _template(name: str, root: Path) -> dict[str, Any]:
+    from workbench import templates
+
+    info = templates.get_template(name, root)
+    if info.error:
+        raise UsageError(f"Template {name!r} cannot be read: {info.error}")
+    return {"name": info.name, "code": info.code}
+
+
+def _json_object(text: str | None, flag: str) -> dict[str, Any]:
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} must be a JSON object, given: {text!r} ({exc.msg}). "
+                         "Example: '{\"hidden_units\": \"32,16\"}'.") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag} must be a JSON object, given: {text!r}.")
+    return value
+
+
 def _plan(args: argparse.Namespace, root: Path) -> Any:
-    from workbench.cli.commands import _dataset_dict, _dataset_name, _json_arg, _template_dict
     from workbench.sweeps.plan import default_name, plan_sweep
 
     missing = [flag for flag, value in (("--dataset", args.dataset), ("--template", args.template),
@@ -69,22 +111,21 @@ def _plan(args: argparse.Namespace, root: Path) -> Any:
                          f"Example: {PROG} sweep --dataset iris --template mlp_classifier --steps 200 "
                          "--param learning_rate=0.0001:0.1:log --trials 10 --parallel 2 "
                          "--metric accuracy --direction maximize")
-    dataset = _dataset_dict(args.dataset, args.label)
-    template, _ = _template_dict(args.template, root)
-    name = args.name or default_name(template["name"], _dataset_name(dataset))
+    dataset = _dataset(args.dataset, args.label)
+    template = _template(args.template, root)
+    ref = dataset["ref"]
+    name = args.name or default_name(template["name"], str(ref.get("name") or Path(str(ref.get("path"))).stem))
     print("Checking the sweep (pre-flight check of the template)...", file=sys.stderr, flush=True)
     return plan_sweep(root, name=name, dataset=dataset, template=template, params=args.param,
                       steps=args.steps, trials=10 if args.trials is None else args.trials,
                       parallel=1 if args.parallel is None else args.parallel, metric=args.metric,
                       direction=args.direction or "", sampler=args.sampler,
-                      base_params=_json_arg(args.params, "--params"), eval_every=args.eval_every or 0,
+                      base_params=_json_object(args.params, "--params"), eval_every=args.eval_every or 0,
                       pruner=args.pruner, prune_after=args.prune_after, seed=args.seed)
 
 
 def _resume(args: argparse.Namespace, root: Path) -> str:
     """Checks that sweep ``--resume`` exists and is idle; applies --trials/--parallel to it."""
-    import dataclasses
-
     from workbench.sweeps import store
 
     name = args.resume

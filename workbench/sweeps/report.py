@@ -21,8 +21,15 @@ from workbench.store.registry import RunRegistry
 from workbench.sweeps import store
 from workbench.sweeps.spec import SweepSpec
 
-__all__ = ["best_trial", "importance_figure", "param_importances", "parallel_figure", "sweep_rows",
-           "trial_counts", "trials_frame"]
+__all__ = [
+    "best_trial",
+    "importance_figure",
+    "parallel_figure",
+    "param_importances",
+    "sweep_rows",
+    "trial_counts",
+    "trials_frame",
+]
 
 
 def trial_counts(study: Any) -> dict[str, int]:

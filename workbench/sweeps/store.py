@@ -26,7 +26,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from workbench.sweeps.spec import SweepSpec, SweepSpecError, make_pruner, make_sampler, validate_name
+from workbench.sweeps.spec import (
+    SweepSpec,
+    SweepSpecError,
+    make_pruner,
+    make_sampler,
+    validate_name,
+)
 
 __all__ = ["DRIVER_LOG", "DRIVER_STATE", "JOURNAL_FILE", "STOP_FILE", "SWEEPS_DIR", "SWEEP_TAG_PREFIX",
            "SweepNotFoundError", "create_study", "driver_alive", "driver_state", "list_sweeps",
