@@ -115,7 +115,9 @@ def test_query_param_picks_the_sweep(home):
 
 def test_train_page_sweep_section_refuses_a_bad_range_before_anything_exists(home):
     at = open_page("train")
-    assert at.expander[0].label.startswith("Sweep")
+    assert at.toggle(key="sw-open").label.startswith("Sweep")
+    assert not [w for w in at.multiselect if w.key == "sw-params"]  # nothing drawn while off
+    at.toggle(key="sw-open").set_value(True).run()
     assert at.multiselect(key="sw-params").value == ["learning_rate"]
     assert at.checkbox(key="sw-log-learning_rate").value is True  # log scale for learning rates
     at.number_input(key="sw-low-learning_rate").set_value(0.5)

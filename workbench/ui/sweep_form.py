@@ -80,7 +80,11 @@ def sweep_section(dataset: Mapping[str, Any], template: Mapping[str, Any]) -> No
     """Renders the Sweep section for the session's dataset and template; "Start sweep" checks
     the request, creates the study and starts its driver, then opens the Sweeps page."""
     schema = {k: v for k, v in (template.get("params") or {}).items() if k != "task"}
-    with st.expander("Sweep: search params with Optuna", icon=":material/tune:"):
+    # A toggle rather than an expander: while it is off the section adds no widgets to the page.
+    if not st.toggle("Sweep: search params with Optuna", key="sw-open",
+                     help="Run many trials of this template with params chosen by Optuna."):
+        return
+    with st.container(border=True):
         if not schema:
             st.info("This template declares no PARAMS: there is nothing to search.")
             return
