@@ -37,20 +37,19 @@ def test_sweep_journey(server, page):
     goto_page(page, "Train")
     page.get_by_text("Sweep: search params with Optuna").click()  # the toggle
     wait_idle(page)
-    section = page.get_by_test_id("stVerticalBlockBorderWrapper").filter(
-        has=page.get_by_text("Params to search")).last
+    page.get_by_text("Params to search").wait_for()
     set_number(page, "Trials", 3)
     set_number(page, "Run at once", 2)
     set_number(page, "Steps per trial", 60)
-    metric = section.get_by_label("Metric (final evaluation)")
+    metric = page.get_by_label("Metric (final evaluation)")
     metric.fill("loss")  # every template's evaluation gives it
     metric.press("Tab")
-    name_box = section.get_by_label("Sweep name (blank: automatic)")
+    name_box = page.get_by_label("Sweep name (blank: automatic)")
     name_box.fill(name)
     name_box.press("Tab")
     wait_idle(page)
     try:
-        section.get_by_role("button", name="Start sweep").click()
+        page.get_by_role("button", name="Start sweep").click()
         page.wait_for_url(re.compile(rf".*/sweeps\?sweep={re.escape(name)}"), timeout=120_000)
         wait_idle(page)
         deadline = time.monotonic() + 300

@@ -98,9 +98,13 @@ def trials_frame(study: Any, registry: RunRegistry) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def param_importances(study: Any) -> tuple[dict[str, float] | None, str | None]:
-    """``(importances, None)`` from ``optuna.importance.get_param_importances`` (fANOVA), or
-    ``(None, why not)`` while fewer than two trials are complete or the values do not vary."""
+def param_importances(study: Any) -> tuple[dict[str, float] | None, str]:
+    """``(importances, method)`` from ``optuna.importance.get_param_importances``, or
+    ``(None, why not)`` while fewer than two trials are complete or the values do not vary.
+
+    The method is Optuna's default, fANOVA; Optuna releases whose fANOVA needs scikit-learn (not a
+    dependency here) fall back to PED-ANOVA, which needs nothing more.
+    """
     import optuna
     from optuna.trial import TrialState
 
@@ -109,19 +113,27 @@ def param_importances(study: Any) -> tuple[dict[str, float] | None, str | None]:
         return None, (f"Param importances need at least 2 complete trials; this sweep has "
                       f"{len(complete)}.")
     try:
-        return dict(optuna.importance.get_param_importances(study)), None
+        try:
+            return dict(optuna.importance.get_param_importances(study)), "fANOVA"
+        except ImportError:
+            import warnings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # ExperimentalWarning
+                evaluator = optuna.importance.PedAnovaImportanceEvaluator()
+            return dict(optuna.importance.get_param_importances(study, evaluator=evaluator)), "PED-ANOVA"
     except (ValueError, RuntimeError) as exc:
         return None, f"Param importances cannot be computed yet: {exc}"
 
 
-def importance_figure(importances: Mapping[str, float]) -> Any:
+def importance_figure(importances: Mapping[str, float], method: str = "fANOVA") -> Any:
     """A horizontal bar chart of the importances (largest on top)."""
     import plotly.graph_objects as go
 
     items = sorted(importances.items(), key=lambda kv: kv[1])
     fig = go.Figure(go.Bar(x=[v for _, v in items], y=[k for k, _ in items], orientation="h",
                            hovertemplate="%{y}: %{x:.3f}<extra></extra>"))
-    fig.update_layout(title="Param importances (fANOVA)", xaxis_title="importance",
+    fig.update_layout(title=f"Param importances ({method})", xaxis_title="importance",
                       height=120 + 40 * len(items), margin={"l": 10, "r": 10, "t": 40, "b": 10})
     return fig
 

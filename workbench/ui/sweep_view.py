@@ -117,11 +117,11 @@ def _body(name: str) -> None:
         fig = report.parallel_figure(study, spec)
         if fig is not None:
             st.plotly_chart(fig, key=f"sweep-parallel-{name}")
-        importances, why = report.param_importances(study)
+        importances, method = report.param_importances(study)
         if importances is None:
-            st.info(why)
+            st.info(method)  # why there are none yet
         else:
-            st.plotly_chart(report.importance_figure(importances), key=f"sweep-importance-{name}")
+            st.plotly_chart(report.importance_figure(importances, method), key=f"sweep-importance-{name}")
     st.markdown("**Trials**")
     frame = report.trials_frame(study, session.get_registry())
     if frame.empty:
