@@ -6,7 +6,7 @@ from workbench import templates
 from workbench.execution.processes import detect_gpus
 from workbench.execution.submit import parent_relation
 from workbench.store.records import TRAINING_ACTIONS
-from workbench.ui import forms, session
+from workbench.ui import forms, session, sweep_form
 
 st.title("Train")
 dataset, template = session.current_dataset(), session.current_template()
@@ -32,6 +32,7 @@ with st.form("train-form"):
     parent_id = st.selectbox("Start from (warm start / evaluate / predict)", [""] + [p.run_id for p in parents],
                              format_func=lambda i: "fresh initialisation" if not i else i)
     launched = st.form_submit_button("Train", type="primary", icon=":material/play_arrow:")
+sweep_form.sweep_section(dataset, template)
 
 if launched:
     try:

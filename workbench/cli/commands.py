@@ -31,6 +31,8 @@ from typing import Any, NoReturn
 from workbench.cli import trash_commands
 from workbench.cli.follow import _follow
 from workbench.cli.serve import _cmd_ui
+from workbench.cli.sweep import add_parser as _add_sweep_parser
+from workbench.cli.sweep import cmd_sweep as _cmd_sweep
 from workbench.cli.usage import PROG as _PROG
 from workbench.cli.usage import UsageError
 from workbench.execution.bundle import export_bundle
@@ -468,12 +470,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--out", help="zip path (default: runs/<id>/export/<id>.zip)")
     export.add_argument("--with-checkpoint", action="store_true")
     trash_commands.add_parsers(sub)
+    _add_sweep_parser(sub)
     return parser
 
 
 _COMMANDS = {"ui": _cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
-             "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash}
+             "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
+             "sweep": _cmd_sweep}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -46,10 +46,10 @@ from workbench.store import paths
 from workbench.store.records import (
     ACTIONS,
     ALLOWED_TRANSITIONS,
+    OWNED_STATUSES,
     PARENT_RELATIONS,
     STATUSES,
     SUMMARISED_ON_STATUS,
-    OWNED_STATUSES,
     InvalidTransitionError,
     OwnershipLostError,
     RegistryError,

@@ -25,6 +25,7 @@ _PAGES = (
     ("runs", "runs.py", "Runs", ":material/list:"),
     ("run", "run.py", "Run detail", ":material/monitoring:"),
     ("compare", "compare.py", "Compare", ":material/compare_arrows:"),
+    ("sweeps", "sweeps.py", "Sweeps", ":material/tune:"),
     ("predict", "predict.py", "Predict", ":material/batch_prediction:"),
 )
 
@@ -67,7 +68,7 @@ def main() -> None:
              for i, (name, file, title, icon) in enumerate(_PAGES)}
     session.register_pages(pages)
     nav = st.navigation({"Build": [pages["data"], pages["model"], pages["train"]],
-                         "Analyse": [pages["runs"], pages["run"], pages["compare"], pages["predict"]]})
+                         "Analyse": [pages["runs"], pages["run"], pages["compare"], pages["sweeps"], pages["predict"]]})
     st.sidebar.caption(f"Workspace: {session.md(session.workspace())}")
     try:
         nav.run()

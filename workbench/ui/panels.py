@@ -24,6 +24,7 @@ from workbench.ui.session import (
     load_dataset_frame,
     md,
     predictions_frame,
+    set_selected_run,
     show_error,
     workspace,
 )
