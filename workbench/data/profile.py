@@ -81,7 +81,7 @@ def expand_date(values: pd.Series, name: str) -> pd.DataFrame:
     """Year, month (1-12) and day of week (0 = Monday) of each value, as float64 (NaN where the
     value is missing or no date); keeps the index."""
     dates = parse_dates(values)
-    parts = (dates.dt.year, dates.dt.month, dates.dt.dayofweek)
+    parts = (dates.dt.year, dates.dt.month, dates.dt.day_of_week)
     return pd.DataFrame({col: part.astype("float64") for col, part in zip(date_feature_names(name), parts)},
                         index=values.index)
 

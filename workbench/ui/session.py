@@ -492,9 +492,8 @@ def restore_context() -> None:
         if url and (dataset is None or dataset_token(dataset) != url):
             try:
                 dataset = _dataset_from_token(str(url))
-            except ValueError as exc:
+            except ValueError as exc:  # a stale or mistyped link: said, and the saved choice kept
                 notes.append(f"The dataset in the address ({url!r}) cannot be used: {exc}")
-                dataset = None
         if dataset is not None and not _dataset_usable(dataset):
             notes.append(f"The dataset used last ({dataset_token(dataset) or dataset.get('ref')}) is gone; "
                          f"using {DEFAULT_DATASET!r}. Choose one on the Data page.")
