@@ -50,8 +50,10 @@ def parse_dates(values: pd.Series) -> pd.Series:
         out = values
     else:
         text = values.astype("string")
-        out = pd.to_datetime(text, errors="coerce", format="ISO8601") \
-            if text.str.match(r"^\s*\d{4}").fillna(False).all() else pd.to_datetime(text, errors="coerce")
+        iso = bool(text.str.match(r"^\s*\d{4}").fillna(True).all())
+        # ISO dates parse in one vectorised pass; others value by value (month first unless the
+        # day cannot be a month: 31/01/2012)
+        out = pd.to_datetime(text, errors="coerce", format="ISO8601" if iso else "mixed")
     if getattr(out.dt, "tz", None) is not None:
         out = out.dt.tz_localize(None)
     return out
