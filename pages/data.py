@@ -124,8 +124,8 @@ if eval_fraction > 0 and not len(eval_part):
     st.warning("The evaluation part is empty: evaluation and early stopping would have no rows. Raise "
                "'Held out for evaluation'" + (" or untick 'Stratify by label' (a small class keeps all its "
                                                "rows in training)" if stratify else "") + ".")
-session.set_dataset(spec.to_dict() | {"fingerprint": spec.fingerprint()})
 template = session.current_template()
+session.set_dataset(spec.to_dict() | {"fingerprint": spec.fingerprint()})  # (and both in the URL)
 warning = datasets.label_task_warning(template["name"], template["code"], schema.label,
                                       schema.column(schema.label).dtype if schema.label else None,
                                       df[schema.label] if schema.label in df.columns else None)
