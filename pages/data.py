@@ -17,16 +17,15 @@ workspace = session.workspace()
 bundled = {d.name: d for d in datasets.list_bundled()}
 current_ref = current["ref"]
 current_upload = Path(current_ref["path"]).name if current_ref.get("kind") == "file" else None
-# The widgets start from the session's dataset (a page switch or a reload forgets widget values).
-st.session_state.setdefault("data-source", "Upload a file" if current_upload else "Bundled sample")
-if current_ref.get("name") in bundled:
-    st.session_state.setdefault("data-name", current_ref["name"])
-
-source = st.radio("Source", ["Bundled sample", "Upload a file"], horizontal=True, key="data-source")
+# The widgets start from the session's dataset (a page switch or a reload forgets widget values);
+# a widget's key is its identity, so these initial values never override what the user set.
+source = st.radio("Source", ["Bundled sample", "Upload a file"], index=1 if current_upload else 0, horizontal=True,
+                  key="data-source")
 if source == "Bundled sample":
     names = list(bundled)
-    st.session_state.setdefault("data-name", session.DEFAULT_DATASET)
     name = st.selectbox("Dataset", names, key="data-name",
+                        index=names.index(current_ref["name"] if current_ref.get("name") in bundled
+                                          else session.DEFAULT_DATASET),
                         format_func=lambda n: f"{n} — {bundled[n].description}")
     ref, path = {"kind": "bundled", "name": name}, bundled[name].path
 else:
@@ -70,7 +69,8 @@ if saved is not None and list(saved.schema.names) == list(inferred.names):
     inferred = saved.schema
 preview, distributions, stats = st.tabs(["Preview", "Distributions and missing values", "Column summary"])
 preview.dataframe(df.head(200), height=260)
-distributions.dataframe(datasets.distribution_table(df, inferred), height=320, hide_index=True,
+distributions.dataframe(datasets.distribution_table(df, inferred), hide_index=True,
+                        height=min(420, 35 * (df.shape[1] + 1) + 3),  # no empty rows below a few columns
                         column_config={"distribution": st.column_config.BarChartColumn(
                             "distribution", help="Numbers: a histogram over 20 bins. Dates: rows per month. "
                                                  "Text: the 10 most frequent values, then the rest.")})
@@ -88,25 +88,19 @@ schema = datasets.Schema(tuple(datasets.ColumnSchema(r.column, r.role, r.type, i
 encodings, hash_buckets = forms.encodings_form(df, schema, saved, key=f"enc-{path}")
 
 st.subheader("Split and missing values")
-if saved is not None:  # (only where this session has no value yet: a reload, a page switch)
-    for key, value in (("data-eval", saved.eval_fraction), ("data-seed", saved.seed),
-                       ("data-stratify", saved.stratify), ("data-missing", saved.numeric_missing)):
-        st.session_state.setdefault(key, value)
-    if saved.label_missing in datasets.LABEL_MISSING:
-        st.session_state.setdefault("data-label-missing", saved.label_missing)
-for key, value in (("data-eval", 0.2), ("data-seed", 42), ("data-stratify", True), ("data-missing", "mean")):
-    st.session_state.setdefault(key, value)
+start = saved or datasets.DatasetSpec(ref, schema)  # the saved settings of this data, else the defaults
 c1, c2, c3, c4 = st.columns(4)
-eval_fraction = c1.slider("Held out for evaluation", 0.0, 0.5, step=0.05, key="data-eval")
-seed = c2.number_input("Split seed", 0, 2**31 - 1, key="data-seed")
-stratify = c3.checkbox("Stratify by label", key="data-stratify")
-numeric_missing = c4.selectbox("Numeric missing values", ["mean", "zero", "drop"], key="data-missing")
+eval_fraction = c1.slider("Held out for evaluation", 0.0, 0.5, float(start.eval_fraction), 0.05, key="data-eval")
+seed = c2.number_input("Split seed", 0, 2**31 - 1, int(start.seed), key="data-seed")
+stratify = c3.checkbox("Stratify by label", bool(start.stratify), key="data-stratify")
+numeric_missing = c4.selectbox("Numeric missing values", list(datasets.NUMERIC_MISSING), key="data-missing",
+                               index=list(datasets.NUMERIC_MISSING).index(start.numeric_missing))
 
 label_missing = "error"
 if schema.label in df.columns and df[schema.label].isna().any():
     label_missing = st.radio(
         f"Rows without a label ({int(df[schema.label].isna().sum()):,})", datasets.LABEL_MISSING,
-        horizontal=True, key="data-label-missing",
+        horizontal=True, key="data-label-missing", index=list(datasets.LABEL_MISSING).index(start.label_missing),
         format_func={"error": "Stop with an error", "drop": "Leave them out of training and evaluation"}.get,
         help="Left-out rows are still predicted on.")
 
@@ -132,5 +126,5 @@ warning = datasets.label_task_warning(template["name"], template["code"], schema
 if warning:
     session.show_error(warning, level="warning")
 st.success(f"Using **{session.md(ref.get('name') or path.name)}**: label **{session.md(schema.label)}** ({spec.task}), "
-           f"{len(schema.features)} features. Next: pick a model.")
+           f"{len(spec.model_features())} features. Next: pick a model.")
 session.page_link("model", "Model →", icon=":material/code:")

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
-from browser_kit import MARKS, playwright_sync, shot, wait_idle
+from browser_kit import MARKS, playwright_sync, shot, shot_at, wait_idle
 
 pytestmark = MARKS
 
@@ -29,6 +29,8 @@ def test_data_journey(server, page):
     page.get_by_text("Using seattle-weather.csv").wait_for(timeout=30_000)
     wait_idle(page)
     assert "dataset=upload%3Aseattle-weather.csv" in page.url or "dataset=upload:seattle-weather.csv" in page.url
+    held_out = re.compile(r"Split: 1,1\d\d training rows · 2\d\d evaluation rows")  # 20 % held out, stratified
+    expect(page.get_by_text(held_out)).to_be_visible()
 
     # distributions and missing values of every column
     page.get_by_role("tab", name="Distributions and missing values").click()
@@ -43,8 +45,7 @@ def test_data_journey(server, page):
     page.get_by_text("Leave it out", exact=True).click()
     wait_idle(page)
     expect(page.get_by_text(re.compile("left out of the features"))).to_be_visible()
-    page.get_by_text("Date column date").scroll_into_view_if_needed()
-    shot(page, "data-date-column")
+    shot_at(page, page.get_by_role("heading", name="Dates and high-cardinality columns"), "data-date-column")
 
     # a reload keeps the dataset (not iris) and the choice
     page.reload()
@@ -52,6 +53,7 @@ def test_data_journey(server, page):
     page.get_by_text("Using seattle-weather.csv").wait_for(timeout=30_000)
     expect(page.get_by_text(re.compile("left out of the features"))).to_be_visible()
     assert page.get_by_role("radio", name="Leave it out").is_checked()
+    expect(page.get_by_text(held_out)).to_be_visible()
 
     # back to the bundled iris, for the journeys that follow
     page.get_by_text("Bundled sample", exact=True).click()

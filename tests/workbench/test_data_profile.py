@@ -80,7 +80,8 @@ class TestDates:
     def test_a_date_left_out_is_not_a_feature(self, seattle):
         spec = spec_of(SEATTLE, encodings={"date": "ignore"})
         info = datasets.task_info(seattle, spec)
-        assert info["feature_names"] == ["precipitation", "temp_max", "temp_min", "wind"]
+        assert info["feature_names"] == ["precipitation", "temp_max", "temp_min", "wind"] == spec.model_features()
+        assert spec_of(SEATTLE).model_features() == datasets.task_info(seattle, spec_of(SEATTLE))["feature_names"]
         assert "date_features" not in info
 
     def test_a_derived_name_that_clashes_is_refused(self):

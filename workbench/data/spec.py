@@ -129,6 +129,17 @@ class DatasetSpec:
                 or not 2 <= self.hash_buckets <= 1_000_000:
             raise ValueError(f"hash_buckets must be an integer from 2 to 1000000, given: {self.hash_buckets!r}.")
 
+    def model_features(self) -> list[str]:
+        """The features the model reads, in column order: an expanded date column gives its three
+        derived features, a column encoded 'ignore' none (``task_info``'s ``feature_names``,
+        without reading the data)."""
+        out: list[str] = []
+        for c in self.schema.columns:
+            encoding = self.encoding(c.name) if c.role == FEATURE else "ignore"
+            if encoding != "ignore":
+                out += date_feature_names(c.name) if c.dtype == DATE else [c.name]
+        return out
+
     def encoding(self, column: str) -> str | None:
         """How the model reads ``column``: its entry in ``encodings``, else ``'expand'`` for a date
         column, ``'vocabulary'`` for a categorical one and None for a numeric one."""

@@ -129,27 +129,23 @@ def encodings_form(df: pd.DataFrame, schema: Any, saved: Any, key: str) -> tuple
         return encodings, hash_buckets
     st.subheader("Dates and high-cardinality columns")
     for i, column in enumerate(dates):
-        wkey = f"{key}-date-{i}-{column}"
-        st.session_state.setdefault(wkey, start(column, datasets.DATE, "expand"))
-        choice = st.radio(f"Date column {md(column)}", list(_DATE_CHOICES), key=wkey, horizontal=True,
-                          format_func=_DATE_CHOICES.get)
+        initial = list(_DATE_CHOICES).index(start(column, datasets.DATE, "expand"))
+        choice = st.radio(f"Date column {md(column)}", list(_DATE_CHOICES), index=initial,
+                          key=f"{key}-date-{i}-{column}", horizontal=True, format_func=_DATE_CHOICES.get)
         st.caption(md(datasets.encoding_note(column, choice, "date")))
         if choice != "expand":
             encodings[column] = choice
     for i, (column, n) in enumerate(high.items()):
-        wkey = f"{key}-text-{i}-{column}"
-        st.session_state.setdefault(wkey, start(column, datasets.CATEGORICAL, "vocabulary"))
+        initial = list(_TEXT_CHOICES).index(start(column, datasets.CATEGORICAL, "vocabulary"))
         st.warning(f"{md(column)} has {n:,} distinct values in {len(df):,} rows (over "
                    f"{datasets.HIGH_CARDINALITY}): one id per value learns little from values seen once. "
                    "Hash them into buckets, embed them, or ignore the column.", icon=":material/warning:")
-        choice = st.radio(f"Text column {md(column)}", list(_TEXT_CHOICES), key=wkey, horizontal=True,
-                          format_func=_TEXT_CHOICES.get)
+        choice = st.radio(f"Text column {md(column)}", list(_TEXT_CHOICES), index=initial,
+                          key=f"{key}-text-{i}-{column}", horizontal=True, format_func=_TEXT_CHOICES.get)
         if choice != "vocabulary":
             encodings[column] = choice
     if "hash" in encodings.values():
-        wkey = f"{key}-buckets"
-        st.session_state.setdefault(wkey, hash_buckets)
-        hash_buckets = int(st.number_input("Hash buckets", 2, 1_000_000, key=wkey,
+        hash_buckets = int(st.number_input("Hash buckets", 2, 1_000_000, hash_buckets, key=f"{key}-buckets",
                                            help="Values hashed into the same bucket share one id."))
     return encodings, hash_buckets
 
