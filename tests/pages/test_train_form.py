@@ -99,7 +99,13 @@ def test_early_stopping_fields_say_they_apply_to_train_and_evaluate_only(home):
 
 def test_number_inputs_take_their_limits_from_the_run_contract(home):
     """The form cannot offer what the CLI refuses, nor refuse what it accepts (issue 13)."""
-    from workbench.store.run_spec import MAX_PROCESSES, EarlyStoppingSettings, RunConfigSettings, Schedule, field_bounds
+    from workbench.store.run_spec import (
+        MAX_PROCESSES,
+        EarlyStoppingSettings,
+        RunConfigSettings,
+        Schedule,
+        field_bounds,
+    )
 
     at = train_page()
     contract = {"rc-steps": (Schedule, "max_steps"), "rc-batch": (Schedule, "batch_size"),

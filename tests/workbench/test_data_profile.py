@@ -15,7 +15,13 @@ import torch
 
 from workbench.data import datasets
 from workbench.data.model_inputs import FORCED_EMBEDDING_DIM, InputLayer, feature_columns, hash_ids
-from workbench.data.profile import column_profile, expand_date, is_date_column, label_task_warning, template_task
+from workbench.data.profile import (
+    column_profile,
+    expand_date,
+    is_date_column,
+    label_task_warning,
+    template_task,
+)
 
 vega = pytest.importorskip("vega_datasets")
 SEATTLE = Path(vega.local_data.seattle_weather.filepath)

@@ -11,7 +11,15 @@ import numpy as np
 import pandas as pd
 
 from workbench.data.schema import MISSING_TOKEN, Schema
-from workbench.data.spec import _TARGET, DatasetSpec, _as_str, split, task_info, training_rows, with_date_features
+from workbench.data.spec import (
+    _TARGET,
+    DatasetSpec,
+    _as_str,
+    split,
+    task_info,
+    training_rows,
+    with_date_features,
+)
 
 __all__ = ['InputFns', 'encode_labels', 'make_input_fns', 'make_predict_input_fn', 'prediction_spec', 'prepare_features']
 

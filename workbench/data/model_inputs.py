@@ -237,7 +237,7 @@ def feature_columns(task: Mapping[str, Any], categorical: str = "embedding", emb
             columns.append(fc.numeric_column(
                 name, normalizer_fn=_standardise(float(stats[name]["mean"]), float(stats[name]["std"]))))
         elif name in categorical_names or name in hashed:
-            column = fc.categorical_column_with_hash_bucket(name, int(hashed[name])) if name in hashed else \
+            column: Any = fc.categorical_column_with_hash_bucket(name, int(hashed[name])) if name in hashed else \
                 fc.categorical_column_with_vocabulary_list(name, sorted(vocabs[name]), num_oov_buckets=1)
             if categorical == "embedding" or (categorical == "indicator" and name in forced):
                 column = fc.embedding_column(column, dimension=int(embedding_dim) if categorical == "embedding"

@@ -13,7 +13,6 @@ Example:
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np

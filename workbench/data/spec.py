@@ -362,7 +362,7 @@ def task_info(df: pd.DataFrame, spec: DatasetSpec) -> dict[str, Any]:
     for name in categorical:
         values = _as_str(train_df[name]).fillna(MISSING_TOKEN)
         vocabs[name] = sorted(set(values.tolist()))
-    info = {
+    info: dict[str, Any] = {
         "task": task,
         "label": label,
         "n_classes": len(vocab) if vocab is not None else None,

@@ -58,12 +58,13 @@ def start_from_picker(records: Sequence[RunRecord], label: str = "Start from (wa
     """A selectbox of ``records`` (``start_from_choices``) by name and status; returns the chosen
     run id, or ``''`` for a fresh initialisation."""
     by_id = {r.run_id: r for r in records}
-    options = [""] + list(by_id)
+    options = ["", *by_id]
     index = options.index(default) if default in options else 0
-    return st.selectbox(label, options, index=index, key=key,
-                        format_func=lambda i: "fresh initialisation" if not i else
-                        f"{by_id[i].name} · {by_id[i].status} · {i}",
-                        help="Finished training runs, newest first.")
+    chosen = st.selectbox(label, options, index=index, key=key,
+                          format_func=lambda i: "fresh initialisation" if not i else
+                          f"{by_id[i].name} · {by_id[i].status} · {i}",
+                          help="Finished training runs, newest first.")
+    return chosen or ""
 
 
 def single_row_inputs(sample: pd.DataFrame, columns: Sequence[str], dtypes: Mapping[str, str],
@@ -83,14 +84,15 @@ def single_row_inputs(sample: pd.DataFrame, columns: Sequence[str], dtypes: Mapp
         kind = dtypes.get(column)
         if kind == "numeric":
             numbers = pd.to_numeric(values, errors="coerce")
-            start = float(first) if pd.notna(first) else float(numbers.median()) if numbers.notna().any() else 0.0
-            row[column] = cell.number_input(label, value=start, format="%g", key=wkey)
+            number = float(first) if first is not None and pd.notna(first) else \
+                float(numbers.median()) if numbers.notna().any() else 0.0
+            row[column] = cell.number_input(label, value=number, format="%g", key=wkey)
         elif kind == "date":
             from workbench.data.profile import parse_dates
 
             dates = parse_dates(values).dropna()
-            start = dates.iloc[0].date() if len(dates) else _dt.date.today()
-            row[column] = cell.date_input(label, value=start, key=wkey).isoformat()
+            day = dates.iloc[0].date() if len(dates) else _dt.date.today()
+            row[column] = cell.date_input(label, value=day, key=wkey).isoformat()
         else:
             counts = values.dropna().astype(str).value_counts()
             if 0 < len(counts) <= 1000:
@@ -131,7 +133,7 @@ def encodings_form(df: pd.DataFrame, schema: Any, saved: Any, key: str) -> tuple
     for i, column in enumerate(dates):
         initial = list(_DATE_CHOICES).index(start(column, datasets.DATE, "expand"))
         choice = st.radio(f"Date column {md(column)}", list(_DATE_CHOICES), index=initial,
-                          key=f"{key}-date-{i}-{column}", horizontal=True, format_func=_DATE_CHOICES.get)
+                          key=f"{key}-date-{i}-{column}", horizontal=True, format_func=_DATE_CHOICES.get) or "expand"
         st.caption(md(datasets.encoding_note(column, choice, "date")))
         if choice != "expand":
             encodings[column] = choice
@@ -141,7 +143,8 @@ def encodings_form(df: pd.DataFrame, schema: Any, saved: Any, key: str) -> tuple
                    f"{datasets.HIGH_CARDINALITY}): one id per value learns little from values seen once. "
                    "Hash them into buckets, embed them, or ignore the column.", icon=":material/warning:")
         choice = st.radio(f"Text column {md(column)}", list(_TEXT_CHOICES), index=initial,
-                          key=f"{key}-text-{i}-{column}", horizontal=True, format_func=_TEXT_CHOICES.get)
+                          key=f"{key}-text-{i}-{column}", horizontal=True,
+                          format_func=_TEXT_CHOICES.get) or "vocabulary"
         if choice != "vocabulary":
             encodings[column] = choice
     if "hash" in encodings.values():
@@ -261,14 +264,14 @@ def run_config_form(gpus: Sequence[str], key: str = "rc", values: Mapping[str, A
         lo, hi = field_bounds(model, field)
         lo = lo if low is None else low
         value = values.get(f"{key}-{name}", default)
-        if isinstance(default, int) and not isinstance(value, int) or not (lo is None or value >= lo) \
+        if (isinstance(default, int) and not isinstance(value, int)) or not (lo is None or value >= lo) \
                 or not (hi is None or value <= hi):
             value = default  # a remembered value the contract no longer allows
         return column.number_input(label, min_value=lo, max_value=hi, value=value, key=f"{key}-{name}", **kwargs)
 
     def choice(column: Any, label: str, options: Sequence[str], name: str, **kwargs: Any) -> Any:
         remembered = values.get(f"{key}-{name}")
-        index = list(options).index(remembered) if remembered in options else 0
+        index = list(options).index(str(remembered)) if remembered in options else 0
         return column.selectbox(label, options, index=index, key=f"{key}-{name}", **kwargs)
 
     c1, c2, c3 = st.columns(3)
@@ -325,7 +328,7 @@ def run_config_form(gpus: Sequence[str], key: str = "rc", values: Mapping[str, A
                                "NanTensorHook default). stop: training stops there and the run ends "
                                "'stopped' with the same message, keeping its checkpoints from before "
                                "the NaN.")
-    schedule = {"max_steps": int(max_steps), "batch_size": int(batch_size),
+    schedule: dict[str, Any] = {"max_steps": int(max_steps), "batch_size": int(batch_size),
                 "metrics_every_n_steps": int(metrics_every), "eval_every_steps": int(eval_every),
                 "nan_policy": nan_policy}
     if eval_steps:

@@ -24,9 +24,9 @@ import hashlib
 import hmac
 import json
 import logging
-import tempfile
 import os
 import re
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
