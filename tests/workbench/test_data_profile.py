@@ -160,6 +160,19 @@ class TestSpec:
             spec_of(cars, encodings={"Name": "hash"}, hash_buckets=1)
 
 
+    def test_predicting_on_new_data_keeps_the_encodings_of_its_columns(self, cars, tmp_path):
+        spec = spec_of(cars, encodings={"Name": "ignore", "Year": "expand"}, label_missing="drop")
+        df = datasets.load_table(cars)
+        info = datasets.task_info(df, spec)
+        new = df.drop(columns=["Name", "Origin"]).head(3)  # no label, nor the ignored column
+        path = tmp_path / "new.csv"
+        new.to_csv(path, index=False)
+        predict_spec = datasets.prediction_spec(spec, {"kind": "file", "path": str(path)}, new)
+        assert predict_spec.encodings == {"Year": "expand"}
+        x = datasets.prepare_features(datasets.load_table(path), predict_spec, info, for_predict=True)
+        assert x["Year_year"].tolist() == [1970.0] * 3
+
+
 class TestProfiles:
     def test_numeric_histogram_and_missing(self):
         p = column_profile(pd.Series([1.0, 2.0, 2.0, None, 4.0]), "numeric", bins=3)

@@ -155,12 +155,14 @@ def prediction_spec(base: DatasetSpec, ref: Mapping[str, Any], df: pd.DataFrame)
     Example:
         >>> spec = prediction_spec(training_spec, {"kind": "file", "path": "new.csv"}, new_df)  # doctest: +SKIP
     """
-    missing = [c for c in base.schema.features if c not in df.columns]
+    missing = [c for c in base.schema.features if c not in df.columns and base.encoding(c) != "ignore"]
     if missing:
         raise ValueError(f"The data lacks the feature column(s) {missing} the model was trained on "
                          f"(its columns: {list(map(str, df.columns))}). Predict on a file that has them.")
     kept = tuple(c for c in base.schema.columns if c.name in df.columns)
-    return dataclasses.replace(base, ref=dict(ref), schema=Schema(kept))
+    names = {c.name for c in kept}
+    encodings = {c: e for c, e in base.encodings.items() if c in names}  # (of the columns it keeps)
+    return dataclasses.replace(base, ref=dict(ref), schema=Schema(kept), encodings=encodings)
 
 
 def make_predict_input_fn(spec: DatasetSpec, df: pd.DataFrame, info: Mapping[str, Any],
