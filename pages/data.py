@@ -64,12 +64,12 @@ try:  # the saved choice describes this data: its roles, encodings and split com
 except ValueError:
     saved = None
 st.caption(f"{len(df):,} rows x {df.shape[1]} columns · {session.md(path.name)}")
-inferred = datasets.infer_schema(df)
+inferred = session.inferred_schema(path)
 if saved is not None and list(saved.schema.names) == list(inferred.names):
     inferred = saved.schema
 preview, distributions, stats = st.tabs(["Preview", "Distributions and missing values", "Column summary"])
 preview.dataframe(df.head(200), height=260)
-distributions.dataframe(datasets.distribution_table(df, inferred), hide_index=True,
+distributions.dataframe(session.dataset_distributions(path, inferred), hide_index=True,
                         height=min(420, 35 * (df.shape[1] + 1) + 3),  # no empty rows below a few columns
                         column_config={"distribution": st.column_config.BarChartColumn(
                             "distribution", help="Numbers: a histogram over 20 bins. Dates: rows per month. "
