@@ -23,6 +23,7 @@ forms.edit_code("model_fn code", session.template_code(name, info.code), key=ses
 st.caption("Edits take effect when you click outside the editor, press **Apply** or Ctrl+Enter; "
            "the pre-flight check and Train use the code applied last.")
 template = session.use_template(name, session.template_code(name, info.code))  # this one is now the chosen template
+session.sync_url()
 code, problem, schema = template["code"], template["error"], template["params"]
 if session.is_edited(name):
     st.button("Revert to the saved template", icon=":material/undo:", key=f"revert-{name}",
@@ -52,10 +53,10 @@ with c2:
 
         with st.spinner("Running the model_fn on a tiny batch…"):
             report = run_preflight(code, session.current_dataset(), {}, timeout=90, template_name=name)
-        st.session_state["preflight"] = report.to_dict() | {"summary": report.summary(),
-                                                            "first_error": report.first_error()}
+        session.set_preflight(report.to_dict() | {"summary": report.summary(), "first_error": report.first_error()},
+                              code, name)
 
-report = st.session_state.get("preflight")
+report = session.current_preflight(code)  # a result of other code (edited since) is cleared
 if report:
     err = report.get("first_error") or {}
     if report["ok"]:

@@ -26,9 +26,9 @@ with batch:
     info_cols = [c.name for c in base.schema.columns if c.role == "feature"]
     with st.form("single-row"):
         sample = session.load_dataset_frame(base.path)
-        # Column names are user text, and labels render markdown: escaped.
-        row = {c: st.text_input(session.md(c), value=str(sample[c].iloc[0]), key=f"row-{record.run_id}-{i}")
-               for i, c in enumerate(info_cols)}
+        # typed: numbers, selects of the seen categories, dates (labels escaped: column names are user text)
+        row = forms.single_row_inputs(sample, info_cols, {c.name: c.dtype for c in base.schema.columns},
+                                      key=f"row-{record.run_id}")
         one = st.form_submit_button("Predict this row")
     upload_bytes = pd.DataFrame([row]).to_csv(index=False).encode() if one else None
     upload_name = "single_row.csv"

@@ -3,6 +3,7 @@
 import streamlit as st
 
 from workbench import templates
+from workbench.data import datasets
 from workbench.execution.processes import detect_gpus
 from workbench.execution.submit import parent_relation
 from workbench.store.records import TRAINING_ACTIONS
@@ -10,6 +11,7 @@ from workbench.ui import forms, session, sweep_form
 
 st.title("Train")
 dataset, template = session.current_dataset(), session.current_template()
+session.sync_url()
 ref = dataset["ref"]
 st.caption(f"Dataset **{session.md(ref.get('name') or ref.get('path'))}** · template **{session.md(template['name'])}** "
            "(change them on the Data and Model pages)")
@@ -19,22 +21,41 @@ if problem:  # never train other code than the editor shows: the broken code is 
     session.show_error(f"{first} Fix it on the Model page: nothing can be trained until it parses.\n{rest}")
     session.page_link("model", "Model →", icon=":material/code:")
     st.stop()
+spec = datasets.DatasetSpec.from_dict(dataset)
+label = spec.schema.label
+frame = session.load_dataset_frame(spec.path) if label else None
+mismatch = datasets.label_task_warning(template["name"], template["code"], label,
+                                       spec.schema.column(label).dtype if label else None,
+                                       frame[label] if frame is not None and label in frame.columns else None)
+if mismatch:
+    session.show_error(mismatch, level="warning")
+preflight = session.current_preflight(template["code"])  # only a check of exactly this code counts
+if preflight and not preflight.get("ok"):
+    session.show_error("The last pre-flight check of this code failed: "
+                       + (preflight.get("summary") or "see the Model page").splitlines()[0]
+                       + " Fix the code on the Model page; Train checks it again before launching.",
+                       level="warning")
 registry = session.get_registry()
 session.get_launcher()  # polls; pre-starts the warm spare runner (if the Data/Model pages did not)
-parents = [r for r in registry.list_runs() if r.action in TRAINING_ACTIONS]
+parents = forms.start_from_choices(registry.list_runs())
+remembered = session.remembered_form("train")
+params_key = f"p-{template['name']}"
 
 with st.form("train-form"):
     st.subheader("Params")
-    raw = forms.params_form(template["params"], key=f"p-{template['name']}")
+    raw = forms.params_form(template["params"], key=params_key,
+                            values={name: remembered[f"{params_key}-{name}"] for name in template["params"]
+                                    if f"{params_key}-{name}" in remembered})
     st.subheader("Run")
     name = st.text_input("Run name", value=f"{template['name']} on {ref.get('name') or 'upload'}")
-    rc = forms.run_config_form(detect_gpus())
-    parent_id = st.selectbox("Start from (warm start / evaluate / predict)", [""] + [p.run_id for p in parents],
-                             format_func=lambda i: "fresh initialisation" if not i else i)
+    rc = forms.run_config_form(detect_gpus(), values=remembered)
+    parent_id = forms.start_from_picker(parents, default=remembered.get("start-from"))
     launched = st.form_submit_button("Train", type="primary", icon=":material/play_arrow:")
 sweep_form.sweep_section(dataset, template)
 
 if launched:
+    session.remember_form("train", {k: st.session_state.get(k) for k in list(st.session_state)
+                                    if isinstance(k, str) and k.startswith(("rc-", params_key + "-", "start-from"))})
     try:
         params = templates.validate_params(template["params"], raw)
     except ValueError as exc:

@@ -161,3 +161,15 @@ def launch_training(page, steps: int, *, lr: float | None = None, action: str = 
     return run_id_from_url(page), clicked
 
 
+
+
+# -- helpers added by the Data journey (test_journey_data.py) --------------------------------------
+
+
+def shot_at(page, locator, name: str) -> None:
+    """A viewport screenshot with ``locator`` scrolled to the top (``shot`` shows the page's top;
+    this shows a section further down, e.g. a choice below the tables)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    locator.evaluate("e => e.scrollIntoView({block: 'start'})")
+    page.wait_for_timeout(300)  # let the scroll settle before the capture
+    page.screenshot(path=str(SHOTS / f"{name}.png"))

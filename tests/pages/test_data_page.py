@@ -58,3 +58,65 @@ def test_rows_without_a_label_can_be_left_out(home):
     spec = datasets.DatasetSpec.from_dict(at.session_state["dataset"])
     assert spec.label_missing == "drop"
     assert "Split: 118 training rows · 30 evaluation rows" in [c.value for c in at.caption]
+
+
+def _upload(at: AppTest, name: str, body: bytes) -> AppTest:
+    at.radio(key="data-source").set_value("Upload a file").run()
+    at.file_uploader(key="data-upload").set_value((name, body, "text/csv")).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _seattle() -> bytes:
+    vega = pytest.importorskip("vega_datasets")
+    return Path(vega.local_data.seattle_weather.filepath).read_bytes()
+
+
+def _cars() -> bytes:
+    vega = pytest.importorskip("vega_datasets")
+    import pandas as pd
+
+    return pd.read_json(vega.local_data.cars.filepath).to_csv(index=False).encode()
+
+
+def test_each_column_shows_its_distribution_and_missing_values(home):
+    at = _upload(data_page(), "cars.csv", _cars())
+    table = next(d.value for d in at.dataframe if "distribution" in d.value.columns)
+    rows = table.set_index("column")
+    assert rows.loc["Miles_per_Gallon", "missing"] == 8 and rows.loc["Horsepower", "missing"] == 6
+    assert rows.loc["Horsepower", "missing %"] == round(100 * 6 / 406, 1)
+    assert sum(rows.loc["Weight_in_lbs", "distribution"]) == 406  # a histogram of every value
+    assert list(rows.loc["Origin", "distribution"]) == [254, 79, 73]  # top categories: USA, Japan, Europe
+    assert rows.loc["Origin", "values"] == "USA, Japan, Europe"
+
+
+def test_a_date_column_is_expanded_or_left_out_as_chosen(home):
+    at = _upload(data_page(), "seattle-weather.csv", _seattle())
+    [date_choice] = [r for r in at.radio if r.label.startswith("Date column")]
+    assert date_choice.value == "expand"
+    assert any("expanded into date_year, date_month, date_dayofweek" in c.value.replace("\\", "") for c in at.caption)
+    spec = datasets.DatasetSpec.from_dict(at.session_state["dataset"])
+    assert spec.schema.column("date").dtype == "date" and spec.encoding("date") == "expand"
+    df = datasets.load_table(spec.path)
+    info = datasets.task_info(df, spec)  # what the runner hands the model
+    assert info["feature_names"][:3] == ["date_year", "date_month", "date_dayofweek"]
+    date_choice.set_value("ignore").run()
+    spec = datasets.DatasetSpec.from_dict(at.session_state["dataset"])
+    assert spec.encodings == {"date": "ignore"}
+    assert "date_year" not in datasets.task_info(df, spec)["feature_names"]
+    assert any("left out of the features" in c.value for c in at.caption)
+    again = open_page()  # a reload keeps the choice
+    assert [r.value for r in again.radio if r.label.startswith("Date column")] == ["ignore"]
+
+
+def test_a_high_cardinality_text_column_is_flagged_with_a_choice(home):
+    at = _upload(data_page(), "cars.csv", _cars())
+    assert any("Name has 311 distinct values in 406 rows" in w.value.replace("\\", "") for w in at.warning)
+    [choice] = [r for r in at.radio if r.label.startswith("Text column")]
+    assert choice.options == ["Keep: one id per value", "Hash buckets", "Embedding", "Ignore"]
+    choice.set_value("hash").run()
+    at.number_input(key=next(n.key for n in at.number_input if n.key.endswith("-buckets"))).set_value(32).run()
+    spec = datasets.DatasetSpec.from_dict(at.session_state["dataset"])
+    assert (spec.encodings, spec.hash_buckets) == ({"Name": "hash"}, 32)
+    info = datasets.task_info(datasets.training_rows(datasets.load_table(spec.path), spec), spec)
+    assert info["hashed_features"] == {"Name": 32} and "Name" not in info["categorical_vocabularies"]

@@ -40,10 +40,11 @@ def predict_page(**state) -> AppTest:
 def test_single_row_form_predicts_the_rows_values(home):
     parent = trained_run(home)
     at = predict_page()
-    # one field per feature, labelled with the (markdown-escaped) column name
-    assert [t.label.replace("\\", "") for t in at.text_input if t.key.startswith("row-")] == FEATURES
-    assert at.text_input(key=f"row-{parent}-0").value == "5.1"  # the dataset's first row
-    at.text_input(key=f"row-{parent}-0").set_value("6.5")
+    # one typed field per feature (numbers here), labelled with the (markdown-escaped) column name
+    fields = sorted((t for t in at.number_input if t.key.startswith("row-")), key=lambda t: int(t.key.rsplit("-", 1)[1]))
+    assert [t.label.replace("\\", "") for t in fields] == FEATURES  # (in a grid of three columns)
+    assert at.number_input(key=f"row-{parent}-0").value == 5.1  # the dataset's first row
+    at.number_input(key=f"row-{parent}-0").set_value(6.5)
     at.button(key="FormSubmitter:single-row-Predict this row").click().run()
     assert not at.exception, at.exception
     child = RunRegistry(home).get(at.session_state["pred-child"])
@@ -71,3 +72,38 @@ def test_a_one_row_result_shows_the_class_and_its_probabilities(home):
     table = at.table[0].value
     assert table.to_dict("list") == {"class": ["setosa", "versicolor", "virginica"],
                                      "probability": ["0.0100", "0.0900", "0.9000"]}
+
+
+def test_single_row_inputs_are_typed_numbers_categories_and_dates(home):
+    """Issue 15 item 4: a number field per numeric column, a select of the seen values per
+    categorical one, a date field per date column; the row reaches the predict run as typed."""
+    from streamlit.testing.v1 import AppTest as _AppTest
+
+    df = pd.DataFrame({"when": ["2012-01-01", "2012-01-02", "2012-01-03"], "temp": [1.5, 2.0, 3.0],
+                       "sky": ["sun", "rain", "sun"], "label": ["a", "b", "a"]})
+    sample = home / "sample.csv"
+    home.mkdir(parents=True, exist_ok=True)
+    df.to_csv(sample, index=False)
+
+    def script() -> None:
+        import pandas as pd
+        import streamlit as st
+
+        from workbench.ui import forms
+
+        with st.form("f"):
+            row = forms.single_row_inputs(pd.read_csv(st.session_state["path"]), ["when", "temp", "sky"],
+                                          {"when": "date", "temp": "numeric", "sky": "categorical"}, key="row")
+            st.form_submit_button("go")
+        st.session_state["row"] = row
+
+    at = _AppTest.from_function(script)
+    at.session_state["path"] = str(sample)
+    at.run()
+    assert not at.exception, at.exception
+    assert at.number_input(key="row-1").value == 1.5
+    assert at.selectbox(key="row-2").options == ["rain", "sun"] and at.selectbox(key="row-2").value == "sun"
+    assert str(at.date_input(key="row-0").value) == "2012-01-01"
+    at.selectbox(key="row-2").set_value("rain")
+    at.button[0].click().run()  # (a form sends its values on submit)
+    assert at.session_state["row"] == {"when": "2012-01-01", "temp": 1.5, "sky": "rain"}

@@ -20,6 +20,7 @@ from estimator_engine.testing import linear_model_fn
 from workbench.execution.engine_hooks import early_stopping_hook
 from workbench.store.registry import RunRegistry
 from workbench.store.run_spec import check_schedule
+from workbench.ui import forms
 
 
 def train_page() -> AppTest:
@@ -94,3 +95,56 @@ def test_early_stopping_fields_say_they_apply_to_train_and_evaluate_only(home):
     at = train_page()
     assert "train_and_evaluate only" in at.checkbox(key="rc-es").help
     assert "only applies to train_and_evaluate" in at.text_input(key="rc-es-metric").help
+
+
+def test_number_inputs_take_their_limits_from_the_run_contract(home):
+    """The form cannot offer what the CLI refuses, nor refuse what it accepts (issue 13)."""
+    from workbench.store.run_spec import (
+        MAX_PROCESSES,
+        EarlyStoppingSettings,
+        RunConfigSettings,
+        Schedule,
+        field_bounds,
+    )
+
+    at = train_page()
+    contract = {"rc-steps": (Schedule, "max_steps"), "rc-batch": (Schedule, "batch_size"),
+                "rc-seed": (RunConfigSettings, "tf_random_seed"),
+                "rc-ckpt": (RunConfigSettings, "save_checkpoints_steps"),
+                "rc-keep": (RunConfigSettings, "keep_checkpoint_max"),
+                "rc-metrics": (Schedule, "metrics_every_n_steps"), "rc-eval": (Schedule, "eval_every_steps"),
+                "rc-log": (RunConfigSettings, "log_step_count_steps"),
+                "rc-es-patience": (EarlyStoppingSettings, "patience"),
+                "rc-es-delta": (EarlyStoppingSettings, "min_delta")}
+    for key, (model, field) in contract.items():
+        widget = at.number_input(key=key)
+        assert (widget.min, widget.max) == field_bounds(model, field), key
+    assert field_bounds(Schedule, "batch_size") == (1, 65_536) and field_bounds(RunConfigSettings, "keep_checkpoint_max") == (0, 100_000)
+    # eval batches: 0 is the form's "the whole eval split" (unset in the contract), the top is the contract's
+    assert (at.number_input(key="rc-evalsteps").min, at.number_input(key="rc-evalsteps").max) == \
+        (0, field_bounds(Schedule, "eval_steps")[1])
+    # processes: the contract's floor; the top is the contract's cap or this machine's, the lower
+    procs = at.number_input(key="rc-procs")
+    assert procs.min == 1 and procs.max <= MAX_PROCESSES
+
+
+def test_start_from_lists_finished_training_runs_by_name_and_status(home):
+    registry = RunRegistry(home)
+    base = {"dataset": {"ref": {"kind": "bundled", "name": "iris"}}, "template": {"name": "t", "code": ""},
+            "params": {}, "run_config": {}}
+
+    def run(name: str, action: str, *statuses: str):
+        record = registry.create_run(name=name, action=action, **base)
+        for status in statuses:
+            registry.set_status(record.run_id, status)
+        return registry.get(record.run_id)
+
+    older = run("first try", "train_and_evaluate", "running", "failed")
+    done = run("good model", "train", "running", "succeeded")
+    run("a prediction", "predict", "running", "succeeded")
+    at = open_page("train")
+    assert at.selectbox(key="start-from").options == [
+        "fresh initialisation", f"good model · succeeded · {done.run_id}", f"first try · failed · {older.run_id}"]
+    # queued and running runs are left out (their checkpoints are still moving)
+    active = [run("queued", "train"), run("running", "train", "running")]
+    assert forms.start_from_choices([*active, done]) == [done]

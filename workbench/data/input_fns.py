@@ -11,7 +11,15 @@ import numpy as np
 import pandas as pd
 
 from workbench.data.schema import MISSING_TOKEN, Schema
-from workbench.data.spec import _TARGET, DatasetSpec, _as_str, split, task_info, training_rows
+from workbench.data.spec import (
+    _TARGET,
+    DatasetSpec,
+    _as_str,
+    split,
+    task_info,
+    training_rows,
+    with_date_features,
+)
 
 __all__ = ['InputFns', 'encode_labels', 'make_input_fns', 'make_predict_input_fn', 'prediction_spec', 'prepare_features']
 
@@ -30,9 +38,11 @@ def prepare_features(df: pd.DataFrame, spec: DatasetSpec, info: Mapping[str, Any
                      for_predict: bool = False) -> pd.DataFrame:
     """The feature (and weight) columns as the model sees them: numeric float32 with missing values
     filled (train mean or zero; ``'drop'`` drops those rows except for prediction, which fills the
-    mean), categorical as str with NaN -> ``'<missing>'``. Vectorised; keeps the index."""
+    mean), categorical (and hashed) as str with NaN -> ``'<missing>'``; the features of expanded
+    date columns are derived from them first. Vectorised; keeps the index."""
+    df = with_date_features(df, info.get("date_features") or {})
     numeric = list(info["numeric_features"])
-    categorical = list(info["categorical_features"])
+    categorical = list(info["categorical_features"]) + list(info.get("hashed_features") or {})
     missing = [c for c in numeric + categorical if c not in df.columns]
     if missing:
         raise ValueError(f"The data has no column(s) {missing} that the model was built with "
@@ -145,12 +155,14 @@ def prediction_spec(base: DatasetSpec, ref: Mapping[str, Any], df: pd.DataFrame)
     Example:
         >>> spec = prediction_spec(training_spec, {"kind": "file", "path": "new.csv"}, new_df)  # doctest: +SKIP
     """
-    missing = [c for c in base.schema.features if c not in df.columns]
+    missing = [c for c in base.schema.features if c not in df.columns and base.encoding(c) != "ignore"]
     if missing:
         raise ValueError(f"The data lacks the feature column(s) {missing} the model was trained on "
                          f"(its columns: {list(map(str, df.columns))}). Predict on a file that has them.")
     kept = tuple(c for c in base.schema.columns if c.name in df.columns)
-    return dataclasses.replace(base, ref=dict(ref), schema=Schema(kept))
+    names = {c.name for c in kept}
+    encodings = {c: e for c, e in base.encodings.items() if c in names}  # (of the columns it keeps)
+    return dataclasses.replace(base, ref=dict(ref), schema=Schema(kept), encodings=encodings)
 
 
 def make_predict_input_fn(spec: DatasetSpec, df: pd.DataFrame, info: Mapping[str, Any],

@@ -24,10 +24,14 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["CATEGORICAL_ENCODINGS", "InputLayer", "feature_columns", "lookup_ids", "numeric_matrix",
-           "optimizer_arg", "require_task"]
+__all__ = ["CATEGORICAL_ENCODINGS", "FORCED_EMBEDDING_DIM", "InputLayer", "feature_columns", "hash_ids", "lookup_ids",
+           "numeric_matrix", "optimizer_arg", "require_task"]
 
 CATEGORICAL_ENCODINGS = ("embedding", "indicator", "categorical")
+
+# The size of the embedding of a column the Data page set to 'embedding' in a model that one-hot
+# encodes its other categorical columns (embedding_dim=0).
+FORCED_EMBEDDING_DIM = 8
 
 
 def numeric_matrix(features: Mapping[str, Any], names: Sequence[str],
@@ -63,12 +67,38 @@ def lookup_ids(values: Any, vocabulary: np.ndarray) -> np.ndarray:
     return np.where(found, idx, n).astype(np.int64)
 
 
+def hash_ids(values: Any, buckets: int) -> np.ndarray:
+    """Bucket ids of ``values`` (as str): TF's ``categorical_column_with_hash_bucket`` hash
+    (FarmHash Fingerprint64) modulo ``buckets``, the same ids the engine's hashed column gives.
+
+    Example:
+        >>> hash_ids(np.array(["Hello", "TensorFlow", "2.x"]), 3).tolist()
+        [0, 2, 2]
+    """
+    from estimator_engine.feature_column import fingerprint64
+
+    codes, uniques = _factorize(np.asarray(values).astype(str).reshape(-1))
+    table = np.array([fingerprint64(str(u)) % buckets for u in uniques], dtype=np.int64)
+    return table[codes] if len(table) else np.zeros(len(codes), dtype=np.int64)
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, uniques) of a str array, vectorised (``np.unique`` with ``return_inverse``)."""
+    uniques, codes = np.unique(values, return_inverse=True)
+    return codes.reshape(-1), uniques
+
+
 class InputLayer(nn.Module):
     """The ``features`` dict -> a dense float tensor, built from ``params['task']``.
 
+    Columns the Data page hashes (``task['hashed_features']``: name -> buckets) are hashed into
+    their buckets, then embedded or one-hot encoded like the others; columns it set to
+    'embedding' (``task['embedded_features']``) are embedded even when ``embedding_dim`` is 0
+    (with ``FORCED_EMBEDDING_DIM``).
+
     Args:
         task: ``params['task']`` (numeric_features, numeric_stats, categorical_features,
-            categorical_vocabularies).
+            categorical_vocabularies, optionally hashed_features and embedded_features).
         embedding_dim: size of each categorical embedding; ``0`` one-hot encodes instead.
         include_categorical: False drops the categorical columns (numeric-only models).
 
@@ -91,11 +121,20 @@ class InputLayer(nn.Module):
         vocabs = task.get("categorical_vocabularies", {})
         self._vocabs = [np.asarray(sorted(vocabs[n]), dtype=str) for n in self.categorical]
         self.embedding_dim = int(embedding_dim)
-        # one id per vocabulary entry plus one out-of-vocabulary id
+        forced = set(task.get("embedded_features", [])) if self.embedding_dim == 0 else set()
+        # the embedding size of each categorical column: 0 is one-hot
+        self._dims = [self.embedding_dim or (FORCED_EMBEDDING_DIM if n in forced else 0) for n in self.categorical]
+        # one id per vocabulary entry plus one out-of-vocabulary id (placeholders keep the indices)
         self.embeddings = nn.ModuleList(
-            nn.Embedding(len(v) + 1, self.embedding_dim) for v in self._vocabs
-        ) if self.embedding_dim > 0 else nn.ModuleList()
-        cat_width = sum(self.embedding_dim if self.embedding_dim > 0 else len(v) + 1 for v in self._vocabs)
+            nn.Embedding(len(v) + 1, d) if d else nn.Identity() for v, d in zip(self._vocabs, self._dims)
+        ) if any(self._dims) else nn.ModuleList()
+        hashed = dict(task.get("hashed_features", {})) if include_categorical else {}
+        self.hashed = list(hashed)
+        self._buckets = [int(hashed[n]) for n in self.hashed]
+        if self.hashed and self.embedding_dim > 0:  # (created only when used: other checkpoints unchanged)
+            self.hashed_embeddings = nn.ModuleList(nn.Embedding(b, self.embedding_dim) for b in self._buckets)
+        cat_width = sum(d or len(v) + 1 for v, d in zip(self._vocabs, self._dims))
+        cat_width += sum(self.embedding_dim or b for b in self._buckets)
         self.out_dim = len(self.numeric) + cat_width
         if self.out_dim == 0:
             raise ValueError("InputLayer: the task has no feature columns; set at least one column's "
@@ -110,10 +149,18 @@ class InputLayer(nn.Module):
             if name not in features:
                 raise ValueError(f"features has no column {name!r}; it has {sorted(features)}.")
             ids = torch.from_numpy(lookup_ids(features[name], vocab)).to(device)
-            if self.embedding_dim > 0:
+            if self._dims[i]:
                 parts.append(self.embeddings[i](ids))
             else:
                 parts.append(nn.functional.one_hot(ids, len(vocab) + 1).to(torch.float32))
+        for i, (name, buckets) in enumerate(zip(self.hashed, self._buckets)):
+            if name not in features:
+                raise ValueError(f"features has no column {name!r}; it has {sorted(features)}.")
+            ids = torch.from_numpy(hash_ids(features[name], buckets)).to(device)
+            if self.embedding_dim > 0:
+                parts.append(self.hashed_embeddings[i](ids))
+            else:
+                parts.append(nn.functional.one_hot(ids, buckets).to(torch.float32))
         return torch.cat(parts, dim=1)
 
 
@@ -156,6 +203,11 @@ def feature_columns(task: Mapping[str, Any], categorical: str = "embedding", emb
     * ``'indicator'``: ``indicator_column`` (one-hot; DNN models);
     * ``'categorical'``: the categorical column itself (linear models learn one weight per value).
 
+    Columns the Data page hashes (``task['hashed_features']``) become
+    ``categorical_column_with_hash_bucket`` instead, wrapped the same way; columns it set to
+    'embedding' (``task['embedded_features']``) are embedded also under ``'indicator'`` (a linear
+    model, ``'categorical'``, reads every categorical column as is).
+
     ``numeric=False`` leaves the numeric columns out (e.g. the wide part of a wide & deep model).
 
     Example:
@@ -175,16 +227,21 @@ def feature_columns(task: Mapping[str, Any], categorical: str = "embedding", emb
     categorical_names = set(task.get("categorical_features", []))
     stats = task.get("numeric_stats", {})
     vocabs = task.get("categorical_vocabularies", {})
-    order = task.get("feature_names") or [*task.get("numeric_features", []), *task.get("categorical_features", [])]
+    hashed = dict(task.get("hashed_features", {}))
+    forced = set(task.get("embedded_features", []))
+    order = task.get("feature_names") or [*task.get("numeric_features", []), *task.get("categorical_features", []),
+                                          *hashed]
     columns: list[Any] = []
     for name in order:
         if name in numeric_names and numeric:
             columns.append(fc.numeric_column(
                 name, normalizer_fn=_standardise(float(stats[name]["mean"]), float(stats[name]["std"]))))
-        elif name in categorical_names:
-            column = fc.categorical_column_with_vocabulary_list(name, sorted(vocabs[name]), num_oov_buckets=1)
-            if categorical == "embedding":
-                column = fc.embedding_column(column, dimension=int(embedding_dim))
+        elif name in categorical_names or name in hashed:
+            column: Any = fc.categorical_column_with_hash_bucket(name, int(hashed[name])) if name in hashed else \
+                fc.categorical_column_with_vocabulary_list(name, sorted(vocabs[name]), num_oov_buckets=1)
+            if categorical == "embedding" or (categorical == "indicator" and name in forced):
+                column = fc.embedding_column(column, dimension=int(embedding_dim) if categorical == "embedding"
+                                             else FORCED_EMBEDDING_DIM)
             elif categorical == "indicator":
                 column = fc.indicator_column(column)
             columns.append(column)

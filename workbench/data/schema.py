@@ -10,7 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-__all__ = ['CATEGORICAL', 'CATEGORICAL_MISSING', 'DTYPES', 'FEATURE', 'IGNORE', 'LABEL', 'LABEL_MISSING', 'MISSING_TOKEN', 'NUMERIC', 'NUMERIC_MISSING', 'RESERVED_COLUMN_NAMES', 'ROLES', 'SUPERVISED_ACTIONS', 'WEIGHT', 'ColumnSchema', 'Schema', 'infer_schema', 'summary', 'validate']
+from workbench.data.profile import is_date_column, parse_dates
+
+__all__ = ['CATEGORICAL', 'CATEGORICAL_MISSING', 'DATE', 'DTYPES', 'FEATURE', 'IGNORE', 'LABEL', 'LABEL_MISSING', 'MISSING_TOKEN', 'NUMERIC', 'NUMERIC_MISSING', 'RESERVED_COLUMN_NAMES', 'ROLES', 'SUPERVISED_ACTIONS', 'WEIGHT', 'ColumnSchema', 'Schema', 'infer_schema', 'summary', 'validate']
 
 
 MISSING_TOKEN = "<missing>"
@@ -22,10 +24,11 @@ FEATURE, LABEL, IGNORE, WEIGHT = "feature", "label", "ignore", "weight"
 ROLES = (FEATURE, LABEL, IGNORE, WEIGHT)
 
 
-NUMERIC, CATEGORICAL = "numeric", "categorical"
+NUMERIC, CATEGORICAL, DATE = "numeric", "categorical", "date"
 
 
-DTYPES = (NUMERIC, CATEGORICAL)
+# A date column is expanded into numeric features or left out (``DatasetSpec.encodings``).
+DTYPES = (NUMERIC, CATEGORICAL, DATE)
 
 
 # Column names the workbench uses for its own keys (the label key fed to the model).
@@ -177,8 +180,10 @@ def infer_schema(df: pd.DataFrame) -> Schema:
     * weight: a numeric column named ``sample_weight``/``example_weight``/``weight_column``.
     * ignore: id-like columns (all values unique strings, unique consecutive integers, or a name
       like ``id``/``*_id``) and columns with no value at all.
-    * feature: the rest; numeric if the values are numbers, otherwise categorical (text too).
+    * feature: the rest; numeric if the values are numbers, a date if they are datetimes or
+      date strings (``2012-01-01``; even when every value is unique), otherwise categorical.
     """
+
     n = len(df)
     names = [str(c) for c in df.columns]
     # The last column as a fallback, skipping a trailing weight column (…, label, sample_weight).
@@ -193,6 +198,9 @@ def infer_schema(df: pd.DataFrame) -> Schema:
             columns.append(ColumnSchema(name, LABEL, _label_dtype(s), n_missing))
             continue
         dtype = NUMERIC if numeric else CATEGORICAL
+        if not numeric and n_missing < n and is_date_column(s):
+            columns.append(ColumnSchema(name, FEATURE, DATE, n_missing))
+            continue
         if numeric and name.strip().lower() in _WEIGHT_NAMES:
             role = WEIGHT
         elif n_missing == n or _is_id_like(name, s, n):
@@ -258,6 +266,12 @@ def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
                 errors.append(f"Column {c.name!r} ({c.role}) has {n_inf} infinite value(s) (e.g. "
                               f"row {row}: {float(df[c.name].iloc[row])}). Replace them with numbers or "
                               "leave those rows out; infinities make the loss NaN.")
+        if c.role == FEATURE and c.dtype == DATE and df[c.name].notna().any():
+            bad = df[c.name].notna() & parse_dates(df[c.name]).isna()
+            if bad.any():
+                errors.append(f"Column {c.name!r} is typed date but {int(bad.sum())} value(s) are not dates "
+                              f"(e.g. {df[c.name][bad].iloc[0]!r}). Set its type to 'categorical', or fix "
+                              "those values.")
         if c.role == FEATURE and c.dtype == NUMERIC and not _check_numeric(df, c.name):
             errors.append(f"Column {c.name!r} is typed numeric but holds non-numeric values "
                           f"(e.g. {df[c.name].dropna().iloc[0]!r}). Set its type to 'categorical'.")
@@ -293,6 +307,9 @@ def validate(df: pd.DataFrame, schema: Schema, *, action: str = "train",
                               f"{len(classes)} classes): nothing to learn per class, it looks like an "
                               "identifier. Choose the column to predict as label, or type it "
                               "'numeric' for regression.")
+            if schema.column(label).dtype == DATE:
+                errors.append(f"Label column {label!r} is typed date; a label is a class ('categorical') "
+                              "or a quantity ('numeric'). Change its type, or choose another label.")
             if schema.column(label).dtype == NUMERIC and not _check_numeric(df, label):
                 errors.append(f"Label column {label!r} is typed numeric (regression) but holds text. "
                               "Set its type to 'categorical'.")

@@ -17,7 +17,7 @@ import pandas as pd
 
 from workbench import resources
 
-__all__ = ['DEFAULT_MAX_BYTES', 'MAX_COLUMNS', 'MAX_ROWS', 'SAMPLE_DATA_DIR', 'DatasetInfo', 'bundled_path', 'list_bundled', 'load_csv', 'load_table', 'save_upload']
+__all__ = ['DEFAULT_MAX_BYTES', 'MAX_COLUMNS', 'MAX_ROWS', 'SAMPLE_DATA_DIR', 'DatasetInfo', 'bundled_path', 'delete_upload', 'list_bundled', 'list_uploads', 'load_csv', 'load_table', 'save_upload', 'upload_path']
 
 
 SAMPLE_DATA_DIR = resources.sample_data_dir()  # installed as workbench.sample_data
@@ -325,6 +325,38 @@ def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTE
     )
 
 
+UPLOADS_DIR = "datasets"  # <workspace>/datasets/: the uploads, kept across reloads and restarts
+_UPLOAD_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]*\.(csv|parquet|pq)")
+
+
+def list_uploads(workspace: str | os.PathLike) -> list[Path]:
+    """The uploaded files stored in the workspace, newest first."""
+    folder = Path(workspace) / UPLOADS_DIR
+    if not folder.is_dir():
+        return []
+    files = [p for p in folder.iterdir() if p.is_file() and _UPLOAD_NAME.fullmatch(p.name)]
+    return sorted(files, key=lambda p: (-p.stat().st_mtime_ns, p.name))
+
+
+def upload_path(workspace: str | os.PathLike, name: str) -> Path:
+    """The stored upload ``name`` (a bare file name, as ``list_uploads`` gives); ValueError when
+    the name is not one or no such upload exists."""
+    if not isinstance(name, str) or not _UPLOAD_NAME.fullmatch(name):
+        raise ValueError(f"Upload name {name!r} is not a stored upload's name (letters, digits, '_', '-', "
+                         "'.', ending .csv or .parquet).")
+    path = Path(workspace) / UPLOADS_DIR / name
+    if not path.is_file():
+        known = [p.name for p in list_uploads(workspace)]
+        raise ValueError(f"No upload named {name!r} in the workspace; stored uploads: {known}. Upload it again.")
+    return path
+
+
+def delete_upload(workspace: str | os.PathLike, name: str) -> None:
+    """Deletes the stored upload ``name`` (runs that used it keep their fingerprint, but cannot
+    be re-run on it)."""
+    upload_path(workspace, name).unlink()
+
+
 def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
                 max_bytes: int | None = DEFAULT_MAX_BYTES) -> Path:
     """Checks an uploaded file and stores it as ``<workspace>/datasets/<name>``; returns the path.
@@ -340,7 +372,7 @@ def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
     if suffix not in (".csv", ".parquet", ".pq"):
         raise ValueError(f"Unsupported upload {filename!r}: expected a .csv or .parquet file.")
     _check_size(data, repr(filename), max_bytes)
-    folder = Path(workspace) / "datasets"
+    folder = Path(workspace) / UPLOADS_DIR
     folder.mkdir(parents=True, exist_ok=True)
     tmp = folder / f".upload-{os.getpid()}{suffix}"  # keeps the suffix so load_table picks the reader
     try:

@@ -14,9 +14,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.data.profile import DATE_ENCODINGS, TEXT_ENCODINGS, date_feature_names, expand_date
 from workbench.data.schema import (
     CATEGORICAL,
     CATEGORICAL_MISSING,
+    DATE,
     FEATURE,
     LABEL_MISSING,
     MISSING_TOKEN,
@@ -26,10 +28,13 @@ from workbench.data.schema import (
 )
 from workbench.data.sources import DEFAULT_MAX_BYTES, bundled_path, load_table
 
-__all__ = ['DatasetSpec', 'split', 'task_info', 'training_rows']
+__all__ = ['DEFAULT_HASH_BUCKETS', 'DatasetSpec', 'split', 'task_info', 'training_rows', 'with_date_features']
 
 
 _TARGET = "__label__"
+
+
+DEFAULT_HASH_BUCKETS = 64
 
 
 _HASH_CACHE: dict[tuple[str, int, int], str] = {}
@@ -62,6 +67,11 @@ class DatasetSpec:
         categorical_missing: ``'missing-token'`` (NaN becomes the category ``'<missing>'``).
         label_missing: ``'error'`` (a label with missing values stops the run, naming the rows)
             or ``'drop'`` (training and evaluation leave those rows out; prediction keeps them).
+        encodings: column -> how the model reads it, where not the default. A date column:
+            ``'expand'`` (default: year, month, day of week as numeric features) or ``'ignore'``.
+            A categorical feature: ``'vocabulary'`` (default), ``'hash'`` (``hash_buckets``
+            buckets), ``'embedding'`` (vocabulary, always embedded) or ``'ignore'``.
+        hash_buckets: the number of buckets of the hashed columns.
 
     Example:
         >>> spec = DatasetSpec({"kind": "bundled", "name": "iris"}, infer_schema(load_csv(bundled_path("iris"))))
@@ -79,6 +89,8 @@ class DatasetSpec:
     numeric_missing: str = "mean"
     categorical_missing: str = "missing-token"
     label_missing: str = "error"
+    encodings: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    hash_buckets: int = DEFAULT_HASH_BUCKETS
 
     def __post_init__(self) -> None:
         kind = self.ref.get("kind") if isinstance(self.ref, Mapping) else None
@@ -101,6 +113,40 @@ class DatasetSpec:
                              f"given: {self.categorical_missing!r}.")
         if self.label_missing not in LABEL_MISSING:
             raise ValueError(f"label_missing must be one of {LABEL_MISSING}, given: {self.label_missing!r}.")
+        if not isinstance(self.encodings, Mapping):
+            raise ValueError(f"encodings must be a dict of column -> encoding, given: {self.encodings!r}.")
+        object.__setattr__(self, "encodings", {str(k): v for k, v in self.encodings.items()})
+        for column, encoding in self.encodings.items():
+            kind = self.schema.column(column).dtype if column in self.schema.names else None
+            allowed = DATE_ENCODINGS if kind == DATE else TEXT_ENCODINGS if kind == CATEGORICAL else ()
+            if encoding not in allowed:
+                what = {DATE: "a date column", CATEGORICAL: "a categorical column"}.get(kind or "", "")
+                raise ValueError(f"encodings[{column!r}] = {encoding!r} is not allowed"
+                                 + (f": {what} takes one of {allowed}." if allowed else
+                                    f": only date and categorical columns take an encoding, and {column!r} is "
+                                    + ("numeric." if kind else "not a column of the schema.")))
+        if isinstance(self.hash_buckets, bool) or not isinstance(self.hash_buckets, int) \
+                or not 2 <= self.hash_buckets <= 1_000_000:
+            raise ValueError(f"hash_buckets must be an integer from 2 to 1000000, given: {self.hash_buckets!r}.")
+
+    def model_features(self) -> list[str]:
+        """The features the model reads, in column order: an expanded date column gives its three
+        derived features, a column encoded 'ignore' none (``task_info``'s ``feature_names``,
+        without reading the data)."""
+        out: list[str] = []
+        for c in self.schema.columns:
+            encoding = self.encoding(c.name) if c.role == FEATURE else "ignore"
+            if encoding != "ignore":
+                out += date_feature_names(c.name) if c.dtype == DATE else [c.name]
+        return out
+
+    def encoding(self, column: str) -> str | None:
+        """How the model reads ``column``: its entry in ``encodings``, else ``'expand'`` for a date
+        column, ``'vocabulary'`` for a categorical one and None for a numeric one."""
+        if column in self.encodings:
+            return self.encodings[column]
+        kind = self.schema.column(column).dtype
+        return "expand" if kind == DATE else "vocabulary" if kind == CATEGORICAL else None
 
     @property
     def path(self) -> Path:
@@ -130,6 +176,8 @@ class DatasetSpec:
             # (the label rule only when it is not the default, so earlier fingerprints still hold)
             "missing": [self.numeric_missing, self.categorical_missing]
             + ([self.label_missing] if self.label_missing != "error" else []),
+            # (encodings only when chosen, so earlier fingerprints still hold)
+            **({"encodings": self.encodings, "hash_buckets": self.hash_buckets} if self.encodings else {}),
         }, sort_keys=True).encode())
         return h.hexdigest()
 
@@ -140,6 +188,7 @@ class DatasetSpec:
             "split": {"eval_fraction": self.eval_fraction, "seed": self.seed, "stratify": self.stratify},
             "missing": {"numeric": self.numeric_missing, "categorical": self.categorical_missing,
                         "label": self.label_missing},
+            **({"encodings": dict(self.encodings), "hash_buckets": self.hash_buckets} if self.encodings else {}),
         }
 
     @classmethod
@@ -157,6 +206,8 @@ class DatasetSpec:
             numeric_missing=missing.get("numeric", "mean"),
             categorical_missing=missing.get("categorical", "missing-token"),
             label_missing=missing.get("label", "error"),
+            encodings=data.get("encodings") or {},
+            hash_buckets=data.get("hash_buckets", DEFAULT_HASH_BUCKETS),
         )
 
 
@@ -227,26 +278,80 @@ def training_rows(df: pd.DataFrame, spec: DatasetSpec) -> pd.DataFrame:
     return df
 
 
+def with_date_features(df: pd.DataFrame, date_features: Mapping[str, Any]) -> pd.DataFrame:
+    """``df`` with the features of each expanded date column (``{column: [derived names]}``, as in
+    ``task_info``'s ``date_features``) added; a copy only when something is added.
+
+    Example:
+        >>> with_date_features(pd.DataFrame({"d": ["2024-02-29"]}), {"d": ["d_year", "d_month", "d_dayofweek"]}
+        ...                    ).iloc[0].tolist()
+        ['2024-02-29', 2024.0, 2.0, 3.0]
+    """
+    todo = {name: derived for name, derived in date_features.items()
+            if name in df.columns and any(d not in df.columns for d in derived)}
+    if not todo:
+        return df
+    out = df.copy()
+    for name, derived in todo.items():
+        parts = expand_date(df[name], name)
+        for column in derived:
+            out[column] = parts[column]
+    return out
+
+
 def task_info(df: pd.DataFrame, spec: DatasetSpec) -> dict[str, Any]:
     """What a model_fn needs to build its input layer and head; passed as ``params['task']``.
 
     Statistics (numeric mean/std, categorical vocabularies) come from the train part of the split,
-    so no evaluation row leaks into the model; the label vocabulary comes from all rows.
+    so no evaluation row leaks into the model; the label vocabulary comes from all rows. A date
+    column expanded per ``spec.encodings`` gives numeric features ``<name>_year``, ``<name>_month``
+    and ``<name>_dayofweek`` in its place; a hashed categorical column is listed under
+    ``hashed_features`` (not in the vocabularies); ignored ones are left out.
 
     Returns:
         ``{'task': 'classification'|'regression'|'none', 'label', 'n_classes',
         'label_vocabulary' (class names as str, natural order), 'weight', 'feature_names',
         'numeric_features', 'categorical_features', 'numeric_stats': {name: {'mean', 'std'}},
-        'categorical_vocabularies': {name: [str, ...]}, 'n_train', 'n_eval'}``. JSON-serialisable.
+        'categorical_vocabularies': {name: [str, ...]}, 'date_features': {name: [derived, ...]},
+        'hashed_features': {name: buckets}, 'embedded_features': [name, ...], 'n_train', 'n_eval'}``.
+        JSON-serialisable.
     """
     schema = spec.schema
     df = training_rows(df, spec)
-    train_df, eval_df = split(df, spec)
     label = schema.label if schema.label in df.columns else None
     task = spec.task if label is not None else "none"
     vocab = _sorted_classes(_as_str(df[label])) if task == "classification" else None
-    numeric = [c.name for c in schema.columns if c.role == FEATURE and c.dtype == NUMERIC]
-    categorical = [c.name for c in schema.columns if c.role == FEATURE and c.dtype == CATEGORICAL]
+    feature_names: list[str] = []
+    numeric: list[str] = []
+    categorical: list[str] = []
+    dates: dict[str, list[str]] = {}
+    hashed: dict[str, int] = {}
+    embedded: list[str] = []
+    for c in schema.columns:
+        encoding = spec.encoding(c.name)
+        if c.role != FEATURE or encoding == "ignore":
+            continue
+        if c.dtype == NUMERIC:
+            numeric.append(c.name)
+            feature_names.append(c.name)
+        elif c.dtype == DATE:
+            derived = date_feature_names(c.name)
+            taken = [d for d in derived if d in df.columns]
+            if taken:
+                raise ValueError(f"Date column {c.name!r} expands into {derived}, but the data already has a "
+                                 f"column {taken[0]!r}. Rename that column, or leave the date out.")
+            dates[c.name] = derived
+            numeric += derived
+            feature_names += derived
+        elif encoding == "hash":
+            hashed[c.name] = spec.hash_buckets
+            feature_names.append(c.name)
+        else:
+            categorical.append(c.name)
+            feature_names.append(c.name)
+            if encoding == "embedding":
+                embedded.append(c.name)
+    train_df, eval_df = split(with_date_features(df, dates), spec)
     stats = {}
     for name in numeric:
         values = pd.to_numeric(train_df[name], errors="coerce").astype(float)
@@ -257,13 +362,13 @@ def task_info(df: pd.DataFrame, spec: DatasetSpec) -> dict[str, Any]:
     for name in categorical:
         values = _as_str(train_df[name]).fillna(MISSING_TOKEN)
         vocabs[name] = sorted(set(values.tolist()))
-    return {
+    info: dict[str, Any] = {
         "task": task,
         "label": label,
         "n_classes": len(vocab) if vocab is not None else None,
         "label_vocabulary": vocab,
         "weight": schema.weight,
-        "feature_names": [c.name for c in schema.columns if c.role == FEATURE],
+        "feature_names": feature_names,
         "numeric_features": numeric,
         "categorical_features": categorical,
         "numeric_stats": stats,
@@ -271,3 +376,8 @@ def task_info(df: pd.DataFrame, spec: DatasetSpec) -> dict[str, Any]:
         "n_train": len(train_df),
         "n_eval": len(eval_df),
     }
+    # (only when used, so the task info of a dataset without them reads as before)
+    for key, value in (("date_features", dates), ("hashed_features", hashed), ("embedded_features", embedded)):
+        if value:
+            info[key] = value
+    return info

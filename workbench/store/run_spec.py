@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 __all__ = ["MAX_BATCH_SIZE", "MAX_PROCESSES", "MAX_STEPS", "EarlyStoppingSettings", "RunConfigSettings",
            "RunSpecError", "Schedule", "check_num_processes", "check_request", "check_run_config",
-           "check_schedule", "split_schedule_keys"]
+           "check_schedule", "field_bounds", "split_schedule_keys"]
 
 MAX_STEPS = 10_000_000
 MAX_BATCH_SIZE = 65_536
@@ -89,6 +89,23 @@ class RunConfigSettings(_Strict):
 
 
 SCHEDULE_KEYS = tuple(Schedule.model_fields)
+
+
+def field_bounds(model: type[BaseModel], name: str) -> tuple[Any, Any]:
+    """``(low, high)`` of a field's ``ge``/``gt`` and ``le`` constraints (None where unbounded):
+    the front ends read their input limits from here, so they cannot disagree with the contract.
+
+    Example:
+        >>> field_bounds(Schedule, "batch_size")
+        (1, 65536)
+    """
+    field = model.model_fields[name]
+    lo = hi = None
+    for meta in field.metadata:
+        lo = getattr(meta, "ge", None) if getattr(meta, "ge", None) is not None else lo
+        lo = getattr(meta, "gt", None) if getattr(meta, "gt", None) is not None else lo
+        hi = getattr(meta, "le", None) if getattr(meta, "le", None) is not None else hi
+    return lo, hi
 
 
 def _describe(model: type[BaseModel], loc: tuple[Any, ...]) -> str:

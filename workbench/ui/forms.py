@@ -11,11 +11,18 @@ import pandas as pd
 import streamlit as st
 
 from workbench.store import paths
-from workbench.store.records import RunRecord
-from workbench.store.run_spec import MAX_BATCH_SIZE, MAX_STEPS
+from workbench.store.records import TRAINING_ACTIONS, RunRecord
+from workbench.store.run_spec import (
+    MAX_PROCESSES,
+    EarlyStoppingSettings,
+    RunConfigSettings,
+    Schedule,
+    field_bounds,
+)
 from workbench.ui.session import get_launcher, get_registry, md, selected_run_id, set_selected_run
 
-__all__ = ['NAN_POLICIES', 'edit_code', 'launch_run', 'params_form', 'run_config_form', 'run_picker', 'warm_start_check']
+__all__ = ['NAN_POLICIES', 'edit_code', 'encodings_form', 'launch_run', 'params_form', 'run_config_form', 'run_picker', 'single_row_inputs',
+           'start_from_choices', 'start_from_picker', 'warm_start_check']
 
 
 NAN_POLICIES = {"fail": "Fail the run", "stop": "Stop training (keep the last checkpoint)"}
@@ -36,6 +43,114 @@ def run_picker(records: Sequence[RunRecord], label: str = "Run", key: str = "run
     if choice != wanted:
         set_selected_run(choice)
     return by_id[choice]
+
+
+def start_from_choices(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """The runs a new run can start from (warm start, evaluate, predict): finished training runs,
+    newest first. A queued or running run is left out (its checkpoint is still moving); one
+    without a usable checkpoint is refused by the compatibility check, naming why."""
+    out = [r for r in records if r.action in TRAINING_ACTIONS and r.is_finished]
+    return sorted(out, key=lambda r: r.created_at or 0, reverse=True)
+
+
+def start_from_picker(records: Sequence[RunRecord], label: str = "Start from (warm start / evaluate / predict)",
+                      key: str = "start-from", default: str | None = None) -> str:
+    """A selectbox of ``records`` (``start_from_choices``) by name and status; returns the chosen
+    run id, or ``''`` for a fresh initialisation."""
+    by_id = {r.run_id: r for r in records}
+    options = ["", *by_id]
+    index = options.index(default) if default in options else 0
+    chosen = st.selectbox(label, options, index=index, key=key,
+                          format_func=lambda i: "fresh initialisation" if not i else
+                          f"{by_id[i].name} · {by_id[i].status} · {i}",
+                          help="Finished training runs, newest first.")
+    return chosen or ""
+
+
+def single_row_inputs(sample: pd.DataFrame, columns: Sequence[str], dtypes: Mapping[str, str],
+                      key: str) -> dict[str, Any]:
+    """Typed inputs for one row to predict (call inside an ``st.form``): a number field for a
+    numeric column, a select of the values seen in ``sample`` for a categorical one (up to 1,000
+    most frequent; more are typed as text), a date field for a date column. Starts from the
+    first row of ``sample``; returns column -> value."""
+    import datetime as _dt
+
+    row: dict[str, Any] = {}
+    grid = st.columns(3)
+    for i, column in enumerate(columns):
+        values = sample[column]
+        first = values.iloc[0] if len(values) else None
+        label, wkey, cell = md(column), f"{key}-{i}", grid[i % 3]
+        kind = dtypes.get(column)
+        if kind == "numeric":
+            numbers = pd.to_numeric(values, errors="coerce")
+            number = float(first) if first is not None and pd.notna(first) else \
+                float(numbers.median()) if numbers.notna().any() else 0.0
+            row[column] = cell.number_input(label, value=number, format="%g", key=wkey)
+        elif kind == "date":
+            from workbench.data.profile import parse_dates
+
+            dates = parse_dates(values).dropna()
+            day = dates.iloc[0].date() if len(dates) else _dt.date.today()
+            row[column] = cell.date_input(label, value=day, key=wkey).isoformat()
+        else:
+            counts = values.dropna().astype(str).value_counts()
+            if 0 < len(counts) <= 1000:
+                options = sorted(counts.index)
+                shown = str(first) if pd.notna(first) and str(first) in options else options[0]
+                row[column] = cell.selectbox(label, options, index=options.index(shown), key=wkey)
+            else:
+                row[column] = cell.text_input(label, value="" if first is None or pd.isna(first) else str(first),
+                                              key=wkey)
+    return row
+
+
+_DATE_CHOICES = {"expand": "Expand into year, month and day of week", "ignore": "Leave it out"}
+_TEXT_CHOICES = {"vocabulary": "Keep: one id per value", "hash": "Hash buckets",
+                 "embedding": "Embedding", "ignore": "Ignore"}
+
+
+def encodings_form(df: pd.DataFrame, schema: Any, saved: Any, key: str) -> tuple[dict[str, str], int]:
+    """The Data page's choices for date columns (expand / leave out) and high-cardinality text
+    columns (keep, hash buckets, embedding, ignore), starting from ``saved`` (the session's
+    ``DatasetSpec`` of this data, or None). Returns ``(encodings, hash_buckets)`` for the
+    ``DatasetSpec``: only the columns not left at their default."""
+    from workbench.data import datasets
+
+    def start(column: str, kind: str, default: str) -> str:
+        if saved is not None and column in saved.schema.names and saved.schema.column(column).dtype == kind:
+            return saved.encoding(column)
+        return default
+
+    dates = [c.name for c in schema.columns if c.role == datasets.FEATURE and c.dtype == datasets.DATE]
+    text = [c.name for c in schema.columns if c.role == datasets.FEATURE and c.dtype == datasets.CATEGORICAL]
+    high = datasets.high_cardinality(df, text)
+    encodings: dict[str, str] = {}
+    hash_buckets = saved.hash_buckets if saved is not None else datasets.DEFAULT_HASH_BUCKETS
+    if not dates and not high:
+        return encodings, hash_buckets
+    st.subheader("Dates and high-cardinality columns")
+    for i, column in enumerate(dates):
+        initial = list(_DATE_CHOICES).index(start(column, datasets.DATE, "expand"))
+        choice = st.radio(f"Date column {md(column)}", list(_DATE_CHOICES), index=initial,
+                          key=f"{key}-date-{i}-{column}", horizontal=True, format_func=_DATE_CHOICES.get) or "expand"
+        st.caption(md(datasets.encoding_note(column, choice, "date")))
+        if choice != "expand":
+            encodings[column] = choice
+    for i, (column, n) in enumerate(high.items()):
+        initial = list(_TEXT_CHOICES).index(start(column, datasets.CATEGORICAL, "vocabulary"))
+        st.warning(f"{md(column)} has {n:,} distinct values in {len(df):,} rows (over "
+                   f"{datasets.HIGH_CARDINALITY}): one id per value learns little from values seen once. "
+                   "Hash them into buckets, embed them, or ignore the column.", icon=":material/warning:")
+        choice = st.radio(f"Text column {md(column)}", list(_TEXT_CHOICES), index=initial,
+                          key=f"{key}-text-{i}-{column}", horizontal=True,
+                          format_func=_TEXT_CHOICES.get) or "vocabulary"
+        if choice != "vocabulary":
+            encodings[column] = choice
+    if "hash" in encodings.values():
+        hash_buckets = int(st.number_input("Hash buckets", 2, 1_000_000, hash_buckets, key=f"{key}-buckets",
+                                           help="Values hashed into the same bucket share one id."))
+    return encodings, hash_buckets
 
 
 def _editor_text(response: Any) -> str | None:
@@ -133,62 +248,92 @@ def _float_step(value: float) -> float:
     return float(10 ** np.floor(np.log10(abs(value))))
 
 
-def run_config_form(gpus: Sequence[str], key: str = "rc") -> dict[str, Any]:
+def run_config_form(gpus: Sequence[str], key: str = "rc", values: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The RunConfig and schedule widgets (call inside an ``st.form``).
+
+    Every number input's limits are the run contract's (``workbench.store.run_spec``: the
+    ``ge``/``le`` of the ``Schedule``, ``RunConfigSettings`` and ``EarlyStoppingSettings``
+    fields), so the form and the CLI accept the same values; the process count is also capped by
+    the GPUs of this machine. ``values`` (widget key -> value, e.g. ``session.remembered_form``)
+    sets the initial values.
 
     Returns ``{'action', 'schedule': {...}, 'run_config': {...}, 'num_processes'}``. The schedule
     always has ``nan_policy`` (``'fail'`` or ``'stop'``) and, only when the box is ticked,
     ``early_stopping = {'metric', 'mode', 'patience', 'min_delta'}`` (read by the runner's
     the engine's early-stopping hook; train_and_evaluate only).
     """
+    values = dict(values or {})
+
+    def number(column: Any, label: str, model: Any, field: str, default: Any, name: str,
+               low: Any = None, **kwargs: Any) -> Any:
+        lo, hi = field_bounds(model, field)
+        lo = lo if low is None else low
+        value = values.get(f"{key}-{name}", default)
+        if (isinstance(default, int) and not isinstance(value, int)) or not (lo is None or value >= lo) \
+                or not (hi is None or value <= hi):
+            value = default  # a remembered value the contract no longer allows
+        return column.number_input(label, min_value=lo, max_value=hi, value=value, key=f"{key}-{name}", **kwargs)
+
+    def choice(column: Any, label: str, options: Sequence[str], name: str, **kwargs: Any) -> Any:
+        remembered = values.get(f"{key}-{name}")
+        index = list(options).index(str(remembered)) if remembered in options else 0
+        return column.selectbox(label, options, index=index, key=f"{key}-{name}", **kwargs)
+
     c1, c2, c3 = st.columns(3)
-    action = c1.selectbox("Action", ["train_and_evaluate", "train", "evaluate", "predict"], key=f"{key}-action",
-                          help="evaluate and predict use the checkpoint of the run chosen under "
-                               "'Start from'.")
-    max_steps = c2.number_input("Train until step (max_steps)", 1, MAX_STEPS, 500, step=100, key=f"{key}-steps")
-    batch_size = c3.number_input("Batch size", 1, MAX_BATCH_SIZE, 32, key=f"{key}-batch")
+    action = choice(c1, "Action", ["train_and_evaluate", "train", "evaluate", "predict"], "action",
+                    help="evaluate and predict use the checkpoint of the run chosen under 'Start from'.")
+    max_steps = number(c2, "Train until step (max_steps)", Schedule, "max_steps", 500, "steps", step=100)
+    batch_size = number(c3, "Batch size", Schedule, "batch_size", 32, "batch")
     c1, c2, c3 = st.columns(3)
-    seed = c1.number_input("Seed (tf_random_seed)", 0, 2**31 - 1, 42, key=f"{key}-seed")
-    ckpt_steps = c2.number_input("Checkpoint every N steps", 1, 10_000_000, 100, key=f"{key}-ckpt")
-    keep = c3.number_input("Keep checkpoints (keep_checkpoint_max)", 0, 1000, 5, key=f"{key}-keep",
-                           help="0 keeps all.")
+    seed = number(c1, "Seed (tf_random_seed)", RunConfigSettings, "tf_random_seed", 42, "seed")
+    ckpt_steps = number(c2, "Checkpoint every N steps", RunConfigSettings, "save_checkpoints_steps", 100, "ckpt")
+    keep = number(c3, "Keep checkpoints (keep_checkpoint_max)", RunConfigSettings, "keep_checkpoint_max", 5,
+                  "keep", help="0 keeps all.")
     c1, c2, c3 = st.columns(3)
-    metrics_every = c1.number_input("Log metrics every N steps", 1, 100_000, 10, key=f"{key}-metrics")
-    eval_every = c2.number_input("Evaluate every N steps", 1, 10_000_000, 100, key=f"{key}-eval",
-                                 help="train_and_evaluate only.")
-    eval_steps = c3.number_input("Eval batches (0: the whole eval split)", 0, 1_000_000, 0, key=f"{key}-evalsteps")
+    metrics_every = number(c1, "Log metrics every N steps", Schedule, "metrics_every_n_steps", 10, "metrics")
+    eval_every = number(c2, "Evaluate every N steps", Schedule, "eval_every_steps", 100, "eval",
+                        help="train_and_evaluate only.")
+    # 0 is the form's "not set" (the run contract has no value for it): the whole eval split
+    eval_steps = number(c3, "Eval batches (0: the whole eval split)", Schedule, "eval_steps", 0, "evalsteps", low=0)
     c1, c2, c3 = st.columns(3)
     devices = ["auto", "cpu"] + [f"cuda:{g}" for g in range(len(gpus))]
-    device = c1.selectbox("Device", devices, key=f"{key}-device",
-                          help=f"GPUs found: {len(gpus)}." if gpus else "No GPU found: CPU only.")
-    num_processes = c2.number_input("Processes (torchrun)", 1, max(1, len(gpus)) if gpus else 4, 1,
-                                    key=f"{key}-procs", help="More than one runs DDP under torchrun.")
-    summary_steps = c3.number_input("Log loss every N steps (log_step_count_steps)", 1, 1_000_000, 100,
-                                    key=f"{key}-log")
+    device = choice(c1, "Device", devices, "device",
+                    help=f"GPUs found: {len(gpus)}." if gpus else "No GPU found: CPU only.")
+    lo, hi = 1, MAX_PROCESSES  # the run contract's check_num_processes
+    machine_cap = max(1, len(gpus)) if gpus else 4  # one process per GPU; a few gloo processes on CPU
+    processes = values.get(f"{key}-procs", 1)
+    num_processes = c2.number_input("Processes (torchrun)", lo, min(hi, machine_cap),
+                                    processes if isinstance(processes, int) and lo <= processes <= min(hi, machine_cap)
+                                    else 1, key=f"{key}-procs",
+                                    help="More than one runs DDP under torchrun.")
+    summary_steps = number(c3, "Log loss every N steps (log_step_count_steps)", RunConfigSettings,
+                           "log_step_count_steps", 100, "log")
     # A form cannot show fields only once a box is ticked (it reruns on submit), so the early
     # stopping fields are always there and are used only when the box is ticked.
     c1, c2, c3, c4, c5 = st.columns([1.2, 1.2, 0.8, 1, 1], vertical_alignment="bottom")
-    early = c1.checkbox("Early stopping", value=False, key=f"{key}-es",
+    early = c1.checkbox("Early stopping", value=bool(values.get(f"{key}-es", False)), key=f"{key}-es",
                         help="train_and_evaluate only (it watches the evaluations, one every 'Evaluate "
                              "every N steps'): stops training when the eval metric has not improved "
                              "for 'patience' evaluations in a row.")
-    es_metric = c2.text_input("Watch eval metric", value="loss", key=f"{key}-es-metric",
+    es_metric = c2.text_input("Watch eval metric", value=str(values.get(f"{key}-es-metric", "loss")),
+                              key=f"{key}-es-metric",
                               help="An eval metric the evaluation reports, e.g. loss, accuracy, auc, "
                                    "average_loss. Early stopping only applies to train_and_evaluate.")
-    es_mode = c3.selectbox("Mode", ["min", "max"], key=f"{key}-es-mode",
-                           help="min: lower is better (loss, error); max: higher is better (accuracy, auc).")
-    es_patience = c4.number_input("Patience (evaluations)", 1, 10_000, 3, key=f"{key}-es-patience",
-                                  help="Evaluations without improvement before training stops.")
-    es_delta = c5.number_input("Min delta", min_value=0.0, value=0.0, format="%g", step=0.001,
-                               key=f"{key}-es-delta",
-                               help="A change smaller than this does not count as an improvement.")
+    es_mode = choice(c3, "Mode", ["min", "max"], "es-mode",
+                     help="min: lower is better (loss, error); max: higher is better (accuracy, auc).")
+    es_patience = number(c4, "Patience (evaluations)", EarlyStoppingSettings, "patience", 3, "es-patience",
+                         help="Evaluations without improvement before training stops.")
+    es_delta = number(c5, "Min delta", EarlyStoppingSettings, "min_delta", 0.0, "es-delta", format="%g",
+                      step=0.001, help="A change smaller than this does not count as an improvement.")
+    remembered_nan = values.get(f"{key}-nan")
     nan_policy = st.radio("On NaN loss", list(NAN_POLICIES), horizontal=True, key=f"{key}-nan",
+                          index=list(NAN_POLICIES).index(remembered_nan) if remembered_nan in NAN_POLICIES else 0,
                           format_func=NAN_POLICIES.get,
                           help="fail: the run fails with the step and the last finite loss (TF's "
                                "NanTensorHook default). stop: training stops there and the run ends "
                                "'stopped' with the same message, keeping its checkpoints from before "
                                "the NaN.")
-    schedule = {"max_steps": int(max_steps), "batch_size": int(batch_size),
+    schedule: dict[str, Any] = {"max_steps": int(max_steps), "batch_size": int(batch_size),
                 "metrics_every_n_steps": int(metrics_every), "eval_every_steps": int(eval_every),
                 "nan_policy": nan_policy}
     if eval_steps:

@@ -1,6 +1,12 @@
 """Session-wide UI state: the workspace, registry and launcher shared by all sessions, the
 password gate, safe markdown and error text, page navigation, and the dataset and template the
-user picked (with their in-editor edits).
+user picked (with their in-editor edits), kept across reloads.
+
+Context survives a browser reload: the chosen dataset, the template, the edited code, the Train
+form's values and the last pre-flight result are written (atomically, on change) to
+``<workspace>/ui_state.json``, and the dataset and template also go in the URL
+(``?dataset=penguins&template=mlp_classifier``; an upload is ``upload:<file name>``). A new
+browser session restores them once, the URL winning over the file.
 
 The UI process never runs user code and never unpickles anything a model wrote: runs go through
 the launcher (spawned runner processes), pre-flight checks through a child process, and everything
@@ -13,10 +19,14 @@ Test hooks (environment variables, read when the shared launcher is built):
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import hmac
+import json
 import logging
 import os
 import re
+import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,7 +38,7 @@ import streamlit as st
 from workbench.store import paths
 from workbench.store.registry import RunRegistry
 
-__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'editor_key', 'get_launcher', 'get_registry', 'is_edited', 'load_dataset_frame', 'md', 'page_link', 'password', 'register_pages', 'require_password', 'revert_template', 'selected_run_id', 'set_selected_run', 'show_error', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
+__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'code_hash', 'current_dataset', 'current_preflight', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'register_pages', 'remember_form', 'remembered_form', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_dataset', 'set_preflight', 'set_selected_run', 'show_error', 'switch_to', 'sync_url', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
 
 
 DEFAULT_DATASET = "iris"
@@ -264,9 +274,42 @@ def load_dataset_frame(path: str | Path) -> pd.DataFrame:
     return _load_frame(str(path), stat.st_mtime_ns, stat.st_size)
 
 
+@st.cache_data(show_spinner=False, max_entries=16)
+def _inferred_schema(path: str, mtime_ns: int, size: int) -> Any:
+    from workbench.data import datasets
+
+    return datasets.infer_schema(_load_frame(path, mtime_ns, size))
+
+
+def inferred_schema(path: str | Path) -> Any:
+    """``infer_schema`` of the table at ``path`` (cached like ``load_dataset_frame``: the date
+    detection parses text columns, too slow to redo on every widget change)."""
+    stat = os.stat(path)
+    return _inferred_schema(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+@st.cache_data(show_spinner="Profiling the columns…", max_entries=16)
+def _distributions(path: str, mtime_ns: int, size: int, kinds: tuple[tuple[str, str], ...]) -> pd.DataFrame:
+    from workbench.data import datasets
+    from workbench.data.schema import ColumnSchema, Schema
+
+    schema = Schema(tuple(ColumnSchema(name, "feature", kind) for name, kind in kinds))
+    return datasets.distribution_table(_load_frame(path, mtime_ns, size), schema)
+
+
+def dataset_distributions(path: str | Path, schema: Any) -> pd.DataFrame:
+    """``distribution_table`` of the table at ``path`` with the column types of ``schema`` (cached
+    by file and types: 0.2-4 s per dataset on this machine, once)."""
+    stat = os.stat(path)
+    return _distributions(str(path), stat.st_mtime_ns, stat.st_size,
+                          tuple((c.name, c.dtype) for c in schema.columns))
+
+
 def current_dataset() -> dict[str, Any]:
     """The dataset chosen on the Data page (a ``DatasetSpec.to_dict()`` with ``fingerprint``);
-    the bundled iris sample with inferred roles when nothing was chosen yet."""
+    the bundled iris sample with inferred roles when nothing was chosen yet (nor saved in the
+    workspace or the URL: ``restore_context``)."""
+    restore_context()
     chosen = st.session_state.get("dataset")
     if chosen:
         return chosen
@@ -281,10 +324,19 @@ def current_dataset() -> dict[str, Any]:
     return out
 
 
+def set_dataset(chosen: Mapping[str, Any]) -> None:
+    """Makes ``chosen`` (a ``DatasetSpec.to_dict()`` with ``fingerprint``) the session's dataset,
+    and saves it in the workspace and the URL."""
+    st.session_state["dataset"] = dict(chosen)
+    save_ui_state(dataset=dict(chosen))
+    sync_url()
+
+
 def current_template() -> dict[str, Any]:
     """The template chosen on the Model page: ``{'name', 'code', 'params', 'error'}`` (schema from
     the code's literal PARAMS, never executed; ``error`` is why the code cannot be read, e.g. a
     syntax error, else None); MLP classifier by default."""
+    restore_context()
     chosen = st.session_state.get("template")
     if chosen:
         return chosen
@@ -315,12 +367,14 @@ def use_template(name: str, code: str) -> dict[str, Any]:
         params, error = {}, str(exc)
     out = {"name": name, "code": code, "params": params, "error": error}
     st.session_state["template"] = out
+    save_ui_state(template=name)
     return out
 
 
 def apply_template_edit(name: str, code: str) -> None:
     """Records ``code`` as the session's edited code of template ``name`` and uses it."""
     st.session_state.setdefault(_EDITS_KEY, {})[name] = code
+    save_ui_state(template_edits=st.session_state[_EDITS_KEY])
     use_template(name, code)
 
 
@@ -328,6 +382,7 @@ def revert_template(name: str, saved_code: str) -> None:
     """Drops the session's edits of template ``name``: the saved code is used again and the
     editor shows it (a fresh editor key, so the component forgets its text)."""
     st.session_state.setdefault(_EDITS_KEY, {}).pop(name, None)
+    save_ui_state(template_edits=st.session_state[_EDITS_KEY])
     revisions = st.session_state.setdefault("_editor_revisions", {})
     revisions[name] = revisions.get(name, 0) + 1
     use_template(name, saved_code)
@@ -356,3 +411,190 @@ def predictions_frame(run_id: str) -> pd.DataFrame | None:
 @st.cache_data(show_spinner=False, max_entries=8)
 def _read_predictions(path: str, mtime_ns: int) -> pd.DataFrame:
     return pd.read_csv(path)
+
+
+# --- context kept across reloads: <workspace>/ui_state.json and the URL -------------------------
+
+UI_STATE_FILE = "ui_state.json"
+
+
+_RESTORED_KEY = "_context_restored"
+
+
+_FORMS_KEY = "_remembered_forms"  # session state: form name -> {widget key: value}
+
+
+def _ui_state_path() -> Path:
+    return workspace() / UI_STATE_FILE
+
+
+def load_ui_state() -> dict[str, Any]:
+    """The context saved in ``<workspace>/ui_state.json`` (``{}`` when there is none or it cannot
+    be read: a broken file is logged and then overwritten, never fatal)."""
+    try:
+        data = json.loads(_ui_state_path().read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as exc:
+        _log.warning("The saved UI context %s cannot be read (%s); starting from the defaults.",
+                     _ui_state_path(), exc)
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def save_ui_state(**changes: Any) -> None:
+    """Merges ``changes`` into ``ui_state.json``; written only when something changed, atomically
+    (a temporary file renamed over it), so a crash never leaves half a file."""
+    state = load_ui_state()
+    merged = {**state, **changes}
+    if merged == state:
+        return
+    path = _ui_state_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=".ui_state-",
+                                         suffix=".tmp", delete=False) as f:
+            json.dump(merged, f, indent=1, sort_keys=True, default=str)
+        os.replace(f.name, path)
+    except OSError as exc:  # a read-only or full disk must not break the page
+        with contextlib.suppress(OSError, UnboundLocalError):
+            Path(f.name).unlink()
+        _log.warning("The UI context could not be saved to %s: %s", path, exc)
+
+
+def dataset_token(dataset: Mapping[str, Any]) -> str | None:
+    """The URL form of a dataset choice: the bundled name, ``upload:<file name>`` for an upload
+    stored in the workspace, None for any other file."""
+    ref = dataset.get("ref") or {}
+    if ref.get("kind") == "bundled":
+        return str(ref.get("name"))
+    path = Path(str(ref.get("path", "")))
+    from workbench.data.sources import UPLOADS_DIR
+
+    if path.parent == workspace() / UPLOADS_DIR:
+        return f"upload:{path.name}"
+    return None
+
+
+def _dataset_from_token(token: str) -> dict[str, Any]:
+    """The dataset named in the URL, with inferred roles (ValueError when it does not exist)."""
+    from workbench.data import datasets
+
+    if token.startswith("upload:"):
+        path = datasets.upload_path(workspace(), token.removeprefix("upload:"))
+        ref: dict[str, Any] = {"kind": "file", "path": str(path)}
+    else:
+        path = datasets.bundled_path(token)
+        ref = {"kind": "bundled", "name": token}
+    spec = datasets.DatasetSpec(ref, datasets.infer_schema(load_dataset_frame(path)))
+    return spec.to_dict() | {"fingerprint": spec.fingerprint()}
+
+
+def _dataset_usable(dataset: Mapping[str, Any]) -> bool:
+    from workbench.data import datasets
+
+    try:
+        return datasets.DatasetSpec.from_dict(dataset).path.is_file()
+    except (ValueError, TypeError, KeyError):
+        return False
+
+
+def restore_context() -> None:
+    """Once per browser session (a reload is a new one): the dataset, template, edited code, form
+    values and pre-flight result saved in the workspace come back; ``?dataset=`` and
+    ``?template=`` in the URL win over the saved ones. Something that no longer exists (a deleted
+    upload, a removed template) is reported once and the default used instead."""
+    if st.session_state.get(_RESTORED_KEY):
+        return
+    st.session_state[_RESTORED_KEY] = True
+    saved = load_ui_state()
+    notes = []
+    edits = saved.get("template_edits")
+    if isinstance(edits, dict) and _EDITS_KEY not in st.session_state:
+        st.session_state[_EDITS_KEY] = {str(k): str(v) for k, v in edits.items()}
+    forms = saved.get("forms")
+    if isinstance(forms, dict):
+        st.session_state.setdefault(_FORMS_KEY, forms)
+    if isinstance(saved.get("preflight"), dict):
+        st.session_state.setdefault("preflight", saved["preflight"])
+    if "dataset" not in st.session_state:
+        url = st.query_params.get("dataset")
+        dataset = saved.get("dataset") if isinstance(saved.get("dataset"), dict) else None
+        if url and (dataset is None or dataset_token(dataset) != url):
+            try:
+                dataset = _dataset_from_token(str(url))
+            except ValueError as exc:  # a stale or mistyped link: said, and the saved choice kept
+                notes.append(f"The dataset in the address ({url!r}) cannot be used: {exc}")
+        if dataset is not None and not _dataset_usable(dataset):
+            notes.append(f"The dataset used last ({dataset_token(dataset) or dataset.get('ref')}) is gone; "
+                         f"using {DEFAULT_DATASET!r}. Choose one on the Data page.")
+            dataset = None
+        if dataset is not None:
+            st.session_state["dataset"] = dataset
+    if "template" not in st.session_state:
+        name = st.query_params.get("template") or saved.get("template")
+        if name:
+            from workbench import templates
+
+            try:
+                info = templates.get_template(str(name), workspace())
+            except (ValueError, KeyError, OSError) as exc:
+                notes.append(f"The template {name!r} used last cannot be opened ({exc}); using "
+                             f"{DEFAULT_TEMPLATE!r}.")
+            else:
+                use_template(info.name, template_code(info.name, info.code))
+    for note in notes:
+        st.toast(note, icon=":material/warning:")
+        st.session_state.setdefault("_context_notes", []).append(note)
+
+
+def sync_url() -> None:
+    """Puts the session's dataset and template in the URL (``?dataset=...&template=...``), so a
+    reload or a shared link opens the same context."""
+    dataset = st.session_state.get("dataset")
+    token = dataset_token(dataset) if dataset else None
+    if token and st.query_params.get("dataset") != token:
+        st.query_params["dataset"] = token
+    template = st.session_state.get("template")
+    if template and st.query_params.get("template") != template["name"]:
+        st.query_params["template"] = template["name"]
+
+
+def remembered_form(form: str) -> dict[str, Any]:
+    """The widget values of ``form`` as last submitted (this session, else the workspace's)."""
+    restore_context()
+    return dict(st.session_state.get(_FORMS_KEY, {}).get(form, {}))
+
+
+def remember_form(form: str, values: Mapping[str, Any]) -> None:
+    """Saves the widget values of ``form`` (JSON values), for ``remembered_form`` after a reload."""
+    forms = dict(st.session_state.get(_FORMS_KEY, {}))
+    forms[form] = {k: v for k, v in values.items() if isinstance(v, (str, int, float, bool)) or v is None}
+    st.session_state[_FORMS_KEY] = forms
+    save_ui_state(forms=forms)
+
+
+def code_hash(code: str) -> str:
+    """sha256 of a template's code: a pre-flight result belongs to the code it checked."""
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()
+
+
+def set_preflight(report: Mapping[str, Any], code: str, template_name: str) -> None:
+    """Keeps a pre-flight result with the hash of the code it checked (session and workspace)."""
+    stored = dict(report) | {"code_sha256": code_hash(code), "template": template_name}
+    st.session_state["preflight"] = stored
+    save_ui_state(preflight=stored)
+
+
+def current_preflight(code: str) -> dict[str, Any] | None:
+    """The last pre-flight result if it checked exactly ``code``; an older one (the code changed
+    since) is cleared and None returned."""
+    restore_context()
+    report = st.session_state.get("preflight")
+    if not report:
+        return None
+    if report.get("code_sha256") != code_hash(code):
+        st.session_state.pop("preflight", None)
+        save_ui_state(preflight=None)
+        return None
+    return report
