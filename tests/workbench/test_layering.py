@@ -20,7 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 # The UI modules that import streamlit; every other workbench module (ui.figures and ui.tables
 # included: pure functions) must import without it.
-STREAMLIT_UI = ("app", "session", "forms", "live", "panels")
+STREAMLIT_UI = ("app", "session", "forms", "live", "panels", "context")
 
 # Runs in the child: block packages, import every module of one package, report failures as JSON.
 _CHECK = textwrap.dedent("""
