@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.data import datasets
-from workbench.ui import forms, session
+from workbench.ui import context, forms, session
 
 st.title("Data")
 session.get_launcher()  # pre-starts the warm spare runner while the run is being set up
@@ -119,7 +119,7 @@ if eval_fraction > 0 and not len(eval_part):
                "'Held out for evaluation'" + (" or untick 'Stratify by label' (a small class keeps all its "
                                                "rows in training)" if stratify else "") + ".")
 template = session.current_template()
-session.set_dataset(spec.to_dict() | {"fingerprint": spec.fingerprint()})  # (and both in the URL)
+context.set_dataset(spec.to_dict() | {"fingerprint": spec.fingerprint()})  # (and both in the URL)
 warning = datasets.label_task_warning(template["name"], template["code"], schema.label,
                                       schema.column(schema.label).dtype if schema.label else None,
                                       df[schema.label] if schema.label in df.columns else None)

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from workbench import templates
-from workbench.ui import forms, session
+from workbench.ui import context, forms, session
 
 st.title("Model")
 session.get_launcher()  # pre-starts the warm spare runner while the run is being set up
@@ -23,7 +23,7 @@ forms.edit_code("model_fn code", session.template_code(name, info.code), key=ses
 st.caption("Edits take effect when you click outside the editor, press **Apply** or Ctrl+Enter; "
            "the pre-flight check and Train use the code applied last.")
 template = session.use_template(name, session.template_code(name, info.code))  # this one is now the chosen template
-session.sync_url()
+context.sync_url()
 code, problem, schema = template["code"], template["error"], template["params"]
 if session.is_edited(name):
     st.button("Revert to the saved template", icon=":material/undo:", key=f"revert-{name}",
@@ -53,10 +53,10 @@ with c2:
 
         with st.spinner("Running the model_fn on a tiny batch…"):
             report = run_preflight(code, session.current_dataset(), {}, timeout=90, template_name=name)
-        session.set_preflight(report.to_dict() | {"summary": report.summary(), "first_error": report.first_error()},
+        context.set_preflight(report.to_dict() | {"summary": report.summary(), "first_error": report.first_error()},
                               code, name)
 
-report = session.current_preflight(code)  # a result of other code (edited since) is cleared
+report = context.current_preflight(code)  # a result of other code (edited since) is cleared
 if report:
     err = report.get("first_error") or {}
     if report["ok"]:

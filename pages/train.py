@@ -7,11 +7,11 @@ from workbench.data import datasets
 from workbench.execution.processes import detect_gpus
 from workbench.execution.submit import parent_relation
 from workbench.store.records import TRAINING_ACTIONS
-from workbench.ui import forms, session, sweep_form
+from workbench.ui import context, forms, session, sweep_form
 
 st.title("Train")
 dataset, template = session.current_dataset(), session.current_template()
-session.sync_url()
+context.sync_url()
 ref = dataset["ref"]
 st.caption(f"Dataset **{session.md(ref.get('name') or ref.get('path'))}** · template **{session.md(template['name'])}** "
            "(change them on the Data and Model pages)")
@@ -29,7 +29,7 @@ mismatch = datasets.label_task_warning(template["name"], template["code"], label
                                        frame[label] if frame is not None and label in frame.columns else None)
 if mismatch:
     session.show_error(mismatch, level="warning")
-preflight = session.current_preflight(template["code"])  # only a check of exactly this code counts
+preflight = context.current_preflight(template["code"])  # only a check of exactly this code counts
 if preflight and not preflight.get("ok"):
     session.show_error("The last pre-flight check of this code failed: "
                        + (preflight.get("summary") or "see the Model page").splitlines()[0]
@@ -38,7 +38,7 @@ if preflight and not preflight.get("ok"):
 registry = session.get_registry()
 session.get_launcher()  # polls; pre-starts the warm spare runner (if the Data/Model pages did not)
 parents = forms.start_from_choices(registry.list_runs())
-remembered = session.remembered_form("train")
+remembered = context.remembered_form("train")
 params_key = f"p-{template['name']}"
 
 with st.form("train-form"):
@@ -54,7 +54,7 @@ with st.form("train-form"):
 sweep_form.sweep_section(dataset, template)
 
 if launched:
-    session.remember_form("train", {k: st.session_state.get(k) for k in list(st.session_state)
+    context.remember_form("train", {k: st.session_state.get(k) for k in list(st.session_state)
                                     if isinstance(k, str) and k.startswith(("rc-", params_key + "-", "start-from"))})
     try:
         params = templates.validate_params(template["params"], raw)

@@ -18,7 +18,7 @@ from streamlit.testing.v1 import AppTest
 from workbench import templates
 from workbench.data import datasets
 from workbench.store.registry import RunRegistry
-from workbench.ui import session
+from workbench.ui import context, session
 
 REPO = Path(__file__).resolve().parents[2]
 SAVED = templates.get_template("mlp_classifier").code
@@ -140,7 +140,7 @@ def test_a_preflight_result_belongs_to_the_code_it_checked(home):
     at = open_page("model", _plain_editor=True)
     session_code = at.session_state["template"]["code"]
     # what the Model page's button stores (the check itself runs in a child process)
-    at.session_state["preflight"] = failed | {"code_sha256": session.code_hash(session_code)}
+    at.session_state["preflight"] = failed | {"code_sha256": context.code_hash(session_code)}
     go(at, "train")
     assert any("The last pre-flight check of this code failed: Pre-flight check failed in TRAIN: boom" in w
                for w in shown(at))
@@ -156,7 +156,7 @@ def test_a_preflight_result_belongs_to_the_code_it_checked(home):
 def test_the_preflight_result_is_kept_across_a_reload_with_its_code(home):
     code = SAVED
     stored = {"ok": False, "summary": "Pre-flight check failed in EVAL: nope", "modes": {},
-              "first_error": None, "code_sha256": session.code_hash(code), "template": "mlp_classifier"}
+              "first_error": None, "code_sha256": context.code_hash(code), "template": "mlp_classifier"}
     (home).mkdir(parents=True, exist_ok=True)
     (home / session.UI_STATE_FILE).write_text(json.dumps({"preflight": stored, "template": "mlp_classifier"}))
     at = reload("train")

@@ -20,7 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 # The UI modules that import streamlit; every other workbench module (ui.figures and ui.tables
 # included: pure functions) must import without it.
-STREAMLIT_UI = ("app", "session", "forms", "live", "panels", "runs_hub")
+STREAMLIT_UI = ("app", "session", "forms", "live", "panels", "runs_hub", "context")
 STREAMLIT_UI += ("sweep_form", "sweep_view")  # the Train page's Sweep section, the Sweeps page
 
 # Runs in the child: block packages, import every module of one package, report failures as JSON.

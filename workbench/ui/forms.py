@@ -254,7 +254,7 @@ def run_config_form(gpus: Sequence[str], key: str = "rc", values: Mapping[str, A
     Every number input's limits are the run contract's (``workbench.store.run_spec``: the
     ``ge``/``le`` of the ``Schedule``, ``RunConfigSettings`` and ``EarlyStoppingSettings``
     fields), so the form and the CLI accept the same values; the process count is also capped by
-    the GPUs of this machine. ``values`` (widget key -> value, e.g. ``session.remembered_form``)
+    the GPUs of this machine. ``values`` (widget key -> value, e.g. ``context.remembered_form``)
     sets the initial values.
 
     Returns ``{'action', 'schedule': {...}, 'run_config': {...}, 'num_processes'}``. The schedule

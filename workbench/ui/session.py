@@ -5,8 +5,8 @@ user picked (with their in-editor edits), kept across reloads.
 Context survives a browser reload: the chosen dataset, the template, the edited code, the Train
 form's values and the last pre-flight result are written (atomically, on change) to
 ``<workspace>/ui_state.json``, and the dataset and template also go in the URL
-(``?dataset=penguins&template=mlp_classifier``; an upload is ``upload:<file name>``). A new
-browser session restores them once, the URL winning over the file.
+(``workbench.ui.context``). A new browser session restores them once (``restore_context``), the
+URL winning over the file.
 
 The UI process never runs user code and never unpickles anything a model wrote: runs go through
 the launcher (spawned runner processes), pre-flight checks through a child process, and everything
@@ -20,7 +20,6 @@ Test hooks (environment variables, read when the shared launcher is built):
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import hmac
 import json
 import logging
@@ -38,7 +37,7 @@ import streamlit as st
 from workbench.store import paths
 from workbench.store.registry import RunRegistry
 
-__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'code_hash', 'current_dataset', 'current_preflight', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'register_pages', 'remember_form', 'remembered_form', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_dataset', 'set_preflight', 'set_selected_run', 'show_error', 'switch_to', 'sync_url', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
+__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'register_pages', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_selected_run', 'show_error', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
 
 
 DEFAULT_DATASET = "iris"
@@ -324,14 +323,6 @@ def current_dataset() -> dict[str, Any]:
     return out
 
 
-def set_dataset(chosen: Mapping[str, Any]) -> None:
-    """Makes ``chosen`` (a ``DatasetSpec.to_dict()`` with ``fingerprint``) the session's dataset,
-    and saves it in the workspace and the URL."""
-    st.session_state["dataset"] = dict(chosen)
-    save_ui_state(dataset=dict(chosen))
-    sync_url()
-
-
 def current_template() -> dict[str, Any]:
     """The template chosen on the Model page: ``{'name', 'code', 'params', 'error'}`` (schema from
     the code's literal PARAMS, never executed; ``error`` is why the code cannot be read, e.g. a
@@ -546,55 +537,3 @@ def restore_context() -> None:
     for note in notes:
         st.toast(note, icon=":material/warning:")
         st.session_state.setdefault("_context_notes", []).append(note)
-
-
-def sync_url() -> None:
-    """Puts the session's dataset and template in the URL (``?dataset=...&template=...``), so a
-    reload or a shared link opens the same context."""
-    dataset = st.session_state.get("dataset")
-    token = dataset_token(dataset) if dataset else None
-    if token and st.query_params.get("dataset") != token:
-        st.query_params["dataset"] = token
-    template = st.session_state.get("template")
-    if template and st.query_params.get("template") != template["name"]:
-        st.query_params["template"] = template["name"]
-
-
-def remembered_form(form: str) -> dict[str, Any]:
-    """The widget values of ``form`` as last submitted (this session, else the workspace's)."""
-    restore_context()
-    return dict(st.session_state.get(_FORMS_KEY, {}).get(form, {}))
-
-
-def remember_form(form: str, values: Mapping[str, Any]) -> None:
-    """Saves the widget values of ``form`` (JSON values), for ``remembered_form`` after a reload."""
-    forms = dict(st.session_state.get(_FORMS_KEY, {}))
-    forms[form] = {k: v for k, v in values.items() if isinstance(v, (str, int, float, bool)) or v is None}
-    st.session_state[_FORMS_KEY] = forms
-    save_ui_state(forms=forms)
-
-
-def code_hash(code: str) -> str:
-    """sha256 of a template's code: a pre-flight result belongs to the code it checked."""
-    return hashlib.sha256(code.encode("utf-8")).hexdigest()
-
-
-def set_preflight(report: Mapping[str, Any], code: str, template_name: str) -> None:
-    """Keeps a pre-flight result with the hash of the code it checked (session and workspace)."""
-    stored = dict(report) | {"code_sha256": code_hash(code), "template": template_name}
-    st.session_state["preflight"] = stored
-    save_ui_state(preflight=stored)
-
-
-def current_preflight(code: str) -> dict[str, Any] | None:
-    """The last pre-flight result if it checked exactly ``code``; an older one (the code changed
-    since) is cleared and None returned."""
-    restore_context()
-    report = st.session_state.get("preflight")
-    if not report:
-        return None
-    if report.get("code_sha256") != code_hash(code):
-        st.session_state.pop("preflight", None)
-        save_ui_state(preflight=None)
-        return None
-    return report
