@@ -112,7 +112,7 @@ class LocalLauncher(Launcher):
         >>> launcher.submit(run_id)          # starts now or waits in the queue  # doctest: +SKIP
         >>> launcher.poll()      # call periodically: reap, start, detect lost  # doctest: +SKIP
         >>> launcher.stop(run_id)    # graceful: checkpoint, then ``stopped``   # doctest: +SKIP
-        >>> launcher.cancel(run_id)  # SIGTERM, SIGKILL after the grace period  # doctest: +SKIP
+        >>> launcher.cancel(run_id, wait=False)  # SIGTERM now, SIGKILL later  # doctest: +SKIP
     """
 
     def __init__(self, root: str | os.PathLike[str], max_concurrent: int | None = None, *,
@@ -396,12 +396,13 @@ class LocalLauncher(Launcher):
 
     # -- control -----------------------------------------------------------------------------
 
-    def cancel(self, run_id: str, grace: float = 10.0, *, wait: bool = False) -> RunRecord:
+    def cancel(self, run_id: str, grace: float = 10.0, *, wait: bool = True) -> RunRecord:
         """SIGTERM to the run's process group, SIGKILL after ``grace`` seconds; status ``cancelled``.
 
         Signals exactly the group recorded when the run started (``RunProcess``), only while its
-        leader is still that process, and returns at once (the UI never waits): a background
-        thread, which holds no lock while it waits, escalates to SIGKILL after ``grace`` and then
+        leader is still that process; with ``wait=False`` it returns at once (the UI never
+        waits). A background thread, which holds no lock while it waits, escalates to SIGKILL
+        after ``grace`` and then
         ends whatever still carries the attempt's marker (the ranks of a killed torchrun agent,
         which also die with it through their death signal; user code's children in sessions of
         their own). The run ends ``cancelled``: recorded by the runner when it honours SIGTERM
@@ -412,10 +413,11 @@ class LocalLauncher(Launcher):
             run_id: the run.
             grace: seconds between SIGTERM and SIGKILL.
             wait: block until the run's processes are gone and its status is final (the CLI,
-                ``shutdown``); at most about ``grace`` plus five seconds.
+                ``shutdown``; at most about ``grace`` plus five seconds); False: return once
+                SIGTERM is sent (the UI).
 
         Returns:
-            The run's record: still ``running`` while it winds down, unless ``wait``.
+            The run's record: with ``wait=False`` still ``running`` while it winds down.
         """
         with self._lock:
             record = self.registry.get(run_id)
