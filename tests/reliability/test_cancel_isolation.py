@@ -196,13 +196,13 @@ def test_cancel_returns_at_once_and_holds_no_lock(workspace, make):
     runner_pid = int(run_file(workspace, run_id, "runner.pid"))
     run_file(workspace, run_id, "ready")
     start = time.monotonic()
-    record = launcher.cancel(run_id, grace=3.0)
+    record = launcher.cancel(run_id, grace=3.0, wait=False)  # as the UI calls it
     took = time.monotonic() - start
     assert took < 0.5, f"cancel took {took:.3f} s"
     assert record.status == "running" and pid_alive(runner_pid)  # SIGTERM ignored: winding down
     start = time.monotonic()
     launcher.poll()
-    launcher.cancel(run_id)  # again: nothing more
+    launcher.cancel(run_id, wait=False)  # again: nothing more
     assert time.monotonic() - start < 0.5
     done = launcher.wait(run_id, timeout=30)
     assert done.status == "cancelled" and done.error == "cancelled by the user"
@@ -246,7 +246,7 @@ def test_two_rank_run_tree_and_cancel(workspace, tmp_path):
         assert ranks <= {p.pid for p in agent.children()}  # agent + its 2 ranks
         assert {p.pid for p in marked_processes(handle.marker)} >= ranks | {agent.pid}
         start = time.monotonic()
-        launcher.cancel(run_id, grace=1.0)
+        launcher.cancel(run_id, grace=1.0, wait=False)
         assert time.monotonic() - start < 0.5
         assert launcher.wait(run_id, timeout=60).status == "cancelled"
         wait_for(lambda: not any(pid_alive(p.pid) for p in tree), timeout=15)

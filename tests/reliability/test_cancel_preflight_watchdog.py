@@ -13,7 +13,7 @@ import polling
 import psutil
 import pytest
 
-from workbench.execution import preflight
+from workbench.execution import preflight_watchdog
 from workbench.execution.launcher import LocalLauncher
 from workbench.execution.processes import RUN_MARKER_ENV, pid_alive
 from workbench.store.registry import RunRegistry
@@ -57,16 +57,16 @@ def test_template_ignoring_sigalrm_is_killed_at_the_preflight_timeout(workspace)
 def test_no_watchdog_outside_a_run_process(tmp_path, monkeypatch):
     """The watchdog kills the process it watches: never in the UI or a test calling the check."""
     monkeypatch.delenv(RUN_MARKER_ENV, raising=False)
-    assert preflight._start_watchdog(1.0, tmp_path / "preflight.json") is None
+    assert preflight_watchdog.start_watchdog(1.0, tmp_path / "preflight.json") is None
     monkeypatch.setenv(RUN_MARKER_ENV, "r-1:00")
-    assert preflight._start_watchdog(1.0, None) is None
+    assert preflight_watchdog.start_watchdog(1.0, None) is None
 
 
 def test_watchdog_ends_when_the_check_ends(tmp_path, monkeypatch):
     """Known answer: a watchdog whose stdin closes before the deadline exits 0 and kills nothing."""
     monkeypatch.setenv(RUN_MARKER_ENV, "r-1:00")
-    watchdog = preflight._start_watchdog(30.0, tmp_path / "preflight.json")
+    watchdog = preflight_watchdog.start_watchdog(30.0, tmp_path / "preflight.json")
     assert watchdog is not None and psutil.Process(watchdog.pid).is_running()
-    preflight._stop_watchdog(watchdog)
+    preflight_watchdog.stop_watchdog(watchdog)
     assert watchdog.returncode == 0
     assert not Path(tmp_path / "preflight.json").exists()

@@ -335,7 +335,7 @@ def _cmd_cancel(args: argparse.Namespace, root: Path) -> int:
     _existing(root, args.run)
     launcher = _launcher(root)
     launcher.reap_lost()
-    record = launcher.cancel(args.run, grace=args.grace, wait=True)  # a CLI may block
+    record = launcher.cancel(args.run, grace=args.grace)
     print(f"Run {args.run} {record.status}.")
     return 0
 

@@ -22,8 +22,8 @@ class Launcher:
     Subclasses (``LocalLauncher``, ``workbench.execution.ray_launcher.RayJobLauncher``) set ``registry``
     and implement ``poll`` (start queued runs, follow running ones), ``cancel``, ``resume``,
     ``shutdown`` and ``_run_ended`` (whether a finished run's process or job has gone too).
-    ``cancel(run_id, grace, wait=False)`` sends the stop and returns at once (the UI never
-    waits); ``wait=True`` blocks until the run is ``cancelled`` (the CLI).
+    ``cancel(run_id, grace)`` blocks until the run is ``cancelled`` (the CLI); with
+    ``wait=False`` it sends the stop and returns at once (the UI never waits).
 
     Example:
         >>> launcher = make_launcher("workspace")                    # doctest: +SKIP
@@ -37,7 +37,7 @@ class Launcher:
     def poll(self) -> list[str]:
         raise NotImplementedError
 
-    def cancel(self, run_id: str, grace: float = 10.0, *, wait: bool = False) -> RunRecord:
+    def cancel(self, run_id: str, grace: float = 10.0, *, wait: bool = True) -> RunRecord:
         """SIGTERM to the run's processes, SIGKILL after ``grace`` s; see the class docstring."""
         raise NotImplementedError
 

@@ -6,14 +6,10 @@ Each run executes in a fresh interpreter (``python -m workbench.execution.runner
 initialisation breaks CUDA), the run survives the UI, and cancel can signal the whole process
 group (DataLoader workers included). Output goes to ``runs/<id>/worker.log``.
 
-Each attempt gets a marker in its environment and a ``RunProcess`` record (pid, process group,
-create time, marker) in ``runs/<id>/process.json`` (``workbench.execution.processes``). Cancel
-signals exactly that group and returns; the SIGKILL escalation runs in a background thread,
-without the launcher's lock, and ends afterwards whatever still carries the attempt's marker
-(the ranks of a killed torchrun agent, user code's children in sessions of their own), never a
-process of another run. Runs are started by a launcher only: a runner that ends hands the queue
-to a short-lived starter (``python -m workbench.execution.runner --start-queued``) that is not a
-descendant of any run.
+Each attempt's group is recorded in ``runs/<id>/process.json`` with a marker its processes inherit
+(``workbench.execution.processes.RunProcess``): cancel signals exactly that group, then ends what
+carries the marker, never another run. Only launchers start runs (a finished runner hands the
+queue to a detached starter, ``runner.start_queued_runs``).
 
 The registry is the only shared state: a launcher started later (a restarted UI, the CLI) finds
 running runs through their pid and heartbeat, and ``reap_lost`` marks those whose process is gone
@@ -78,9 +74,8 @@ _STARTUP_GRACE_S = 30.0  # a child of this launcher that has not beaten yet is s
 SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
 
 
-# Set in a CPU runner's environment to the launcher's concurrency: when the runner ends it hands
-# the queue to a detached starter (``runner.start_queued_runs``), as no UI or CLI process may be
-# left to start the runs queued behind it (``run --detach``).
+# Set in a CPU runner's environment to the launcher's concurrency: at its end the runner hands the
+# queue to a detached starter (no UI or CLI may be left to poll it: ``run --detach``).
 QUEUE_HANDOFF_ENV = "WORKBENCH_QUEUE_SLOTS"
 
 
@@ -117,7 +112,7 @@ class LocalLauncher(Launcher):
         >>> launcher.submit(run_id)          # starts now or waits in the queue  # doctest: +SKIP
         >>> launcher.poll()      # call periodically: reap, start, detect lost  # doctest: +SKIP
         >>> launcher.stop(run_id)    # graceful: checkpoint, then ``stopped``   # doctest: +SKIP
-        >>> launcher.cancel(run_id)  # SIGTERM, SIGKILL after the grace period  # doctest: +SKIP
+        >>> launcher.cancel(run_id, wait=False)  # SIGTERM now, SIGKILL later  # doctest: +SKIP
     """
 
     def __init__(self, root: str | os.PathLike[str], max_concurrent: int | None = None, *,
@@ -470,26 +465,25 @@ class LocalLauncher(Launcher):
 
     # -- control -----------------------------------------------------------------------------
 
-    def cancel(self, run_id: str, grace: float = 10.0, *, wait: bool = False) -> RunRecord:
+    def cancel(self, run_id: str, grace: float = 10.0, *, wait: bool = True) -> RunRecord:
         """SIGTERM to the run's process group, SIGKILL after ``grace`` seconds; status ``cancelled``.
 
-        Signals exactly the group recorded when the run started (``RunProcess``), only while its
-        leader is still that process, and returns at once (the UI never waits): a background
-        thread, which holds no lock while it waits, escalates to SIGKILL after ``grace`` and then
-        ends whatever still carries the attempt's marker (the ranks of a killed torchrun agent,
-        which also die with it through their death signal; user code's children in sessions of
-        their own). The run ends ``cancelled``: recorded by the runner when it honours SIGTERM
-        (after its last checkpoint), else by that thread. A queued run is just marked
-        ``cancelled``. Cancelling a run that is already being cancelled does nothing more.
+        Signals exactly the group recorded when the run started (``RunProcess``), while its leader
+        is still that process. A background thread, holding no lock while it waits, escalates to
+        SIGKILL after ``grace``, then ends what carries the attempt's marker (ranks of a killed
+        torchrun agent, user code's children in other sessions). The runner records ``cancelled``
+        when it honours SIGTERM, else that thread does. A queued run is just marked ``cancelled``;
+        a second cancel of the same run does nothing more.
 
         Args:
             run_id: the run.
             grace: seconds between SIGTERM and SIGKILL.
             wait: block until the run's processes are gone and its status is final (the CLI,
-                ``shutdown``); at most about ``grace`` plus five seconds.
+                ``shutdown``; at most about ``grace`` plus five seconds); False: return once
+                SIGTERM is sent (the UI).
 
         Returns:
-            The run's record: still ``running`` while it winds down, unless ``wait``.
+            The run's record: with ``wait=False`` still ``running`` while it winds down.
         """
         with self._lock:
             record = self.registry.get(run_id)
@@ -520,17 +514,8 @@ class LocalLauncher(Launcher):
         return self.registry.get(run_id)
 
     def _handle(self, run_id: str, record: RunRecord) -> RunProcess | None:
-        """The process group of the run's current attempt: as this launcher started it, else as
-        recorded in its folder by the launcher that did, else (a run started before
-        ``process.json`` existed) the group its registered pid leads now."""
-        handle = self._handles.get(run_id)
-        if handle is None:
-            handle = RunProcess.load(self.registry.run_dir(run_id))
-            if handle is not None and handle.pid != record.pid:
-                handle = None  # the file of an earlier attempt
-        if handle is None and record.pid:
-            handle = RunProcess.of(record.pid)
-        return handle
+        """The process group of the run's current attempt (started here, or by another launcher)."""
+        return self._handles.get(run_id) or RunProcess.current(self.registry.run_dir(run_id), record.pid)
 
     def _end_cancelled(self, run_id: str, handle: RunProcess | None, grace: float) -> None:
         """The rest of ``cancel``, in its own thread: SIGKILL after ``grace``, then the leftovers,

@@ -20,12 +20,8 @@ how far the check got.
 ``check_in_process`` runs the same checks in the calling process (a SIGALRM timer for the timeout):
 the runner uses it before training when a run asks for a pre-flight check, so a launch pays for
 the interpreter and torch once instead of twice (measured on this project's 2-core machine under
-load: 0.5 s in a warm runner against 22-30 s for a child that imports torch again). User code can
-defeat that timer (``signal.signal(SIGALRM, SIG_IGN)``, a long C call), so in a launcher's run
-process the check is also watched from outside: a small watchdog process (``--watch``, in a
-session of its own) that, ``WATCHDOG_GRACE_S`` after the timeout, writes the timeout into the
-report, records the run ``failed`` with the timeout message, and SIGKILLs the runner (its leftovers
-are ended by the launcher through the run's marker). It RUNS user code: never call it in the UI.
+load: 0.5 s in a warm runner against 22-30 s for a child that imports torch again). An outside watchdog
+(``workbench.execution.preflight_watchdog``) kills a runner whose check ignores that timer. It RUNS user code: never call it in the UI.
 
 Example:
     >>> report = run_preflight(code, spec, {"hidden_units": "16"})   # doctest: +SKIP
@@ -35,7 +31,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import inspect
@@ -53,15 +48,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ALLOWED_ARGS", "MODES", "WATCHDOG_GRACE_S", "PreflightReport", "check_in_process",
-           "error_info", "main", "run_preflight"]
+from workbench.execution.preflight_watchdog import start_watchdog, stop_watchdog, timeout_message
+
+__all__ = ["ALLOWED_ARGS", "MODES", "PreflightReport", "check_in_process", "error_info", "main",
+           "run_preflight"]
 
 ALLOWED_ARGS = ("features", "labels", "mode", "params", "config")
-
-# Seconds after the timeout at which the watchdog kills a runner whose check ignored its timer.
-WATCHDOG_GRACE_S = 2.0
-
-_WATCH_FLAG = "--watch"
 MODES = ("train", "eval", "predict")
 
 
@@ -204,90 +196,6 @@ def _kill_group(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         proc.kill()
-
-
-def _start_watchdog(timeout: float, report_path: Path | None) -> subprocess.Popen[bytes] | None:
-    """The outside watchdog of an in-process check, in a launcher's run process only (never in a
-    process that merely calls the check, such as the UI or a test: the watchdog kills the
-    process it watches). It ends when its stdin closes (the check is over)."""
-    from workbench.execution.processes import RUN_MARKER_ENV
-
-    if report_path is None or not os.environ.get(RUN_MARKER_ENV):
-        return None
-    import psutil
-
-    me = psutil.Process()
-    cmd = [sys.executable, "-m", "workbench.execution.preflight", _WATCH_FLAG, str(me.pid),
-           repr(me.create_time()), repr(float(timeout)), str(report_path)]
-    try:
-        return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                start_new_session=True, close_fds=True)
-    except OSError:
-        return None
-
-
-def _stop_watchdog(watchdog: subprocess.Popen[bytes] | None) -> None:
-    if watchdog is None:
-        return
-    with contextlib.suppress(OSError, ValueError):
-        if watchdog.stdin is not None:
-            watchdog.stdin.close()  # the check is over: the watchdog exits
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        watchdog.wait(timeout=5)
-
-
-def _watch(pid: int, create_time: float, timeout: float, report_path: Path) -> int:
-    """The watchdog's body: waits for its stdin to close; after ``timeout + WATCHDOG_GRACE_S``
-    seconds it reports the timeout, records the run failed and SIGKILLs the runner ``pid`` (if it
-    is still the process that started it)."""
-    import select
-
-    deadline = time.monotonic() + timeout + WATCHDOG_GRACE_S
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        ready, _, _ = select.select([sys.stdin.buffer], [], [], left)
-        if ready and not os.read(sys.stdin.fileno(), 4096):
-            return 0  # end of input: the check finished (or the runner died)
-    import psutil
-
-    try:
-        runner = psutil.Process(pid)
-        if abs(runner.create_time() - create_time) > 0.05:
-            return 0
-    except psutil.Error:
-        return 0
-    report = _read_report(report_path)
-    report.ok = False
-    message = (_timeout_message(timeout, report.stage) + " The check ignored its timer "
-               "(SIGALRM) and was killed from outside.")
-    report.error = {"stage": report.stage, "type": "TimeoutError", "message": message,
-                    "line": None, "code_line": None, "traceback": None}
-    with contextlib.suppress(OSError):
-        partial = report_path.with_suffix(".watchdog.tmp")
-        partial.write_text(json.dumps(report.to_dict(), default=str), encoding="utf-8")
-        os.replace(partial, report_path)
-    _record_failed(report_path.parent, report)
-    with contextlib.suppress(psutil.Error):
-        runner.kill()
-    return 1
-
-
-def _record_failed(run_dir: Path, report: PreflightReport) -> None:
-    """Records the run in ``run_dir`` (when it is one) ``failed`` with the check's error."""
-    with contextlib.suppress(Exception):
-        from workbench.execution.run_process import preflight_error
-        from workbench.store import paths
-        from workbench.store.records import read_run_json
-        from workbench.store.registry import RunRegistry
-
-        if not (run_dir / paths.RUN_JSON).exists():
-            return
-        run_id = str(read_run_json(run_dir / paths.RUN_JSON)["run_id"])
-        summary, text = preflight_error(report)
-        RunRegistry(run_dir.parent.parent).set_status(run_id, "failed", error=summary,
-                                                      traceback=text, expected="running")
 
 
 def _read_report(path: Path) -> PreflightReport:
@@ -535,9 +443,7 @@ def _check(job: Mapping[str, Any], out: _Writer) -> PreflightReport:
     return report
 
 
-def _timeout_message(timeout: float, stage: str) -> str:
-    return (f"timed out after {timeout:g} s (in {stage}); the code may loop forever "
-            "or be too slow for a tiny batch. Check loops in model_fn, or raise the timeout.")
+_timeout_message = timeout_message  # (the watchdog words a timeout the same way)
 
 
 class _CheckTimeout(Exception):
@@ -589,7 +495,7 @@ def check_in_process(code: str, dataset_spec: Any, params: Mapping[str, Any] | N
 
         previous = signal.signal(signal.SIGALRM, on_alarm)
         signal.setitimer(signal.ITIMER_REAL, float(timeout))
-        watchdog = _start_watchdog(float(timeout), out.path)
+        watchdog = start_watchdog(float(timeout), out.path)
     try:
         try:
             report = _check(job, out)
@@ -597,7 +503,8 @@ def check_in_process(code: str, dataset_spec: Any, params: Mapping[str, Any] | N
             report = out.report
             report.ok, report.error = False, error_info(e, "<template>", report.stage)
     finally:
-        _stop_watchdog(watchdog)
+        if watchdog is not None:
+            stop_watchdog(watchdog)
         if use_alarm:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
@@ -628,8 +535,6 @@ def _rename_timeouts(report: PreflightReport) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Child entry point: ``python -m workbench.execution.preflight IN.json OUT.json``."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if len(argv) == 5 and argv[0] == _WATCH_FLAG:
-        return _watch(int(argv[1]), float(argv[2]), float(argv[3]), Path(argv[4]))
     if len(argv) != 2:
         print("usage: python -m workbench.execution.preflight IN.json OUT.json", file=sys.stderr)
         return 2

@@ -211,6 +211,15 @@ class RunProcess:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    @classmethod
+    def current(cls, folder: str | os.PathLike[str], pid: int | None) -> RunProcess | None:
+        """The attempt whose leader is the registered ``pid``: from ``PROCESS_FILE`` when it is
+        that attempt's, else (a run started before the file existed) the group ``pid`` leads now."""
+        handle = cls.load(folder)
+        if handle is not None and handle.pid == pid:
+            return handle
+        return cls.of(pid) if pid else None
+
     def _leader(self) -> psutil.Process | None:
         """The leader while it is still the process that was started (zombie or not)."""
         try:

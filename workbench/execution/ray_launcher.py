@@ -377,15 +377,15 @@ class RayJobLauncher(Launcher):
                 return False
             raise
 
-    def cancel(self, run_id: str, grace: float | None = None, *, wait: bool = False) -> RunRecord:
+    def cancel(self, run_id: str, grace: float | None = None, *, wait: bool = True) -> RunRecord:
         """``stop_job``: Ray sends SIGTERM to the entrypoint and every descendant (all ranks), then
-        SIGKILL after ``stop_wait_s``; the run ends ``cancelled``. Returns once the stop is sent
-        (``poll`` records the outcome when the job has ended), or with ``wait`` once the job has
-        ended (at most ``grace`` plus ``stop_wait_s`` plus a few seconds).
+        SIGKILL after ``stop_wait_s``; the run ends ``cancelled``. Returns once the job has ended
+        (at most ``grace`` plus ``stop_wait_s`` plus a few seconds), or with ``wait=False`` once
+        the stop is sent (``poll`` records the outcome when the job has ended; the UI).
 
         Args:
             grace: extra seconds to wait for the job to end with ``wait`` (default ``stop_wait_s``).
-            wait: block until the job has ended and the run is ``cancelled`` (the CLI, ``shutdown``).
+            wait: block until the job has ended and the run is ``cancelled``; False for the UI.
         """
         with self._lock:
             record = self.registry.get(run_id)

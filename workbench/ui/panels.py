@@ -79,7 +79,7 @@ def run_actions(record: RunRecord, key: str = "act") -> None:
             st.toast(f"Stop requested for {record.run_id}.")
         if c2.button("Cancel", key=f"{key}-cancel-{record.run_id}", disabled=not active, icon=":material/cancel:",
                      help="SIGTERM now, SIGKILL after a grace period."):
-            launcher.cancel(record.run_id, grace=5.0)
+            launcher.cancel(record.run_id, grace=5.0, wait=False)  # SIGKILL later, in the background
             st.toast(f"Cancel sent to {record.run_id}: it ends once its processes are gone.")
             st.rerun()
         if c3.button("Resume", key=f"{key}-resume-{record.run_id}", icon=":material/play_arrow:",
