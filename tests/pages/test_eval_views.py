@@ -225,8 +225,9 @@ def test_the_predict_page_names_checkpoints_by_step(home):
 
 
 def test_the_live_panels_never_rerun_the_page_from_a_tick():
-    """A full rerun fired from a timer tick while the page was being drawn after a launch left the
-    run page without its tabs (issue 15, item 3): the live fragments only redraw themselves."""
+    """A full rerun fired from a timer tick, racing the page still being drawn after a launch, is
+    the suspected cause of run pages seen without their tabs (issue 15, item 3; not reproduced
+    in six browser launches): the live fragments only redraw themselves."""
     import ast
     import inspect
 

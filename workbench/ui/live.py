@@ -96,9 +96,10 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
     downsampled to ``MAX_POINTS`` per series, and the chart keeps one key so the browser updates
     it in place.
 
-    The panel never reruns the page (no ``st.rerun()`` from a tick): a full rerun fired by a
-    timer while the page was still being drawn after a launch left the run page without its
-    tabs (issue 15, item 3). A run opened before its first point polls at
+    The panel never reruns the page (no ``st.rerun()`` from a tick): a full rerun fired from a
+    timer tick, racing the page still being drawn after a launch, is the suspected cause of run
+    pages seen without their tabs (issue 15, item 3); every part of the page that changes with
+    the run is its own fragment instead. A run opened before its first point polls at
     ``FIRST_POINT_INTERVAL_S`` until the page is next drawn; once the run ended, a tick only
     re-reads its status and redraws the same figure (built once per new data or control)."""
     registry = get_registry()
