@@ -224,18 +224,26 @@ def test_the_predict_page_names_checkpoints_by_step(home):
     assert box.format_func(box.value) == "checkpoint step 2500 (model.ckpt-2500)"
 
 
-def test_the_live_panels_never_rerun_the_page_from_a_tick():
-    """A full rerun fired from a timer tick while the page was being drawn after a launch left the
-    run page without its tabs (issue 15, item 3): the live fragments only redraw themselves."""
+def test_the_live_panels_rerun_the_page_only_when_the_run_has_ended():
+    """A full rerun fired from a timer tick when the first points arrived, racing the page still
+    being drawn after a launch, is the suspected cause of run pages seen without their tabs
+    (issue 15, item 3; not reproduced in six browser launches): the only page rerun left in the
+    live panels is the one at the end of a run (Stop/Resume outside the panel follow the status)."""
     import ast
     import inspect
 
     from workbench.ui import live
 
     tree = ast.parse(inspect.getsource(live))
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-             and n.func.attr == "rerun"]
-    assert calls == [], [ast.unparse(c) for c in calls]
+    guarded = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If):
+            for inner in node.body:
+                if isinstance(inner, ast.Expr) and isinstance(inner.value, ast.Call) \
+                        and ast.unparse(inner.value.func) == "st.rerun":
+                    guarded.append(ast.unparse(node.test))
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and ast.unparse(n.func) == "st.rerun"]
+    assert guarded == ["every is not None and record.is_finished"] and len(calls) == 1, guarded
 
 
 def test_the_run_page_keeps_its_tabs_while_a_run_goes_live(home):

@@ -9,8 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-pytest.importorskip("streamlit")
-
 from workbench.store.registry import RunRegistry
 from workbench.ui import compare, figures
 

@@ -3,7 +3,8 @@ the metrics worth comparing, the best run, and the live overlay of their curves.
 
 Pure helpers (``run_facts``, ``differing_facts``, ``comparison_frame``, ``metric_options``,
 ``default_direction``, ``best_run``) take and return plain data and are unit-tested directly; the
-functions that draw (``pick_runs``, ``compare_view``) are the page's body.
+functions that draw (``pick_runs``, ``compare_view``) are the page's body and import streamlit
+where they run, so the helpers import without it (the layering test checks that).
 
 Speed with many runs: each run's ``metrics.jsonl`` is parsed once per change of the file
 (``st.cache_data`` keyed by path, modification time and size), downsampled to a per-run point
@@ -27,7 +28,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import streamlit as st
 
 from workbench.store import metrics_store, paths
 from workbench.store.records import RunRecord, is_lower_better
@@ -223,6 +223,8 @@ def pick_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
     """The runs to compare: those in the URL's ``?runs=`` (the Runs table sends it) when it changed
     since this session last saw it, else the picker's; the picker writes its choice back to the URL
     so that a reload or a shared link shows the same comparison."""
+    import streamlit as st
+
     by_id = {r.run_id: r for r in records}
     query = st.query_params.get_all(QUERY_KEY)
     query_text = ",".join(query)
@@ -263,6 +265,8 @@ def compare_view(runs: Sequence[RunRecord], root: Path, controls: Mapping[str, A
                  interval: float = 1.0) -> None:
     """Curves, differences, metric choice with the best run, parallel coordinates and scatter of
     ``runs``; refreshed every ``interval`` seconds while any of them is queued or running."""
+    import streamlit as st
+
     from workbench.store.registry import RunRegistry
 
     ids = [r.run_id for r in runs]

@@ -96,11 +96,12 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
     downsampled to ``MAX_POINTS`` per series, and the chart keeps one key so the browser updates
     it in place.
 
-    The panel never reruns the page (no ``st.rerun()`` from a tick): a full rerun fired by a
-    timer while the page was still being drawn after a launch left the run page without its
-    tabs (issue 15, item 3). A run opened before its first point polls at
-    ``FIRST_POINT_INTERVAL_S`` until the page is next drawn; once the run ended, a tick only
-    re-reads its status and redraws the same figure (built once per new data or control)."""
+    A tick reruns the page only once, when the run has ended (the controls outside this panel,
+    Stop/Resume and the like, follow its new status). It no longer reruns it when the first points
+    arrive, about a second after a launch while the page may still be drawing: that timer-fired
+    rerun is the suspected cause of run pages seen without their tabs (issue 15, item 3). A run
+    opened before its first point keeps polling at ``FIRST_POINT_INTERVAL_S`` until then; the
+    figure is rebuilt only when rows arrived or a control changed."""
     registry = get_registry()
     try:
         first = registry.get(run_id)
@@ -135,6 +136,8 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
             # 'stopped' with an error: nan_policy 'stop' ended it on a NaN loss (a warning)
             show_error(record.error, level="warning" if record.status == "stopped" else "error")
         st.plotly_chart(state.figure(controls), key=f"curves-{run_id}", config={"displaylogo": False})
+        if every is not None and record.is_finished:
+            st.rerun()  # once, at the end of the run: the page outside this panel follows its status
 
     _panel()
 
