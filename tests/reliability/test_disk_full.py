@@ -20,6 +20,7 @@ import pytest
 from estimator_engine import checkpoints
 from workbench.cli import commands as cli
 from workbench.execution import run_process, runner
+from workbench.store import guards
 from workbench.store import registry as registry_module
 from workbench.store.records import RegistryError
 from workbench.store.registry import RunRegistry
@@ -41,7 +42,7 @@ def shm_cannot_grow(monkeypatch):
         return real_connect(target, *args, **kwargs)
 
     monkeypatch.setattr(registry_module.sqlite3, "connect", connect)
-    monkeypatch.setattr(registry_module, "_free_bytes", lambda path: 0)
+    monkeypatch.setattr(guards, "_free_bytes", lambda path: 0)
 
 
 def test_reads_work_on_a_full_disk(workspace, capsys, monkeypatch):
@@ -84,9 +85,9 @@ def test_a_disk_io_error_counts_as_disk_full_only_when_space_is_short(workspace,
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(RunRegistry, "_write_once", io_error)
-    with pytest.raises(sqlite3.OperationalError, match="^disk I/O error$"):  # plenty of space: as it is
+    with pytest.raises(sqlite3.OperationalError, match=r"^disk I/O error$"):  # plenty of space: as it is
         registry.set_status(run_id, "cancelled")
-    monkeypatch.setattr(registry_module, "_free_bytes", lambda path: 4096)
+    monkeypatch.setattr(guards, "_free_bytes", lambda path: 4096)
     with pytest.raises(RegistryError, match=r"^disk full: .*\(disk I/O error\)\. Free space on .* \(0\.0 MB free\)"):
         registry.set_status(run_id, "cancelled")
 

@@ -32,7 +32,7 @@ def stub_run(workspace, **schedule):
 def test_a_stopped_child_of_the_ui_launcher_is_marked_lost_and_frees_the_queue(workspace):
     """Under the UI's launcher a kill -STOPped runner stayed 'running' for good and blocked the queue."""
     launcher = LocalLauncher(workspace, gpus=[], runner_module="stub_runner", env={"PYTHONPATH": str(HERE)},
-                             heartbeat_timeout=3.0)
+                             heartbeat_timeout=8.0)  # (a loaded 2-core machine lags a few s)
     try:
         first = stub_run(workspace, max_steps=5000, sleep=0.02)
         second = stub_run(workspace, max_steps=3, sleep=0.01)

@@ -28,14 +28,11 @@ the ``-shm`` file; writes raise ``RegistryError("disk full: ... free space on <p
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import json
 import math
 import os
 import shutil
 import sqlite3
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
@@ -43,15 +40,21 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from workbench.store import paths
+from workbench.store.guards import (
+    OwnerCheck,
+    check_record_owner,
+    disk_full_error,
+    is_disk_full,
+    process_start_time,
+    read_only_retry,
+)
 from workbench.store.records import (
     ACTIONS,
     ALLOWED_TRANSITIONS,
-    OWNED_STATUSES,
     PARENT_RELATIONS,
     STATUSES,
     SUMMARISED_ON_STATUS,
     InvalidTransitionError,
-    OwnershipLostError,
     RegistryError,
     RunNotFoundError,
     RunRecord,
@@ -130,62 +133,6 @@ def _is_missing(exc: sqlite3.OperationalError) -> bool:
     return "no such table" in str(exc).lower()
 
 
-# What SQLite says when it cannot allocate space: "database or disk is full" for the database
-# and its WAL, "disk I/O error" when the -shm index cannot be grown (every connection needs it).
-_DISK_FULL_ERRNOS = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
-_LOW_SPACE_BYTES = 16 * 2**20
-
-
-def _free_bytes(path: Path) -> int | None:
-    for candidate in (path, *path.parents):
-        try:
-            return shutil.disk_usage(candidate).free
-        except OSError:
-            continue
-    return None
-
-
-def _is_disk_full(exc: BaseException, where: Path) -> bool:
-    """Whether ``exc`` means the disk holding ``where`` is full."""
-    if isinstance(exc, OSError):
-        return exc.errno in _DISK_FULL_ERRNOS
-    text = str(exc).lower()
-    if "disk is full" in text:
-        return True
-    if "disk i/o error" in text:  # also other I/O faults: only a nearly full disk counts
-        free = _free_bytes(where)
-        return free is not None and free < _LOW_SPACE_BYTES
-    return False
-
-
-def _disk_full_error(exc: BaseException, root: Path) -> RegistryError:
-    free = _free_bytes(root)
-    left = "" if free is None else f" ({free / 2**20:.1f} MB free)"
-    return RegistryError(
-        f"disk full: the run registry {paths.registry_path(root)} could not be written ({exc}). "
-        f"Free space on {root}{left}, then retry; the runs, checkpoints and metrics already "
-        "written are kept.")
-
-
-def _is_unwritable(exc: sqlite3.OperationalError) -> bool:
-    """A connection that failed for want of a writable -shm/-wal (full disk, read-only folder)."""
-    text = str(exc).lower()
-    return any(s in text for s in ("disk i/o error", "disk is full", "readonly", "read-only",
-                                   "unable to open"))
-
-
-def process_start_time(pid: int | None) -> float | None:
-    """The start time of process ``pid`` on this machine (None when there is none)."""
-    if not pid or pid <= 0:
-        return None
-    try:
-        import psutil
-
-        return float(psutil.Process(pid).create_time())
-    except Exception:  # gone, or psutil cannot tell: the pid alone identifies it
-        return None
-
-
 def _json(value: Any, what: str) -> str:
     try:
         return json.dumps(value, sort_keys=True, allow_nan=True)
@@ -213,8 +160,7 @@ class RunRegistry:
         self.root = Path(root)
         self.db_path = paths.registry_path(self.root)
         self._initialised = False
-        self._owner_conn: sqlite3.Connection | None = None  # check_owner's, kept open: ~20 us a check
-        self._owner_lock = threading.Lock()
+        self._owner_check = OwnerCheck(self)
 
     # -- connections -------------------------------------------------------------------------
 
@@ -236,7 +182,7 @@ class RunRegistry:
 
     def _disk_full(self, exc: BaseException) -> RegistryError | None:
         """A clear ``RegistryError`` when ``exc`` means the disk is full, else None."""
-        return _disk_full_error(exc, self.root) if _is_disk_full(exc, self.root) else None
+        return disk_full_error(exc, self.root) if is_disk_full(exc, self.root) else None
 
     def _retry(self, fn: Callable[[], _T]) -> _T:
         delay = 0.005
@@ -341,19 +287,8 @@ class RunRegistry:
         try:
             return self._retry(attempt)
         except sqlite3.OperationalError as exc:
-            if not _is_unwritable(exc):
-                raise
-            # A full disk (or a read-only folder): opening the database normally writes its
-            # -shm index. Read the file read-only; 'immutable' needs no -shm at all, and is
-            # exact when the WAL holds no frames that are not in the database yet.
-            wal = Path(f"{self.db_path}-wal")
-            modes = ("ro", "immutable") if wal.exists() and wal.stat().st_size else ("immutable", "ro")
-            for mode in modes:
-                try:
-                    return attempt(mode)
-                except sqlite3.OperationalError:
-                    continue
-            raise
+            # A full disk: a normal connection writes the -shm index; read the file read-only.
+            return read_only_retry(attempt, self.db_path, exc)
 
     @staticmethod
     def _fetch(conn: sqlite3.Connection, run_id: str) -> RunRecord:
@@ -530,7 +465,7 @@ class RunRegistry:
             record = self._fetch(conn, run_id)
             current = record.status
             if attempt is not None:
-                _check_owner(record, attempt)
+                check_record_owner(record, attempt)
             if allowed_from is not None and current not in allowed_from:
                 raise InvalidTransitionError(
                     f"Run {run_id!r} is {current!r}, expected {sorted(allowed_from)} "
@@ -572,38 +507,13 @@ class RunRegistry:
         return self._write(change)
 
     def check_owner(self, run_id: str, attempt: int) -> None:
-        """Raises ``OwnershipLostError`` unless attempt ``attempt`` still owns the run.
-
-        A runner calls it before every metrics write and checkpoint save, so it reads two columns
-        over a connection kept open for the purpose (tens of microseconds, where opening a
-        connection costs milliseconds). Other errors (a locked or unreadable registry) propagate.
-        """
-        with self._owner_lock:
-            row = None
-            for retry in (False, True):
-                try:
-                    if self._owner_conn is None:
-                        self._owner_conn = self._connect()
-                    row = self._owner_conn.execute(
-                        "SELECT attempt, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-                    break
-                except sqlite3.OperationalError:
-                    self.close_owner_check()
-                    if retry:
-                        raise
-        if row is not None and row[0] == attempt and row[1] in OWNED_STATUSES:
-            return
-        if row is None:
-            raise OwnershipLostError(f"Run {run_id!r} no longer exists in this workspace (deleted); "
-                                     "this runner stops without writing.")
-        _check_owner(self.get(run_id), attempt)  # the full record, for the message
+        """Raises ``OwnershipLostError`` unless attempt ``attempt`` still owns the run (a runner
+        calls it before every metrics write and checkpoint save: ~70 us, see ``OwnerCheck``)."""
+        self._owner_check.check(run_id, attempt)
 
     def close_owner_check(self) -> None:
         """Closes the connection ``check_owner`` keeps open (safe to call twice)."""
-        conn, self._owner_conn = self._owner_conn, None
-        if conn is not None:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
+        self._owner_check.close()
 
     def refresh_summary(self, run_id: str, *, attempt: int | None = None) -> RunRecord:
         """The run's summary, made afresh from every line of its ``metrics.jsonl`` (see
@@ -631,7 +541,7 @@ class RunRegistry:
         """
         def beat(conn: sqlite3.Connection) -> None:
             if attempt is not None:
-                _check_owner(self._fetch(conn, run_id), attempt)
+                check_record_owner(self._fetch(conn, run_id), attempt)
             conn.execute(
                 "UPDATE runs SET heartbeat_at = ?, pid = COALESCE(?, pid), "
                 "last_step = COALESCE(?, last_step), last_step_at = COALESCE(?, last_step_at) "
@@ -665,7 +575,7 @@ class RunRegistry:
         def merge(conn: sqlite3.Connection) -> RunRecord:
             record = self._fetch(conn, run_id)
             if attempt is not None:
-                _check_owner(record, attempt)
+                check_record_owner(record, attempt)
             summary = {} if replace else {key: dict(value) for key, value in record.summary.items()}
             for row in rows:
                 try:
@@ -742,18 +652,3 @@ class RunRegistry:
         self._write(remove)
         shutil.rmtree(folder, ignore_errors=True)
 
-
-def _check_owner(record: RunRecord, attempt: int) -> None:
-    """Raises ``OwnershipLostError`` unless ``attempt`` owns ``record`` (see the module docstring)."""
-    if record.attempt == attempt and record.status in OWNED_STATUSES:
-        return
-    if record.status == "queued":
-        why = f"it was put back in the queue (resumed) after attempt {record.attempt}"
-    elif record.attempt != attempt:
-        why = (f"it was started again as attempt {record.attempt} (now {record.status!r}, pid "
-               f"{record.pid})")
-    else:
-        why = f"it is {record.status!r} now, recorded by another process"
-    raise OwnershipLostError(
-        f"Run {record.run_id!r}: attempt {attempt} no longer owns the run: {why}. This runner stops "
-        "without writing checkpoints, metrics or status.")
