@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from workbench.cli import trash_commands
+from workbench.cli.data_flags import add_data_arguments, apply_data_flags
 from workbench.cli.follow import _follow
 from workbench.cli.serve import _cmd_ui
 from workbench.cli.sweep import add_parser as _add_sweep_parser
@@ -113,9 +114,10 @@ def _with_fingerprint(spec: Any) -> dict[str, Any]:
     return spec.to_dict() | {"fingerprint": spec.fingerprint()}
 
 
-def _dataset_dict(dataset: Any, label: str | None, label_missing: str | None = None) -> dict[str, Any]:
+def _dataset_dict(dataset: Any, label: str | None, label_missing: str | None = None,
+                  flags: argparse.Namespace | None = None) -> dict[str, Any]:
     """A dataset reference (bundled name, file path, or a DatasetSpec dict) -> a DatasetSpec dict
-    with its ``fingerprint``."""
+    with its ``fingerprint``; ``flags``: the Data page's choices given as ``run`` flags."""
     from workbench.data import datasets
 
     if isinstance(dataset, Mapping):
@@ -127,6 +129,8 @@ def _dataset_dict(dataset: Any, label: str | None, label_missing: str | None = N
         spec = dataclasses.replace(spec, schema=spec.schema.replace_column(label, role="label"))
     if label_missing:
         spec = dataclasses.replace(spec, label_missing=label_missing)
+    if flags is not None:
+        spec = apply_data_flags(spec, flags)
     return _with_fingerprint(spec)
 
 
@@ -226,7 +230,7 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
         raise UsageError("run needs --dataset and --template (or --file run.json holding them).")
     else:
         dataset_dict = _dataset_dict(dataset, args.label or spec.get("label"),
-                                     args.label_missing or spec.get("label_missing"))
+                                     args.label_missing or spec.get("label_missing"), flags=args)
     if args.seed is not None:
         run_config["tf_random_seed"] = args.seed
     schedule = dict(spec.get("schedule") or {})
@@ -432,6 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--preflight-timeout", type=float, help="seconds (default 60)")
     run.add_argument("--label-missing", choices=("error", "drop"),
                      help="rows whose label is blank: stop with an error (default) or leave them out")
+    add_data_arguments(run)
     run.add_argument("--eval-steps", type=int, help="batches per evaluation (default: the whole eval split)")
     run.add_argument("--metrics-every", type=int, help="steps between logged training metrics")
     run.add_argument("--shuffle-seed", type=int, help="seed of the input shuffling")
