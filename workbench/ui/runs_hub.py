@@ -231,7 +231,10 @@ def trash_section() -> None:
     """The runs in the trash, with Restore (selected rows) and Empty trash (confirmed)."""
     registry = get_registry()
     items = trash.trashed_runs(registry)
-    with st.expander(f"Trash ({len(items)})", icon=":material/delete:", expanded=False):
+    # keyed: it stays open when elements above it come and go (a notice, the runs table)
+    with st.expander("Trash", icon=":material/delete:", expanded=False, key="runs-trash"):
+        st.caption(f"{len(items)} run{'' if len(items) == 1 else 's'} in the trash · restore them, or "
+                   "empty the trash to delete them for good.")
         if not items:
             st.caption("The trash is empty. Deleted runs land here and can be restored until it is emptied.")
             return
@@ -309,7 +312,8 @@ def run_header(record: RunRecord) -> None:
                f"dataset {md(tables.dataset_name(record))} · created {created} · tags: "
                f"{md(', '.join(record.tags)) or '—'}")
     progress_line(record)
-    with st.expander("Name and notes", icon=":material/edit_note:", expanded=bool(record.note)):
+    with st.expander("Name and notes", icon=":material/edit_note:", expanded=bool(record.note),
+                     key=f"name-note-open-{record.run_id}"):
         _rename_and_note(record)
 
 
