@@ -95,6 +95,7 @@ def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metri
     event = st.dataframe(
         frame, hide_index=True, key=table_key(shown), on_select="rerun", selection_mode="multi-row",
         column_config={
+            "name": st.column_config.TextColumn("name", pinned=True),
             "run": st.column_config.TextColumn("run", help="Run id"),
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "ETA": st.column_config.TextColumn("ETA", help="Time left at the step rate of the last minute"),
@@ -239,8 +240,8 @@ def trash_section() -> None:
             st.caption("The trash is empty. Deleted runs land here and can be restored until it is emptied.")
             return
         frame = tables.hub_frame([t.record for t in items], workspace())[
-            ["run", "name", "status", "action", "dataset", "template", "steps", "created"]]
-        frame.insert(2, "trashed", [_dt.datetime.fromtimestamp(t.trashed_at) for t in items])
+            ["name", "status", "action", "dataset", "template", "steps", "created", "run"]]
+        frame.insert(1, "trashed", [_dt.datetime.fromtimestamp(t.trashed_at) for t in items])
         event = st.dataframe(frame, hide_index=True, key=table_key([t.record for t in items], "trash-table"),
                              on_select="rerun",
                              selection_mode="multi-row",
