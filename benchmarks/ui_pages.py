@@ -46,12 +46,17 @@ def fill_workspace(root: Path, n_runs: int, metric_rows: int = 200) -> list[str]
     ids = []
     now = time.time()
     templates = ("mlp_classifier", "linear_classifier", "dnn_classifier")
-    datasets = ({"kind": "bundled", "name": "iris"}, {"kind": "bundled", "name": "wine"},
-                {"kind": "file", "path": "/data/seattle-weather.csv"})
+    from workbench.data import datasets as data
+
+    specs = []  # real dataset specs (the Predict and Run pages read them)
+    for name in ("iris", "wine", "penguins"):
+        spec = data.DatasetSpec({"kind": "bundled", "name": name},
+                                data.infer_schema(data.load_table(data.bundled_path(name))))
+        specs.append(spec.to_dict() | {"fingerprint": spec.fingerprint()})
     for i in range(n_runs):
         record = registry.create_run(
             name=f"sweep trial {i}", action="train_and_evaluate" if i % 3 else "train",
-            dataset={"ref": datasets[i % 3], "fingerprint": f"sha256:{i % 3}"},
+            dataset=specs[i % 3],
             template={"name": templates[i % 3], "code": "def model_fn(features, labels, mode, params): ...\n" * 40},
             params={"hidden_units": [64, 32], "learning_rate": 10 ** -(1 + i % 4), "dropout": 0.1 * (i % 3)},
             run_config={"tf_random_seed": i}, schedule={"max_steps": metric_rows * 10})

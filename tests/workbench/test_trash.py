@@ -247,9 +247,9 @@ class TestHubHelpers:
         assert tables.eval_metric_names(records) == ["accuracy", "loss"]
         assert tables.default_metric(tables.eval_metric_names(records)) == "accuracy"
         frame = tables.hub_frame(records, workspace, "accuracy").set_index("name")
-        assert list(frame.columns)[:14] == ["run", "status", "action", "progress", "ETA", "queue", "dataset",
+        assert list(frame.columns)[:14] == ["status", "action", "progress", "ETA", "queue", "dataset",
                                             "template", "steps", "best accuracy", "smoothed loss", "created",
-                                            "duration", "tags"]
+                                            "duration", "tags", "run"]
         assert frame.loc["alpha", "best accuracy"] == 0.75 and frame.loc["beta", "dataset"] == "wine.csv"
         assert ids(tables.filter_runs(records, tags=["baseline"])) == [b.run_id]
         assert ids(tables.filter_runs(records, templates=["linear"])) == [a.run_id]

@@ -95,6 +95,7 @@ def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metri
     event = st.dataframe(
         frame, hide_index=True, key=table_key(shown), on_select="rerun", selection_mode="multi-row",
         column_config={
+            "name": st.column_config.TextColumn("name", pinned=True),
             "run": st.column_config.TextColumn("run", help="Run id"),
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "ETA": st.column_config.TextColumn("ETA", help="Time left at the step rate of the last minute"),
@@ -231,13 +232,16 @@ def trash_section() -> None:
     """The runs in the trash, with Restore (selected rows) and Empty trash (confirmed)."""
     registry = get_registry()
     items = trash.trashed_runs(registry)
-    with st.expander(f"Trash ({len(items)})", icon=":material/delete:", expanded=False):
+    # keyed: it stays open when elements above it come and go (a notice, the runs table)
+    with st.expander("Trash", icon=":material/delete:", expanded=False, key="runs-trash"):
+        st.caption(f"{len(items)} run{'' if len(items) == 1 else 's'} in the trash · restore them, or "
+                   "empty the trash to delete them for good.")
         if not items:
             st.caption("The trash is empty. Deleted runs land here and can be restored until it is emptied.")
             return
         frame = tables.hub_frame([t.record for t in items], workspace())[
-            ["run", "name", "status", "action", "dataset", "template", "steps", "created"]]
-        frame.insert(2, "trashed", [_dt.datetime.fromtimestamp(t.trashed_at) for t in items])
+            ["name", "status", "action", "dataset", "template", "steps", "created", "run"]]
+        frame.insert(1, "trashed", [_dt.datetime.fromtimestamp(t.trashed_at) for t in items])
         event = st.dataframe(frame, hide_index=True, key=table_key([t.record for t in items], "trash-table"),
                              on_select="rerun",
                              selection_mode="multi-row",
@@ -309,7 +313,8 @@ def run_header(record: RunRecord) -> None:
                f"dataset {md(tables.dataset_name(record))} · created {created} · tags: "
                f"{md(', '.join(record.tags)) or '—'}")
     progress_line(record)
-    with st.expander("Name and notes", icon=":material/edit_note:", expanded=bool(record.note)):
+    with st.expander("Name and notes", icon=":material/edit_note:", expanded=bool(record.note),
+                     key=f"name-note-open-{record.run_id}"):
         _rename_and_note(record)
 
 

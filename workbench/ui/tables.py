@@ -450,10 +450,10 @@ def default_metric(names: Sequence[str]) -> str | None:
 
 def hub_frame(records: Sequence[RunRecord], root: Path, metric: str | None = None,
               positions: Mapping[str, int] | None = None, now: float | None = None) -> pd.DataFrame:
-    """The Runs page's table, one row per run in ``records`` order: id, name, status (with
-    'stalled'), action, progress (fraction, ETA, place in the queue), dataset, template, steps,
-    the best value of the eval ``metric``, the smoothed train loss, created, duration, tags, then
-    one column per param that differs.
+    """The Runs page's table, one row per run in ``records`` order: name, status (with 'stalled'),
+    action, progress (fraction, ETA, place in the queue), dataset, template, steps, the best value
+    of the eval ``metric``, the smoothed train loss, created, duration, tags, run id, then one
+    column per param that differs.
 
     Reads only the registry rows and the last few kB of each run's ``metrics.jsonl`` (cached by
     file size and time), never whole metrics files."""
@@ -485,8 +485,8 @@ def hub_frame(records: Sequence[RunRecord], root: Path, metric: str | None = Non
             value = r.params.get(key)
             row[f"param: {key}"] = value if isinstance(value, (int, float, str, bool)) or value is None else repr(value)
         rows.append(row)
-    columns = ["run", "name", "status", "action", "progress", "ETA", "queue", "dataset", "template",
-               "steps", best_column, "smoothed loss", "created", "duration", "tags"] + [f"param: {k}" for k in diff]
+    columns = ["name", "status", "action", "progress", "ETA", "queue", "dataset", "template", "steps",
+               best_column, "smoothed loss", "created", "duration", "tags", "run"] + [f"param: {k}" for k in diff]
     frame = pd.DataFrame(rows, columns=columns)
     for column in ("steps", "queue"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")
