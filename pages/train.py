@@ -7,7 +7,7 @@ from workbench.data import datasets
 from workbench.execution.processes import detect_gpus
 from workbench.execution.submit import parent_relation
 from workbench.store.records import TRAINING_ACTIONS
-from workbench.ui import context, forms, session, sweep_form
+from workbench.ui import context, forms, session, sweep_form, tables
 
 st.title("Train")
 dataset, template = session.current_dataset(), session.current_template()
@@ -37,7 +37,7 @@ if preflight and not preflight.get("ok"):
                        level="warning")
 registry = session.get_registry()
 session.get_launcher()  # polls; pre-starts the warm spare runner (if the Data/Model pages did not)
-parents = forms.start_from_choices(registry.list_runs())
+parents = tables.finished_runs_for_start(registry.list_runs())
 remembered = context.remembered_form("train")
 params_key = f"p-{template['name']}"
 

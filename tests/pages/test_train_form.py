@@ -20,7 +20,7 @@ from estimator_engine.testing import linear_model_fn
 from workbench.execution.engine_hooks import early_stopping_hook
 from workbench.store.registry import RunRegistry
 from workbench.store.run_spec import check_schedule
-from workbench.ui import forms
+from workbench.ui import tables
 
 
 def train_page() -> AppTest:
@@ -147,4 +147,4 @@ def test_start_from_lists_finished_training_runs_by_name_and_status(home):
         "fresh initialisation", f"good model · succeeded · {done.run_id}", f"first try · failed · {older.run_id}"]
     # queued and running runs are left out (their checkpoints are still moving)
     active = [run("queued", "train"), run("running", "train", "running")]
-    assert forms.start_from_choices([*active, done]) == [done]
+    assert tables.finished_runs_for_start([*active, done]) == [done]

@@ -105,10 +105,10 @@ class TestRegistryTrash:
     def test_a_workspace_of_an_older_schema_is_listed_before_and_migrated_at_the_first_write(self, workspace):
         reg = RunRegistry(workspace)
         rec = finished(reg)
-        # an older workbench's registry: no trashed_at column, schema version 1
+        # an older workbench's registry: no trashed_at column (the newest migration), one version less
         with sqlite3.connect(reg.db_path) as conn:
             conn.execute("ALTER TABLE runs DROP COLUMN trashed_at")
-            conn.execute("DELETE FROM schema_version WHERE version > 1")
+            conn.execute("DELETE FROM schema_version WHERE version = ?", (SCHEMA_VERSION,))
         old = RunRegistry(workspace)
         assert ids(old.list_runs()) == [rec.run_id]  # readers never write: no migration yet
         assert old.list_runs(trashed=True) == [] and trash.trashed_times(old) == {}

@@ -11,7 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from workbench.store import paths
-from workbench.store.records import TRAINING_ACTIONS, RunRecord
+from workbench.store.records import RunRecord
 from workbench.store.run_spec import (
     MAX_PROCESSES,
     EarlyStoppingSettings,
@@ -20,9 +20,10 @@ from workbench.store.run_spec import (
     field_bounds,
 )
 from workbench.ui.session import get_launcher, get_registry, md, selected_run_id, set_selected_run
+from workbench.ui.tables import start_from_label
 
 __all__ = ['NAN_POLICIES', 'edit_code', 'encodings_form', 'launch_run', 'params_form', 'run_config_form', 'run_picker', 'single_row_inputs',
-           'start_from_choices', 'start_from_picker', 'warm_start_check']
+           'start_from_picker', 'warm_start_check']
 
 
 NAN_POLICIES = {"fail": "Fail the run", "stop": "Stop training (keep the last checkpoint)"}
@@ -45,24 +46,16 @@ def run_picker(records: Sequence[RunRecord], label: str = "Run", key: str = "run
     return by_id[choice]
 
 
-def start_from_choices(records: Sequence[RunRecord]) -> list[RunRecord]:
-    """The runs a new run can start from (warm start, evaluate, predict): finished training runs,
-    newest first. A queued or running run is left out (its checkpoint is still moving); one
-    without a usable checkpoint is refused by the compatibility check, naming why."""
-    out = [r for r in records if r.action in TRAINING_ACTIONS and r.is_finished]
-    return sorted(out, key=lambda r: r.created_at or 0, reverse=True)
-
-
 def start_from_picker(records: Sequence[RunRecord], label: str = "Start from (warm start / evaluate / predict)",
                       key: str = "start-from", default: str | None = None) -> str:
-    """A selectbox of ``records`` (``start_from_choices``) by name and status; returns the chosen
+    """A selectbox of ``records`` (``tables.finished_runs_for_start``) labelled by
+    ``tables.start_from_label``; returns the chosen
     run id, or ``''`` for a fresh initialisation."""
     by_id = {r.run_id: r for r in records}
     options = ["", *by_id]
     index = options.index(default) if default in options else 0
     chosen = st.selectbox(label, options, index=index, key=key,
-                          format_func=lambda i: "fresh initialisation" if not i else
-                          f"{by_id[i].name} · {by_id[i].status} · {i}",
+                          format_func=lambda i: "fresh initialisation" if not i else start_from_label(by_id[i]),
                           help="Finished training runs, newest first.")
     return chosen or ""
 
