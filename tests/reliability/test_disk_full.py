@@ -20,8 +20,7 @@ import pytest
 from estimator_engine import checkpoints
 from workbench.cli import commands as cli
 from workbench.execution import run_process, runner
-from workbench.store import guards
-from workbench.store import registry as registry_module
+from workbench.store import guards, registry_db
 from workbench.store.records import RegistryError
 from workbench.store.registry import RunRegistry
 
@@ -41,7 +40,7 @@ def shm_cannot_grow(monkeypatch):
             raise sqlite3.OperationalError("disk I/O error")
         return real_connect(target, *args, **kwargs)
 
-    monkeypatch.setattr(registry_module.sqlite3, "connect", connect)
+    monkeypatch.setattr(registry_db.sqlite3, "connect", connect)
     monkeypatch.setattr(guards, "_free_bytes", lambda path: 0)
 
 
