@@ -5,7 +5,7 @@ the per-step overhead is all there is) and the mid MLP (20-64-32-3, batch 128), 
 
 * reference: no extra hook;
 * ``every 10``: ``MetricsWriterHook(path, every_n_steps=10, stop_file=..., should_stop=...)``
-  wired as ``workbench.execution.runner.RunContext.make_hook`` wires it (a stop file that does not exist,
+  wired as ``workbench.execution.run_context.RunContext.make_hook`` wires it (a stop file that does not exist,
   a threading.Event predicate);
 * ``every 1``: the same, writing loss at every step.
 

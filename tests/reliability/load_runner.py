@@ -14,12 +14,13 @@ import sys
 import time
 
 from workbench.execution import runner
+from workbench.execution.run_context import RunContext
 from workbench.store.registry import RunRegistry
 
 __all__ = ["execute"]
 
 
-def execute(ctx: runner.RunContext) -> None:
+def execute(ctx: RunContext) -> None:
     steps = int(ctx.schedule.get("max_steps") or 200)
     sleep = float(ctx.schedule.get("sleep", 0.005))
     registry = RunRegistry(ctx.run_dir.parent.parent)

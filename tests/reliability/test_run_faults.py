@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from estimator_engine import checkpoints
-from workbench.execution import runner
+from workbench.execution import engine_run, runner
 from workbench.store.registry import RunRegistry
 
 NAN_AFTER = "    train_op = ee.minimize("
@@ -176,7 +176,7 @@ class TestCorruptedCheckpoint:
         folder = model_dir(workspace, trained.run_id)
         newest = folder / "model.ckpt-20"
         newest.write_bytes(newest.read_bytes()[:100])  # truncated by a crash or a bad copy
-        spec = runner._engine_spec(RunRegistry(workspace).get(trained.run_id).to_dict()
+        spec = engine_run._engine_spec(RunRegistry(workspace).get(trained.run_id).to_dict()
                                    | {"dataset": trained.dataset, "template": trained.template},
                                    folder)
         estimator, fns = build.build_estimator(spec, str(folder))

@@ -13,11 +13,12 @@ import sys
 import time
 
 from workbench.execution import runner
+from workbench.execution.run_context import RunContext
 
 __all__ = ["execute"]
 
 
-def execute(ctx: runner.RunContext) -> None:
+def execute(ctx: RunContext) -> None:
     schedule = ctx.schedule
     steps = int(schedule.get("max_steps") or 50)
     sleep = float(schedule.get("sleep", 0.02))

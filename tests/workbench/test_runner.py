@@ -12,7 +12,7 @@ from pathlib import Path
 import polling
 import pytest
 
-from workbench.execution import engine_hooks, lineage, run_process, runner
+from workbench.execution import engine_hooks, engine_run, lineage, run_context, run_process, runner
 from workbench.store.registry import RunRegistry
 
 
@@ -97,10 +97,10 @@ class TestLifecycle:
     def test_schedule_merging_and_engine_spec(self):
         spec = {"run_config": {"max_steps": 5, "batch_size": 8, "tf_random_seed": 1},
                 "schedule": {"steps": 50, "eval_steps": 2}}
-        assert runner._schedule(spec) == {"max_steps": 5, "batch_size": 8, "steps": 50,
+        assert run_context._schedule(spec) == {"max_steps": 5, "batch_size": 8, "steps": 50,
                                           "eval_steps": 2}
-        assert runner._schedule({"schedule": {"steps": 50}})["max_steps"] == 50
-        engine = runner._engine_spec(spec, Path("/ws/runs/r/model"))
+        assert run_context._schedule({"schedule": {"steps": 50}})["max_steps"] == 50
+        engine = engine_run._engine_spec(spec, Path("/ws/runs/r/model"))
         assert engine["run_config"] == {"tf_random_seed": 1}
         assert engine["batch_size"] == 8 and engine["model_dir"] == "/ws/runs/r/model"
 
@@ -222,7 +222,7 @@ class TestLineage:
         rec = new_run(workspace, **kwargs)
         folder = RunRegistry(workspace).run_dir(rec.run_id)
         spec = json.loads((folder / "run.json").read_text())
-        ctx = runner.RunContext(run_dir=folder, spec=spec, schedule=runner._schedule(spec))
+        ctx = run_context.RunContext(run_dir=folder, spec=spec, schedule=run_context._schedule(spec))
         ctx.model_dir.mkdir()
         return ctx
 
@@ -306,7 +306,7 @@ class TestInProcessPreflight:
         code = runner.run(folder, install_signal_handlers=False)
         record = RunRegistry(workspace).get(rec.run_id)
         assert code == 0 and record.status == "succeeded"
-        report = json.loads((folder / runner.PREFLIGHT_FILE).read_text())
+        report = json.loads((folder / engine_run.PREFLIGHT_FILE).read_text())
         assert report["ok"] and report["stage"] == "done"
         assert set(report["modes"]) == {"train", "eval", "predict"}
         assert rows(workspace, rec.run_id)["step"].max() == 20
@@ -328,7 +328,7 @@ class TestInProcessPreflight:
         assert "line 14: logits = net(wrong)" in record.error
         assert "mat1 and mat2 shapes cannot be multiplied" in record.traceback
         assert not (folder / "metrics.jsonl").exists()  # training never started
-        assert not json.loads((folder / runner.PREFLIGHT_FILE).read_text())["ok"]
+        assert not json.loads((folder / engine_run.PREFLIGHT_FILE).read_text())["ok"]
 
     def test_spare_runner_takes_a_run_from_stdin(self, workspace, tmp_path, capfd):
         import io
@@ -406,7 +406,7 @@ class TestEarlyStoppingAndNanPolicy:
 
         spec = json.loads((folder / "run.json").read_text())
         model_dir = tmp_path / "engine"
-        est, input_fns = build_estimator(runner._engine_spec(spec, model_dir), str(model_dir))
+        est, input_fns = build_estimator(engine_run._engine_spec(spec, model_dir), str(model_dir))
         hook = ee.early_stopping.stop_if_no_decrease_hook(est, "loss", 40, run_every_secs=None,
                                                           run_every_steps=1, min_delta=100.0)
         metrics, _ = ee.train_and_evaluate(
@@ -444,7 +444,7 @@ def test_predict_run_on_unlabelled_data_skips_the_preflight_check(workspace, tmp
     code = runner.run(spec_file.parent, install_signal_handlers=False)
     record = RunRegistry(workspace).get(rec.run_id)
     assert code == 0 and record.status == "succeeded", record.error
-    assert not (spec_file.parent / runner.PREFLIGHT_FILE).exists()
+    assert not (spec_file.parent / engine_run.PREFLIGHT_FILE).exists()
     assert len(pd.read_csv(spec_file.parent / "predictions.csv")) == 7
 
 
@@ -456,9 +456,9 @@ def test_no_evaluation_rows_is_said_plainly():
     fns = datasets.make_input_fns(spec, df, batch_size=2)
     with pytest.raises(ValueError, match=r"^No evaluation rows: the split put 4 rows in train and 0 in eval\. "
                                          r"Raise the dataset's eval fraction \(or add rows\), or choose the action 'train'\.$"):
-        runner._input_fn(fns, "eval")
+        engine_run._input_fn(fns, "eval")
     with pytest.raises(ValueError, match=r"^The template's build_estimator gave no 'train' input_fn\.$"):
-        runner._input_fn({"eval": fns.eval}, "train")
+        engine_run._input_fn({"eval": fns.eval}, "train")
 
 
 @pytest.mark.slow

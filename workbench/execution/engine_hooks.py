@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from workbench.execution.runner import RunContext
+    from workbench.execution.run_context import RunContext
 
 __all__ = ["early_stopping_hook", "eval_stream_hook"]
 

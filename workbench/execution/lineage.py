@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from workbench.store import paths
 
 if TYPE_CHECKING:
-    from workbench.execution.runner import RunContext
+    from workbench.execution.run_context import RunContext
 
 __all__ = ['TASK_INFO_FILE', 'drop_orphaned_metrics', 'prepare_lineage']
 

@@ -2,7 +2,7 @@
 
 The bundle's ``rerun.py`` (written by ``workbench.execution.bundle``) calls ``main`` here, so a
 re-run trains, evaluates, early-stops and predicts exactly as the workbench did
-(``workbench.execution.runner.execute_with_engine``: ``ee.train_and_evaluate``, the engine's
+(``workbench.execution.engine_run.execute_with_engine``: ``ee.train_and_evaluate``, the engine's
 early-stopping hooks, ``evaluate``, ``predict``), not with a copy of that logic.
 
 Command line (from the unzipped bundle): ``python rerun.py [--data FILE] [--out DIR]``; the results
@@ -51,7 +51,8 @@ def rerun_bundle(bundle_dir: str | os.PathLike[str], *, data: str | os.PathLike[
         >>> # out = rerun_bundle("unzipped_bundle", out_dir="again")
     """
     from workbench.data import datasets
-    from workbench.execution import runner
+    from workbench.execution.engine_run import execute_with_engine
+    from workbench.execution.run_context import RunContext, _schedule
 
     bundle_dir = Path(bundle_dir).resolve()
     spec = read_run_json(bundle_dir / "run.json")  # a bundle of an older workbench is migrated
@@ -76,7 +77,7 @@ def rerun_bundle(bundle_dir: str | os.PathLike[str], *, data: str | os.PathLike[
                              f"{bundle_dir} has no checkpoint/ folder: export it again with "
                              "--with-checkpoint.")
         spec["checkpoint_path"] = checkpoint
-    runner.execute_with_engine(runner.RunContext(run_dir=out, spec=spec, schedule=runner._schedule(spec)))
+    execute_with_engine(RunContext(run_dir=out, spec=spec, schedule=_schedule(spec)))
     return out
 
 

@@ -102,7 +102,7 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
         run_config=config, schedule=checked, num_processes=processes, parent_run_id=parent_run_id,
         parent_relation=relation, checkpoint_path=checkpoint_path)
     if report is not None and hasattr(report, "to_dict"):
-        from workbench.execution.runner import PREFLIGHT_FILE
+        from workbench.execution.engine_run import PREFLIGHT_FILE
 
         (registry.run_dir(record.run_id) / PREFLIGHT_FILE).write_text(
             json.dumps(report.to_dict(), indent=2, default=str), encoding="utf-8")
