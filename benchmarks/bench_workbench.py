@@ -124,7 +124,8 @@ def launch_in_process(root: Path, steps: int, warm: bool = False) -> dict[str, A
     imports (it logs 'ready') before the clock starts, as in a UI left open."""
     from workbench import templates
     from workbench.cli import commands as cli
-    from workbench.execution.launcher import SPARE_LOG, LocalLauncher
+    from workbench.execution.launcher import LocalLauncher
+    from workbench.execution.spares import SPARE_LOG
     from workbench.store.registry import RunRegistry
 
     dataset = cli._dataset_dict("iris", None)

@@ -81,7 +81,7 @@ def test_warm_spare_does_not_see_the_password(workspace, secrets):
     launcher = LocalLauncher(workspace, gpus=[], warm_spares=1)
     try:
         launcher.poll()
-        spare = launcher._spare
+        spare = launcher._spares.process
         assert spare is not None
         names = {entry.split(b"=", 1)[0].decode()
                  for entry in Path(f"/proc/{spare.pid}/environ").read_bytes().split(b"\0") if entry}

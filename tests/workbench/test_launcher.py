@@ -326,7 +326,7 @@ def test_warm_spare_takes_the_next_run(workspace):
     launcher = LocalLauncher(workspace, gpus=[], warm_spares=1)
     try:
         launcher.poll()
-        spare = launcher._spare
+        spare = launcher._spares.process
         assert spare is not None and spare.poll() is None
         wait_for(lambda: b" ready" in (Path(workspace) / "spare.log").read_bytes(), timeout=60)
         info = templates.get_template("mlp_classifier")
@@ -336,18 +336,18 @@ def test_warm_spare_takes_the_next_run(workspace):
             run_config={"tf_random_seed": 0}, schedule={"max_steps": 20}).run_id
         record = launcher.submit(run_id)
         assert record.status == "running" and record.pid == spare.pid
-        assert launcher.process(run_id) is spare and launcher._spare is None
+        assert launcher.process(run_id) is spare and launcher._spares.process is None
         assert launcher.wait(run_id, timeout=60).status == "succeeded"
         assert metric_steps(workspace, run_id)[-1] == 20
         log = (Path(workspace) / "runs" / run_id / "worker.log").read_text()
         assert f"warm spare runner pid {spare.pid}" in log and "succeeded" in log
         # The slot is free again: a new spare waits; shutdown ends it.
         launcher.poll()
-        replacement = launcher._spare
+        replacement = launcher._spares.process
         assert replacement is not None and replacement is not spare
     finally:
         launcher.shutdown(grace=1.0)
-    assert launcher._spare is None and replacement.poll() is not None
+    assert launcher._spares.process is None and replacement.poll() is not None
 
 
 def test_warm_spares_only_on_cpu_and_validated(workspace):
@@ -355,19 +355,19 @@ def test_warm_spares_only_on_cpu_and_validated(workspace):
         LocalLauncher(workspace, gpus=[], warm_spares=2)
     launcher = LocalLauncher(workspace, gpus=["0"], warm_spares=1)
     launcher.poll()
-    assert launcher._spare is None  # GPU pinning happens at spawn: no spare with GPUs
+    assert launcher._spares.process is None  # GPU pinning happens at spawn: no spare with GPUs
 
 
 def test_shutdown_ends_the_spare_while_it_imports_and_while_it_waits(workspace):
     for wait_until_ready in (False, True):
         launcher = LocalLauncher(workspace, gpus=[], warm_spares=1)
         launcher.poll()
-        spare = launcher._spare
+        spare = launcher._spares.process
         assert spare is not None
         if wait_until_ready:
             wait_for(lambda: b" ready" in (Path(workspace) / "spare.log").read_bytes(), timeout=60)
         launcher.shutdown(grace=1.0)
-        assert launcher._spare is None and spare.poll() is not None
+        assert launcher._spares.process is None and spare.poll() is not None
         with pytest.raises(ProcessLookupError):  # nothing left in its process group either
             os.killpg(spare.pid, 0)
         (Path(workspace) / "spare.log").unlink()
@@ -384,13 +384,13 @@ def test_shutdown_ends_a_spare_started_by_a_concurrent_poll(workspace, monkeypat
 
     def cancel_while_another_session_polls(run_id, grace=10.0, wait=False):
         launcher.poll()
-        spares.append(launcher._spare)
+        spares.append(launcher._spares.process)
         raise ValueError("not in the registry")  # shutdown then SIGKILLs the run's group
 
     monkeypatch.setattr(launcher, "cancel", cancel_while_another_session_polls)
     launcher.shutdown(grace=1.0)
     assert spares and spares[0] is not None
-    assert spares[0].poll() is not None and launcher._spare is None and busy.poll() is not None
+    assert spares[0].poll() is not None and launcher._spares.process is None and busy.poll() is not None
 
 
 # A stand-in for the Streamlit server: builds the UI's shared launcher (warm spare on), then
@@ -398,7 +398,7 @@ def test_shutdown_ends_a_spare_started_by_a_concurrent_poll(workspace, monkeypat
 UI_SERVER = """
 import sys, time
 from workbench.ui import session
-spare = session.get_launcher()._spare
+spare = session.get_launcher()._spares.process
 open(sys.argv[1], "w").write(str(spare.pid if spare is not None else 0))
 if sys.argv[2] == "exit":
     sys.exit(0)
@@ -494,6 +494,6 @@ def test_ui_launcher_has_a_warm_spare_for_the_real_runner_only(workspace, monkey
         monkeypatch.setenv("WORKBENCH_WARM_SPARES", "0")
         monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
         launcher = session.get_launcher()
-        assert launcher.warm_spares == 0 and launcher._spare is None
+        assert launcher.warm_spares == 0 and launcher._spares.process is None
     finally:
         session._launcher.clear()

@@ -18,17 +18,14 @@ each pinned to a GPU through ``CUDA_VISIBLE_DEVICES`` when there are GPUs; the r
 ``queued``. A launcher instance is thread-safe (the UI shares one between sessions).
 
 Warm spares (``warm_spares=1``, CPU only, single-process runs of ``workbench.execution.runner``): while a
-slot is free the launcher keeps one runner pre-started (``python -m workbench.execution.runner --spare``:
-torch, the engine and pandas already imported) waiting on a pipe; starting a run then writes the
-run folder into that pipe instead of spawning a new interpreter, which cuts launch -> first metric
-line by the imports (1-3 s on a small machine). The spare exits on end of input, so it never
-outlives its launcher; ``shutdown`` kills it. The spare is replaced only when a slot is free
-again, so pre-starting never competes for CPU with a run that is starting up.
+slot is free the launcher keeps one runner pre-started (``workbench.execution.spares``) that a
+starting run takes; ``shutdown`` kills it. The spare is replaced only when a slot is free again,
+so pre-starting never competes for CPU with a run that is starting up. Lost-run detection lives
+in ``workbench.execution.liveness``.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import signal
@@ -37,60 +34,43 @@ import sys
 import threading
 import time
 import traceback
-import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from workbench.store import paths
 from workbench.store.records import InvalidTransitionError, RegistryError, RunRecord
-from workbench.store.registry import RunRegistry, process_start_time
+from workbench.store.registry import RunRegistry
 
 if TYPE_CHECKING:
     from workbench.execution.ray_launcher import RayJobLauncher
 
 from workbench.execution.base import Launcher
+from workbench.execution.liveness import (
+    end_run_processes,
+    lost_verdict,
+    runner_alive,
+    runner_process,
+)
 from workbench.execution.processes import (
     RUN_MARKER_ENV,
     RunProcess,
     _kill_group,
-    _kill_tree,
-    descendants,
     detect_gpus,
     end_marked,
     new_run_marker,
-    pid_alive,
     without_secrets,
 )
+from workbench.execution.spares import WarmSpare
 
-__all__ = ['DEFAULT_HEARTBEAT_TIMEOUT_S', 'QUEUE_HANDOFF_ENV', 'SPARE_LOG', 'LocalLauncher', 'make_launcher']
+__all__ = ['DEFAULT_HEARTBEAT_TIMEOUT_S', 'QUEUE_HANDOFF_ENV', 'LocalLauncher', 'make_launcher']
 
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
 
 
-_STARTUP_GRACE_S = 30.0  # a child of this launcher that has not beaten yet is starting up
-
-
-SPARE_LOG = "spare.log"  # the warm spare's output until it takes a run (workspace folder)
-
-
 # Set in a CPU runner's environment to the launcher's concurrency: at its end the runner hands the
 # queue to a detached starter (no UI or CLI may be left to poll it: ``run --detach``).
 QUEUE_HANDOFF_ENV = "WORKBENCH_QUEUE_SLOTS"
-
-
-_WITH_SPARES: weakref.WeakSet[LocalLauncher] = weakref.WeakSet()
-
-
-@atexit.register
-def _end_idle_spares() -> None:
-    """At interpreter exit (a UI server stopping), idle spares end now rather than after their
-    imports, when they would notice the end of their input."""
-    for launcher in list(_WITH_SPARES):
-        with contextlib.suppress(Exception):
-            launcher._discard_spare()
-
-
 
 
 class LocalLauncher(Launcher):
@@ -136,8 +116,7 @@ class LocalLauncher(Launcher):
         self.warm_spares = warm_spares
         self._procs: dict[str, subprocess.Popen[bytes]] = {}
         self._gpu_of: dict[str, list[str]] = {}
-        self._spare: subprocess.Popen[bytes] | None = None
-        self._spare_marker: str | None = None
+        self._spares = WarmSpare(self.root, runner_module, self._child_env)
         self._handles: dict[str, RunProcess] = {}  # the process group of each run started here
         self._cancelling: dict[str, threading.Thread] = {}  # run -> its escalation thread
         self._lock = threading.RLock()
@@ -148,7 +127,7 @@ class LocalLauncher(Launcher):
         """Runs of this workspace in the ``running`` state whose process is alive on this machine
         (runs on a Ray cluster take no local slot)."""
         return sum(1 for r in self.registry.list_runs("running")
-                   if not self._on_ray(r) and self._alive(r))
+                   if not self._on_ray(r) and runner_alive(r, self._procs.get(r.run_id)))
 
     def poll(self) -> list[str]:
         """Reaps finished children, marks lost runs, and starts queued runs while slots are free.
@@ -197,7 +176,7 @@ class LocalLauncher(Launcher):
             cmd = self._command(record, folder)
             with open(folder / paths.WORKER_LOG, "ab") as log:
                 stamp = time.strftime('%Y-%m-%d %H:%M:%S')
-                spare_marker = self._spare_marker
+                spare_marker = self._spares.marker
                 spare = proc = self._claim_spare(record)
                 if proc is not None:
                     marker = spare_marker or marker
@@ -220,7 +199,7 @@ class LocalLauncher(Launcher):
             if spare is not None:
                 # Only now, with the run marked running under the spare's pid: the spare's
                 # runner must find it 'running', as a freshly spawned runner always does.
-                self._hand_over(spare, folder)  # a spare dead meanwhile is reaped as 'lost'
+                WarmSpare.hand_over(spare, folder)  # a spare dead meanwhile is reaped as 'lost'
             self._procs[run_id] = proc
             self._handles[run_id] = handle
             self._gpu_of[run_id] = gpus
@@ -233,70 +212,21 @@ class LocalLauncher(Launcher):
 
     def _ensure_spare(self) -> None:
         """Starts the spare runner when enabled and none is waiting."""
-        if not self._spares_enabled():
-            return
-        if self._spare is not None:
-            if self._spare.poll() is None:
-                return
-            self._discard_spare()
-        self.root.mkdir(parents=True, exist_ok=True)
-        _WITH_SPARES.add(self)
-        log = open(self.root / SPARE_LOG, "ab")
-        marker = new_run_marker("spare")
-        try:
-            self._spare = subprocess.Popen(
-                [sys.executable, "-m", self.runner_module, "--spare"], stdin=subprocess.PIPE,
-                stdout=log, stderr=subprocess.STDOUT, cwd=str(self.root),
-                env=self._child_env([], marker), start_new_session=True, close_fds=True)
-            self._spare_marker = marker
-        finally:
-            log.close()
+        if self._spares_enabled():
+            self._spares.ensure()
 
     def _claim_spare(self, record: RunRecord) -> subprocess.Popen[bytes] | None:
         """The waiting spare, taken out of the pool (None when there is none or it died)."""
-        spare = self._spare
-        if spare is None or record.num_processes > 1 or not self._spares_enabled():
+        if self._spares.process is None or record.num_processes > 1 or not self._spares_enabled():
             return None
-        self._spare = None
-        if spare.poll() is not None or spare.stdin is None:
-            self._reap_spare(spare)
-            return None
-        return spare
-
-    @staticmethod
-    def _hand_over(spare: subprocess.Popen[bytes], folder: Path) -> bool:
-        """Sends the run folder to the spare; False when it has died."""
-        try:
-            stdin = spare.stdin
-            if stdin is None:
-                return False
-            stdin.write(f"{folder}\n".encode())
-            stdin.close()
-        except OSError:
-            return False
-        return True
+        return self._spares.claim()
 
     def release_spare(self) -> None:
         """Ends the idle spare (if any) and keeps no more: for a short-lived caller, such as the
         CLI, that pre-started one for a single run and is about to exit. Runs are not touched."""
         with self._lock:
             self.warm_spares = 0
-            self._discard_spare()
-
-    def _discard_spare(self) -> None:
-        spare, self._spare = self._spare, None
-        if spare is not None:
-            self._reap_spare(spare)
-
-    @staticmethod
-    def _reap_spare(spare: subprocess.Popen[bytes]) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            if spare.stdin is not None:
-                spare.stdin.close()  # end of input: an idle spare exits by itself
-        if spare.poll() is None:
-            _kill_group(spare.pid, signal.SIGKILL)
-        with contextlib.suppress(Exception):
-            spare.wait(timeout=5)
+            self._spares.discard()
 
     def _command(self, record: RunRecord, folder: Path) -> list[str]:
         if record.num_processes > 1:
@@ -352,60 +282,6 @@ class LocalLauncher(Launcher):
                     run_id, "lost", error=f"lost: runner exited with code {code} without "
                     "recording an outcome; see worker.log", expected="running")
 
-    def _alive(self, record: RunRecord) -> bool:
-        """Whether the run's process lives: our child by ``poll``, another launcher's by pid and
-        the pid's start time (a pid reused by an unrelated process is not the runner)."""
-        proc = self._procs.get(record.run_id)
-        if proc is not None:
-            return proc.poll() is None
-        if not pid_alive(record.pid):
-            return False
-        if record.pid_started is None or record.pid is None:
-            return True
-        started = process_start_time(record.pid)
-        return started is None or abs(started - record.pid_started) < 0.01
-
-    def _runner_process(self, record: RunRecord) -> int | None:
-        """The pid of the run's runner process when it still exists and is certainly that runner
-        (our child; or same start time, and the run folder in its command line or as its working
-        folder); never this process, its ancestors or its process group. None otherwise."""
-        proc = self._procs.get(record.run_id)
-        pid = proc.pid if proc is not None else record.pid
-        if not pid or pid <= 1 or not self._alive(record):
-            return None
-        import psutil
-
-        try:
-            me = psutil.Process()
-            if pid == me.pid or pid in {p.pid for p in me.parents()} or os.getpgid(pid) == os.getpgrp():
-                return None
-            if proc is not None:
-                return pid
-            candidate = psutil.Process(pid)
-            folder = str(self.registry.run_dir(record.run_id))
-            with contextlib.suppress(psutil.Error):
-                if any(folder in arg for arg in candidate.cmdline()):
-                    return pid
-            with contextlib.suppress(psutil.Error):
-                if os.path.realpath(candidate.cwd()) == os.path.realpath(folder):
-                    return pid
-        except (OSError, psutil.Error):
-            return None
-        return None
-
-    def _end_run_processes(self, record: RunRecord, wait: float = 5.0) -> bool:
-        """SIGKILLs what is left of the run's process group and descendants (a stopped or hung
-        runner), before the run is marked lost or failed; whether a process was there."""
-        pid = self._runner_process(record)
-        if pid is None:
-            return False
-        tree = descendants(pid)
-        _kill_group(pid, signal.SIGKILL)
-        _kill_tree(tree, pid)
-        proc = self._procs.get(record.run_id)
-        self._wait_gone(pid, proc, wait)
-        return True
-
     def _on_ray(self, record: RunRecord) -> bool:
         """A run submitted to Ray (``ray_job.json``) and not started by this launcher: its pid,
         if any, is on another machine; ``RayJobLauncher`` follows it."""
@@ -427,32 +303,17 @@ class LocalLauncher(Launcher):
             own = record.run_id in self._procs
             if self._on_ray(record):
                 continue
-            gone = not self._alive(record)
+            proc = self._procs.get(record.run_id)
+            gone = not runner_alive(record, proc)
             if own and gone:
                 continue  # our own child ended: _reap_children records how (with its exit code)
-            # The heartbeat thread beats from the start (imports included), so a silent child is
-            # stopped (kill -STOP) or wedged, not busy with a long first step. A child that has not
-            # beaten yet (heartbeat_at still the launch time) may be starting on a busy machine.
-            timeout = self.heartbeat_timeout
-            if own and record.heartbeat_at is not None and record.heartbeat_at == record.started_at:
-                timeout = max(timeout, _STARTUP_GRACE_S)
-            stale = record.heartbeat_at is not None and now - record.heartbeat_at > timeout
-            stalled = record.stalled_for(now) if record.stall_action == "fail" else None
-            if not (gone or stale or stalled is not None):
+            verdict = lost_verdict(record, now, own=own, gone=gone, heartbeat_timeout=self.heartbeat_timeout)
+            if verdict is None:
                 continue
-            if gone or stale:
-                reason = ("runner process is gone" if gone else
-                          f"no heartbeat for {now - record.heartbeat_at:.0f}s")
-                status, error = "lost", f"lost: {reason}"
-            else:
-                status = "failed"
-                error = (f"no training step for {stalled:.0f} s (stall_timeout_s = "
-                         f"{record.stall_timeout_s:g}, stall_action 'fail'): the run was stopped. "
-                         "Look for an endless loop or a blocked read in the model_fn or input_fn "
-                         "(worker.log), or raise stall_timeout_s for steps that are this slow.")
+            status, error = verdict
             # One writer per run: what is left of its processes dies before the run can be
             # resumed (a stopped runner woken later would write beside the new attempt).
-            self._end_run_processes(record)
+            end_run_processes(record, proc, self.registry.run_dir(record.run_id))
             try:
                 self.registry.set_status(record.run_id, status, error=error, expected="running")
             except InvalidTransitionError:
@@ -570,7 +431,7 @@ class LocalLauncher(Launcher):
                 raise ValueError(f"Run {run_id!r} is {record.status!r}; only a stopped, cancelled, "
                                  "lost, failed or finished run can be resumed.")
             deadline = time.monotonic() + wait
-            while (old := self._runner_process(record)) is not None and time.monotonic() < deadline:
+            while (old := runner_process(record, self._procs.get(run_id), self.registry.run_dir(run_id))) is not None and time.monotonic() < deadline:
                 time.sleep(0.05)
             if old is not None:
                 raise ValueError(
@@ -592,7 +453,7 @@ class LocalLauncher(Launcher):
         """Cancels every run this launcher started and is still running, and ends the warm spare
         (tests, CLI teardown)."""
         with self._lock:
-            self._discard_spare()
+            self._spares.discard()
         for run_id in list(self._procs):
             with contextlib.suppress(Exception):
                 self.cancel(run_id, grace=grace, wait=True)
@@ -604,7 +465,7 @@ class LocalLauncher(Launcher):
                 proc.wait(timeout=5)
             self._procs.pop(run_id, None)
         with self._lock:
-            self._discard_spare()  # one a concurrent poll() started while the runs were cancelled
+            self._spares.discard()  # one a concurrent poll() started while the runs were cancelled
 
     def process(self, run_id: str) -> Any:
         """The ``Popen`` of a run this launcher started (or None)."""
