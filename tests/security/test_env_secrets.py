@@ -50,8 +50,9 @@ def test_without_secrets_keeps_the_rest():
 def test_local_child_env_drops_the_password(workspace, secrets):
     launcher = LocalLauncher(workspace, gpus=[],
                              env={"WORKBENCH_PASSWORD": "passed-too", "EXTRA": "1"})
-    env = launcher._child_env([])
+    env = launcher._child_env([], marker="attempt-marker")
     assert "WORKBENCH_PASSWORD" not in env and "WORKBENCH_API_TOKEN" not in env
+    assert env["WORKBENCH_RUN_MARKER"] == "attempt-marker"  # every process of the attempt carries it
     assert env["EXTRA"] == "1" and env["WORKBENCH_HOME"] == str(workspace)
 
 
