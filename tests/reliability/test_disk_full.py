@@ -214,3 +214,28 @@ def _template() -> str:
     from workbench import templates
 
     return templates.get_template("mlp_classifier").code
+
+
+def test_a_run_whose_log_cannot_be_opened_on_a_full_disk_stays_queued(workspace, monkeypatch):
+    from workbench.execution import launcher as launcher_module
+    from workbench.store import paths
+
+    record = new_run(workspace)
+    launcher = launcher_module.LocalLauncher(workspace, gpus=[])
+    real_open = open
+
+    def full(path, *args, **kwargs):
+        if str(path).endswith(paths.WORKER_LOG):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_open(path, *args, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(launcher_module, "open", full, raising=False)
+        with pytest.raises(RegistryError, match=rf"^disk full: run '{record.run_id}' cannot start, its worker\.log "
+                                                r"cannot be written in .* \(No space left on device\)\. Free space "
+                                                r"there; the run stays queued and starts at the next poll\.$"):
+            launcher.start(record.run_id)
+        assert launcher.poll() == []  # the UI's poll does not fail: nothing starts until space is freed
+        assert RunRegistry(workspace).get(record.run_id).status == "queued"
+    assert launcher.poll() == [record.run_id]  # space again: the queued run starts
+    launcher.cancel(record.run_id, grace=0.5)

@@ -276,3 +276,28 @@ def test_the_reaper_never_kills_its_own_process(workspace):
     launcher = LocalLauncher(workspace, gpus=[], heartbeat_timeout=0.0)
     time.sleep(0.05)
     assert launcher.reap_lost() == [rec.run_id]  # and this test process is still here
+
+
+def test_a_launcher_marks_lost_only_the_attempt_it_started(workspace):
+    """Its runner gone, a launcher records 'lost' only while the run is still the attempt it
+    started: a later attempt (resumed by another launcher) is left running."""
+    import subprocess
+    import sys
+
+    from workbench.execution.launcher import LocalLauncher
+
+    registry = RunRegistry(workspace)
+    run_id = registry.create_run(name="t", action="train", dataset={"name": "none"},
+                                 template={"name": "t", "code": ""}, params={}, run_config={},
+                                 schedule={}).run_id
+    launcher = LocalLauncher(workspace, gpus=[])
+    first = registry.set_status(run_id, "running", pid=os.getpid())
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    launcher._procs[run_id], launcher._attempts[run_id] = gone, first.attempt
+    registry.set_status(run_id, "lost", error="lost: no heartbeat")  # another launcher's verdict
+    registry.set_status(run_id, "queued")  # resumed there ...
+    later = registry.set_status(run_id, "running", pid=os.getpid())  # ... and running again
+    launcher._reap_children()
+    now = registry.get(run_id)
+    assert (now.status, now.attempt) == ("running", later.attempt) and later.attempt == first.attempt + 1

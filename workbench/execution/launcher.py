@@ -27,6 +27,7 @@ in ``workbench.execution.liveness``.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import subprocess
@@ -71,6 +72,18 @@ DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
 # Set in a CPU runner's environment to the launcher's concurrency: at its end the runner hands the
 # queue to a detached starter (no UI or CLI may be left to poll it: ``run --detach``).
 QUEUE_HANDOFF_ENV = "WORKBENCH_QUEUE_SLOTS"
+
+
+def _open_worker_log(folder: Path, run_id: str) -> Any:
+    """The run's worker log, opened for appending; a full disk says so (the run stays queued)."""
+    try:
+        return open(folder / paths.WORKER_LOG, "ab")
+    except OSError as exc:
+        if exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
+            raise RegistryError(f"disk full: run {run_id!r} cannot start, its {paths.WORKER_LOG} cannot be "
+                                f"written in {folder} ({exc.strerror}). Free space there; the run stays queued "
+                                "and starts at the next poll.") from None
+        raise
 
 
 class LocalLauncher(Launcher):
@@ -118,6 +131,7 @@ class LocalLauncher(Launcher):
         self._gpu_of: dict[str, list[str]] = {}
         self._spares = WarmSpare(self.root, runner_module, self._child_env)
         self._handles: dict[str, RunProcess] = {}  # the process group of each run started here
+        self._attempts: dict[str, int] = {}  # the attempt (fencing token) each of them owns
         self._cancelling: dict[str, threading.Thread] = {}  # run -> its escalation thread
         self._lock = threading.RLock()
 
@@ -150,6 +164,10 @@ class LocalLauncher(Launcher):
                     self.start(record.run_id)
                 except InvalidTransitionError:
                     continue  # another launcher took it
+                except RegistryError as exc:
+                    if not str(exc).startswith("disk full"):
+                        raise
+                    break  # nothing starts on a full disk; the runs stay queued for a later poll
                 started.append(record.run_id)
                 free -= 1
             if free > 0:
@@ -174,7 +192,7 @@ class LocalLauncher(Launcher):
             marker = new_run_marker(run_id)
             env = self._child_env(gpus, marker)
             cmd = self._command(record, folder)
-            with open(folder / paths.WORKER_LOG, "ab") as log:
+            with _open_worker_log(folder, run_id) as log:
                 stamp = time.strftime('%Y-%m-%d %H:%M:%S')
                 spare_marker = self._spares.marker
                 spare = proc = self._claim_spare(record)
@@ -202,6 +220,7 @@ class LocalLauncher(Launcher):
                 WarmSpare.hand_over(spare, folder)  # a spare dead meanwhile is reaped as 'lost'
             self._procs[run_id] = proc
             self._handles[run_id] = handle
+            self._attempts[run_id] = record.attempt
             self._gpu_of[run_id] = gpus
             return record
 
@@ -269,6 +288,7 @@ class LocalLauncher(Launcher):
                 continue
             del self._procs[run_id]
             self._gpu_of.pop(run_id, None)
+            attempt = self._attempts.pop(run_id, None)
             handle = self._handles.pop(run_id, None)
             if handle is not None:
                 # What the runner could not end itself (it was SIGKILLed, or crashed): the ranks
@@ -280,7 +300,8 @@ class LocalLauncher(Launcher):
                 # the interpreter): its last checkpoint stays usable, so the run is resumable.
                 self.registry.set_status(
                     run_id, "lost", error=f"lost: runner exited with code {code} without "
-                    "recording an outcome; see worker.log", expected="running")
+                    "recording an outcome; see worker.log", expected="running",
+                    attempt=attempt)  # only the attempt this launcher started: a later one lives on
 
     def _on_ray(self, record: RunRecord) -> bool:
         """A run submitted to Ray (``ray_job.json``) and not started by this launcher: its pid,
