@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import threading
 
 import child_processes
@@ -43,6 +44,14 @@ def _no_leftovers():
         child_processes.kill(pid)
     assert not leaked_children, f"test left child processes running: {sorted(leaked_children)}"
     assert not leaked_threads, f"test left threads running: {leaked_threads}"
+
+
+@pytest.fixture(autouse=True)
+def _temp_files_in_tmp_path(tmp_path_factory, monkeypatch):
+    """Temporary folders a test makes through ``tempfile`` (an Estimator without ``model_dir``
+    gets one, as in TF) go under pytest's own temporary tree, which pytest prunes, instead of
+    piling up in /tmp."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path_factory.mktemp("tempfile")))
 
 
 @pytest.fixture
