@@ -152,9 +152,9 @@ def launch_training(page, steps: int, *, lr: float | None = None, action: str = 
     if early_stopping_patience is not None:
         form.get_by_text("Early stopping", exact=True).click()
         set_number(page, "Patience (evaluations)", early_stopping_patience)
-    if action != "train_and_evaluate":
-        form.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Action", exact=True)).click()
-        page.get_by_role("option", name=action, exact=True).click()
+    # Always chosen: the form keeps the last launch's values (issue 15's kept context).
+    form.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Action", exact=True)).click()
+    page.get_by_role("option", name=action, exact=True).click()
     clicked = time.monotonic()
     form.get_by_role("button", name="Train").click()
     page.wait_for_url(re.compile(r".*/run\?run=.*"), timeout=30_000)

@@ -65,26 +65,35 @@ def server(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def page(server, tmp_path_factory):
+def playwright():
+    """One Playwright driver for the session: its sync API runs one event loop per thread, so
+    every browser test (the wheel's too) launches its Chromium from this one."""
+    if browser_kit.playwright_sync is None:
+        pytest.skip("pip install playwright")
+    with browser_kit.playwright_sync.sync_playwright() as driver:
+        yield driver
+
+
+@pytest.fixture(scope="session")
+def page(server, playwright, tmp_path_factory):
     profile = tmp_path_factory.mktemp("chromium-profile")
-    with browser_kit.playwright_sync.sync_playwright() as p:
-        context = p.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, args=CHROME_FLAGS, headless=True,
-            accept_downloads=True, viewport={"width": 1400, "height": 1300})
-        pg = context.pages[0] if context.pages else context.new_page()
-        pg.set_default_timeout(30_000)
-        # Playwright reads uploads and downloads in its event loop's default executor, whose
-        # worker thread lives as long as the loop: start it here, outside the test's hygiene check.
-        loop = getattr(pg, "_loop", None)
-        if loop is not None:
-            loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
-            loop.run_in_executor(None, lambda: None)
-        try:
-            yield pg
-        finally:
-            with contextlib.suppress(Exception):
-                pg.screenshot(path=str(server["home"].parent / "last.png"), full_page=True)
-            context.close()
+    context = playwright.chromium.launch_persistent_context(
+        str(profile), executable_path=CHROMIUM, args=CHROME_FLAGS, headless=True,
+        accept_downloads=True, viewport={"width": 1400, "height": 1300})
+    pg = context.pages[0] if context.pages else context.new_page()
+    pg.set_default_timeout(30_000)
+    # Playwright reads uploads and downloads in its event loop's default executor, whose
+    # worker thread lives as long as the loop: start it here, outside the test's hygiene check.
+    loop = getattr(pg, "_loop", None)
+    if loop is not None:
+        loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+        loop.run_in_executor(None, lambda: None)
+    try:
+        yield pg
+    finally:
+        with contextlib.suppress(Exception):
+            pg.screenshot(path=str(server["home"].parent / "last.png"), full_page=True)
+        context.close()
 
 
 @pytest.fixture(scope="session", autouse=True)

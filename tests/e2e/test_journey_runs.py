@@ -43,6 +43,7 @@ def _train(home, name: str) -> str:
 
 def _tick_rows(page, grid, rows: list[int]) -> None:
     """Ticks the selection checkbox of the given rows (0 = first data row) of a dataframe grid."""
+    grid.wait_for(state="visible", timeout=30_000)  # the table is rebuilt when its rows change
     box = grid.bounding_box()
     assert box, "the table is not on screen"
     for row in rows:
@@ -86,6 +87,7 @@ def test_runs_hub_journey(server, page):
     # Delete one (asked in a dialog) -> in the trash -> restore it.
     goto_page(page, "Runs")
     _filter_to(page, f"^hub-{tag}-b$")
+    playwright_sync.expect(page.get_by_text("1 of ", exact=False)).to_be_visible()
     grid = page.get_by_test_id("stDataFrame").first
     _tick_rows(page, grid, [0])
     page.get_by_role("button", name="Delete (1)").click()

@@ -71,8 +71,7 @@ def _free_port() -> int:
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Debian chromium: apt-get install -y chromium")
-def test_every_page_opens_from_the_wheel(wheel_env):
-    sync_playwright = pytest.importorskip("playwright.sync_api").sync_playwright
+def test_every_page_opens_from_the_wheel(wheel_env, playwright):
     port = _free_port()
     server = subprocess.Popen(
         [str(wheel_env["tmp"] / "venv" / "bin" / "estimator-workbench"), "ui", "--port", str(port)],
@@ -88,16 +87,16 @@ def test_every_page_opens_from_the_wheel(wheel_env):
             except OSError:
                 assert server.poll() is None and time.monotonic() < deadline, "the UI did not start"
                 time.sleep(0.5)
-        with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROME_FLAGS, headless=True)
-            page = browser.new_page()
-            for name in PAGES:
-                page.goto(f"{url}/{name}")
-                page.wait_for_selector('[data-testid="stMain"]', timeout=30_000)
-                page.wait_for_timeout(1500)
-                assert page.locator('[data-testid="stException"]').count() == 0, (
-                    name, page.locator('[data-testid="stException"]').first.inner_text())
-            browser.close()
+        # The session's Playwright driver (tests/e2e/conftest.py): one per thread.
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROME_FLAGS, headless=True)
+        page = browser.new_page()
+        for name in PAGES:
+            page.goto(f"{url}/{name}")
+            page.wait_for_selector('[data-testid="stMain"]', timeout=30_000)
+            page.wait_for_timeout(1500)
+            assert page.locator('[data-testid="stException"]').count() == 0, (
+                name, page.locator('[data-testid="stException"]').first.inner_text())
+        browser.close()
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)

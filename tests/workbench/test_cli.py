@@ -253,13 +253,14 @@ class TestPreStartedRunner:
 
     def test_bad_input_ends_the_pre_started_runner(self, workspace, monkeypatch, capsys):
         monkeypatch.setattr(launcher_module, "detect_gpus", list)  # spares are CPU-only
+        before = set(child_processes.child_pids(os.getpid()))  # (an earlier test's may be ending)
         assert run_cli("run", "--dataset", "no_such_dataset", "--template", "mlp_classifier") == 2
         assert "no_such_dataset" in capsys.readouterr().err
         from workbench.execution.processes import pid_alive
 
         for pid in self.spare_pids(workspace):  # (empty when it was ended before its imports)
             assert not pid_alive(pid)
-        assert not child_processes.child_pids(os.getpid())
+        assert not set(child_processes.child_pids(os.getpid())) - before
 
 
 
