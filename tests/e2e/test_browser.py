@@ -162,7 +162,7 @@ def test_analyst_journey(server, page):
     # Predict one row from the form: the predicted class and its probabilities are shown.
     page.get_by_role("tab", name="Single row").click()
     row_form = page.get_by_test_id("stForm")
-    boxes = row_form.get_by_role("textbox")
+    boxes = row_form.get_by_role("spinbutton")  # typed inputs: a number field per numeric column
     playwright_sync.expect(boxes).to_have_count(4)
     for box, value in zip(boxes.all(), ("6.9", "3.1", "5.4", "2.1")):
         box.fill(value)
