@@ -164,8 +164,11 @@ def test_analyst_journey(server, page):
     row_form = page.get_by_test_id("stForm")
     boxes = row_form.get_by_role("spinbutton")  # typed inputs: a number field per numeric column
     playwright_sync.expect(boxes).to_have_count(4)
-    for box, value in zip(boxes.all(), ("6.9", "3.1", "5.4", "2.1")):
-        box.fill(value)
+    values = ("6.9", "3.1", "5.4", "2.1")  # in the data's column order
+    # The fields sit in a 3-column grid filled row by row, so the page lists them column by column.
+    in_page_order = [i for c in range(3) for i in range(c, len(values), 3)]
+    for box, index in zip(boxes.all(), in_page_order):
+        box.fill(values[index])
         box.press("Tab")
     row_form.get_by_role("button", name="Predict this row").click()
     single = page.locator(".st-key-single-prediction")
