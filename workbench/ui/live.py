@@ -200,6 +200,10 @@ def prediction_result(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
         if record.is_active:
             st.info(f"Predicting… run {run_id} is {record.status}.", icon=":material/hourglass_top:")
             return
+        if every is not None and record.is_finished:
+            # once, at the end: the panel then stops polling, so its download button is not
+            # redrawn every tick under a click that is fetching its file (a journey's flake)
+            st.rerun()
         if record.status != "succeeded":
             show_error(record.error or "see its worker log", prefix=f"Run {run_id} {record.status}: ")
             page_link("run", "Open the run", run_id=run_id)
