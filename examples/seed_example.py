@@ -27,7 +27,8 @@ def my_model_fn(features, labels, mode, params):
     if mode == ee.ModeKeys.EVAL:
         return ee.EstimatorSpec(mode, loss=loss, eval_metric_ops={
             "accuracy": ee.metrics.accuracy(labels=labels, predictions=classes)})
-    optimizer = ee.get_optimizer("adam", lambda: torch.optim.Adam(net.parameters(), lr=params["learning_rate"]))
+    optimizer = ee.get_optimizer("adam", lambda: torch.optim.Adam(net.parameters(), lr=params["learning_rate"],
+                                                                  fused=True))
     return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss))
 
 

@@ -58,6 +58,6 @@ def model_fn(features, labels, mode, params):
         return ee.EstimatorSpec(mode, loss=loss, predictions=predictions, eval_metric_ops=metrics)
 
     optimizer = ee.get_optimizer("adam", lambda: torch.optim.AdamW(
-        net.parameters(), lr=params["learning_rate"], weight_decay=params["weight_decay"]))
+        net.parameters(), lr=params["learning_rate"], weight_decay=params["weight_decay"], fused=True))
     train_op = ee.minimize(optimizer, loss, clip_grad_norm=params["clip_grad_norm"] or None)
     return ee.EstimatorSpec(mode, loss=loss, train_op=train_op, predictions=predictions, eval_metric_ops=metrics)

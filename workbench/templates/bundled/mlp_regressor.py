@@ -50,6 +50,7 @@ def model_fn(features, labels, mode, params):
     if mode == ee.ModeKeys.EVAL:
         return ee.EstimatorSpec(mode, loss=loss, predictions=predictions, eval_metric_ops=metrics)
 
-    optimizer = ee.get_optimizer("adam", lambda: torch.optim.Adam(net.parameters(), lr=params["learning_rate"]))
+    optimizer = ee.get_optimizer("adam", lambda: torch.optim.Adam(net.parameters(), lr=params["learning_rate"],
+                                                                  fused=True))
     return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss), predictions=predictions,
                             eval_metric_ops=metrics)
