@@ -1,13 +1,14 @@
 """The TF peer workload as a plain PyTorch script: the whole-script reference for the engine.
 
 What a competent engineer writes by hand for ``engine_mlp.py``'s job: the same data, MLP, Adam(1e-3)
-and batch; ``model.train()``, rows gathered by a shuffled permutation each step,
+(``fused=True`` like the engine's model_fn: the best practice on both sides; ``--loop-adam`` for torch's
+CPU default) and batch; ``model.train()``, rows gathered by a shuffled permutation each step,
 ``zero_grad(set_to_none=True)``; the weights saved once at the end (``torch.save``: the engine's
 final checkpoint); accuracy on 2,000 rows and class ids for 2,000 rows under ``torch.no_grad()``.
 No second ``train()``: this script is only the whole-script reference. Prints one JSON line with
 the keys of ``engine_mlp.py`` that apply.
 
-    .venv/bin/python benchmarks/tf_peer/plain_mlp.py [--steps 2000] [--threads 1] [--size tiny|mid]
+    .venv/bin/python benchmarks/tf_peer/plain_mlp.py [--steps 2000] [--threads 1] [--size tiny|mid] [--loop-adam]
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch default)")
     parser.add_argument("--size", choices=tuple(SIZES), default="mid")
+    parser.add_argument("--loop-adam", action="store_true", help="torch.optim.Adam's CPU default, not fused")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -51,7 +53,7 @@ def main() -> None:
             layers += [torch.nn.Linear(width, units), torch.nn.ReLU()]
             width = units
         model = torch.nn.Sequential(*layers, torch.nn.Linear(width, n_classes))
-        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+        optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, fused=not args.loop_adam or None)
         model.train()
         generator = torch.Generator().manual_seed(0)
         order, position = torch.randperm(N_ROWS, generator=generator), 0

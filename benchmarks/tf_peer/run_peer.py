@@ -78,7 +78,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--tf-input", choices=("dataset", "numpy"), default="dataset")
-    parser.add_argument("--fused-adam", action="store_true", help="the engine uses torch.optim.Adam(fused=True)")
+    parser.add_argument("--loop-adam", action="store_true",
+                        help="the engine's and the plain script's Adam use torch's CPU default loop, not fused=True")
     parser.add_argument("--workloads", default=",".join(WORKLOADS), help="comma-separated: " + ",".join(WORKLOADS))
     parser.add_argument("--quick", action="store_true", help="smoke run: 1 round of 200 steps")
     parser.add_argument("--json", default=None)
@@ -98,8 +99,8 @@ def main() -> None:
             def fn() -> float:
                 python = args.tf_python if name == "tf" else args.engine_python
                 more = ["--input", args.tf_input] if name == "tf" else []
-                if name == "engine" and args.fused_adam:
-                    more = ["--fused-adam"]
+                if name in ("engine", "plain") and args.loop_adam:
+                    more = ["--loop-adam"]
                 runs[name].append(_one(python, script, [*common, *extra, *more]))
                 return runs[name][-1]["process_wall_s"]
             return fn
@@ -144,7 +145,7 @@ def main() -> None:
               f"{'' if row['met'] is None else ('met' if row['met'] else 'MISSED')}")
     result = {"benchmark": "tf_peer", "date": _dt.datetime.now().isoformat(timespec="seconds"),
               "rounds": args.rounds, "steps": args.steps, "threads": args.threads, "tf_input": args.tf_input,
-              "engine_fused_adam": args.fused_adam, "workloads": workloads, "targets": targets}
+              "fused_adam": not args.loop_adam, "workloads": workloads, "targets": targets}
     c.write_json(result, args.json)
 
 
