@@ -119,6 +119,32 @@ def test_module_only_predict_asks_for_raises_as_a_new_estimator_does(tmp_path):
         next(est.predict(_inputs()))
 
 
+def test_an_optimizer_asked_for_in_eval_comes_back_from_the_checkpoint(tmp_path):
+    """An optimizer the EVAL model_fn asks for is the checkpoint's (3 Adam steps, lr 0.1) at the
+    start of every call, as on a new Estimator: the change each batch makes to it is not carried
+    over to the next call."""
+    seen = []  # (lr, Adam's step count) at each EVAL batch
+
+    def model_fn(features, labels, mode):
+        net = ee.get_module("net", lambda: torch.nn.Linear(1, 1))
+        optimizer = ee.get_optimizer("adam", lambda: torch.optim.Adam(net.parameters(), lr=0.1))
+        loss = torch.nn.functional.mse_loss(net(features["x"]), labels)
+        if mode == ee.ModeKeys.EVAL:
+            state = optimizer.state.get(net.weight, {})
+            seen.append((optimizer.param_groups[0]["lr"], float(state.get("step", 0))))
+            optimizer.param_groups[0]["lr"] *= 10  # scratch change: in no checkpoint
+            return ee.EstimatorSpec(mode, loss=loss)
+        return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss))
+
+    est = ee.Estimator(model_fn, model_dir=str(tmp_path))
+    est.train(_inputs(num_epochs=None), steps=3)
+    fresh = ee.Estimator(model_fn, model_dir=str(tmp_path)).evaluate(_inputs())
+    reused = [est.evaluate(_inputs()) for _ in range(2)]
+    batches = ROWS // BATCH
+    assert [seen[i] for i in range(0, len(seen), batches)] == [(pytest.approx(0.1), 3.0)] * 3
+    assert [r["loss"] for r in reused] == [fresh["loss"]] * 2
+
+
 def test_in_place_change_of_a_parameter_is_not_kept(tmp_path):
     """A model_fn that edits a weight in EVAL sees the checkpoint's weight again on the next call."""
     def model_fn(features, labels, mode):

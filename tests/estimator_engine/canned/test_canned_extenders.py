@@ -47,3 +47,19 @@ def test_forward_features_adds_keys_to_predictions(tmp_path):
     missing = forward_features(LinearRegressor([fc.numeric_column("x")], model_dir=str(tmp_path)), "nope")
     with pytest.raises(ValueError, match="Key 'nope' is not in features dict"):
         list(missing.predict(ee.inputs.numpy_input_fn(features, shuffle=False)))
+
+
+def test_forward_features_are_in_the_exported_predict_signature(tmp_path):
+    """TF's forward_features also adds the keys to the ``predict`` export outputs: a served row
+    carries its id next to the prediction."""
+    from estimator_engine import export
+    from estimator_engine.export import build_raw_serving_input_receiver_fn
+
+    _weights(tmp_path)
+    est = forward_features(LinearRegressor([fc.numeric_column("x")], model_dir=str(tmp_path)), "id")
+    features = {"x": np.array([0.0, 2.0], np.float32), "id": np.array([7, 9])}
+    path = est.export_saved_model(str(tmp_path / "export"), build_raw_serving_input_receiver_fn(
+        {"x": features["x"][:1], "id": features["id"][:1]}))
+    served = export.load(path, signature="predict")(features)
+    assert np.asarray(served["id"]).tolist() == [7, 9]
+    assert np.asarray(served["predictions"]).reshape(-1).tolist() == [1.0, 5.0]
