@@ -71,7 +71,7 @@ from workbench.store.records import (
 )
 from workbench.store.registry import RunRegistry
 
-__all__ = ['EXIT_OWNERSHIP_LOST', 'OUTCOME_RETRY_S', 'SPARE_FLAG', 'START_QUEUED_FLAG', 'main', 'run', 'start_queued_runs']
+__all__ = ['EXIT_OWNERSHIP_LOST', 'OUTCOME_RETRY_S', 'SPARE_FLAG', 'START_QUEUED_FLAG', 'main', 'preload', 'run', 'start_queued_runs']
 
 
 _HEARTBEAT_EVERY_S = 2.0
@@ -381,25 +381,37 @@ def _safe(fn: Callable[[], Any]) -> None:
 SPARE_FLAG = "--spare"
 
 
+def preload() -> None:
+    """Imports what every run needs before it has a run: torch, the engine, pandas and the data
+    and build helpers, tensorboardX, and ``torch._dynamo`` (which the first ``torch.optim``
+    optimizer of a process imports). A warm spare calls it while it waits: an import left to the
+    run delays its first metric line, by 1-2 s on a busy 2-core machine for pandas alone."""
+    try:
+        import pandas  # noqa: F401  (the engine imports it lazily now: ~0.5 s, 1-2 s on a busy CPU)
+        import tensorboardX  # noqa: F401  (the engine's event writer, imported on first summary)
+        import torch._dynamo  # noqa: F401  (the optimizer's lazy import: ~1 s on a small CPU)
+
+        import estimator_engine  # noqa: F401
+        from workbench.data import datasets, model_inputs  # noqa: F401
+        from workbench.execution import (
+            build,  # noqa: F401
+            engine_run,  # noqa: F401
+            preflight,  # noqa: F401
+        )
+        from workbench.store import metrics_hook  # noqa: F401
+    except Exception:  # a broken install: the real run reports it in its own log
+        traceback.print_exc()
+
+
 def _spare(stdin: Any = None) -> int:
     """A warm spare runner (``python -m workbench.execution.runner --spare``, started by the launcher).
 
-    Imports what every run needs (torch, the engine, pandas, the dataset and build helpers, and
-    ``torch._dynamo``, which the first ``torch.optim`` optimizer of a process imports), then waits
-    for one line on stdin: the RUN_DIR to execute, exactly as ``python -m workbench.execution.runner
+    Imports what every run needs (``preload``), then waits for one line on stdin: the RUN_DIR to execute, exactly as ``python -m workbench.execution.runner
     RUN_DIR`` would (output to the run's worker.log, cwd the run folder). End of input (the
     launcher closed the pipe or died) ends the spare without running anything.
     """
     stdin = sys.stdin if stdin is None else stdin
-    try:
-        import torch._dynamo  # noqa: F401  (the optimizer's lazy import: ~1 s on a small CPU)
-
-        import estimator_engine  # noqa: F401
-        from workbench.execution import (
-            preflight,  # noqa: F401
-        )
-    except Exception:  # a broken install: the real run reports it in its own log
-        traceback.print_exc()
+    preload()
     print(f"workbench.execution.runner: spare pid {os.getpid()} ready", flush=True)
     line = stdin.readline()
     if not line.strip():
