@@ -7,7 +7,7 @@ from workbench.data import datasets
 from workbench.execution.processes import detect_gpus
 from workbench.execution.submit import parent_relation
 from workbench.store.records import TRAINING_ACTIONS
-from workbench.ui import context, forms, session, sweep_form, tables
+from workbench.ui import context, figures, forms, session, sweep_form, tables
 
 st.title("Train")
 dataset, template = session.current_dataset(), session.current_template()
@@ -29,6 +29,10 @@ mismatch = datasets.label_task_warning(template["name"], template["code"], label
                                        frame[label] if frame is not None and label in frame.columns else None)
 if mismatch:
     session.show_error(mismatch, level="warning")
+if frame is not None and label in frame.columns:
+    # Imbalanced classes change which metric to watch. Drawing a chart here also loads the
+    # browser's chart code before the launch: on a cold page the run's live chart waited ~6 s for it.
+    st.plotly_chart(figures.label_figure(frame[label]), key="train-label", config={"displayModeBar": False})
 preflight = context.current_preflight(template["code"])  # only a check of exactly this code counts
 if preflight and not preflight.get("ok"):
     session.show_error("The last pre-flight check of this code failed: "

@@ -148,3 +148,15 @@ def test_start_from_lists_finished_training_runs_by_name_and_status(home):
     # queued and running runs are left out (their checkpoints are still moving)
     active = [run("queued", "train"), run("running", "train", "running")]
     assert tables.finished_runs_for_start([*active, done]) == [done]
+
+
+def test_the_label_distribution_is_drawn_above_the_form(home):
+    """iris' label at a glance: 150 examples in 3 classes of 50 (and the chart code is loaded in
+    the browser before a launch, so the run page's live chart draws at once)."""
+    import json
+
+    at = open_page("train")
+    [chart] = [c for c in at.get("plotly_chart") if "species" in c.proto.spec]
+    spec = json.loads(chart.proto.spec)
+    assert spec["layout"]["title"]["text"] == "species: 150 labelled examples in 3 classes"
+    assert sorted(spec["data"][0]["x"]) == ["setosa", "versicolor", "virginica"]

@@ -242,3 +242,15 @@ class TestCompareAtScale:
             figures.parallel_coordinates_figure(table, ["nope"], "eval loss")
         empty = figures.parallel_coordinates_figure(table.assign(**{"eval loss": np.nan}), ["seed"], "eval loss")
         assert empty.layout.annotations[0].text == "No run has a value of eval loss yet."
+
+
+def test_label_figure_counts_classes_and_bins_a_numeric_label():
+    classes = figures.label_figure(pd.Series(["b", "a", "b", None, "b"], name="kind"))
+    bar = classes.data[0]
+    assert bar.type == "bar" and list(bar.x) == ["b", "a"] and list(bar.y) == [3, 1]
+    assert classes.layout.title.text == "kind: 4 labelled examples in 2 classes"
+    numeric = figures.label_figure(pd.Series(range(100), name="price", dtype=float), bins=10)
+    assert numeric.data[0].type == "histogram" and numeric.data[0].nbinsx == 10
+    assert numeric.layout.title.text == "price: 100 labelled examples"
+    few = figures.label_figure(pd.Series([0, 1, 1], name="y"))  # a few numeric values are classes
+    assert few.data[0].type == "bar" and list(few.data[0].y) == [2, 1]

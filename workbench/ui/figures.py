@@ -32,6 +32,7 @@ __all__ = [
     "curves_figure",
     "ema_smooth",
     "empty_figure",
+    "label_figure",
     "parallel_coordinates_figure",
     "param_scatter_figure",
     "plain",
@@ -362,6 +363,23 @@ def residuals_figure(y_true: Sequence[float] | np.ndarray, y_pred: Sequence[floa
     fig.update_xaxes(title_text="predicted", row=1, col=2)
     fig.update_yaxes(title_text="true - predicted", row=1, col=2)
     fig.update_layout(height=360, margin={"l": 50, "r": 10, "t": 40, "b": 40})
+    return fig
+
+
+def label_figure(label: pd.Series, *, max_classes: int = 30, bins: int = 30) -> go.Figure:
+    """The label at a glance: examples per class (the ``max_classes`` most frequent), or a
+    histogram of a numeric label with more distinct values than that. Missing labels are left out."""
+    values = label.dropna()
+    title = f"{plain(label.name)}: {len(values):,} labelled examples"
+    if pd.api.types.is_numeric_dtype(values) and values.nunique() > max_classes:
+        fig = go.Figure(go.Histogram(x=values.to_numpy(), nbinsx=bins, marker_color=_PALETTE[0]))
+    else:
+        counts = values.astype(str).value_counts().head(max_classes)
+        fig = go.Figure(go.Bar(x=counts.index.tolist(), y=counts.to_numpy(), marker_color=_PALETTE[0],
+                               text=counts.to_numpy(), textposition="auto"))
+        title += f" in {values.nunique():,} classes"
+    fig.update_layout(title={"text": title, "font": {"size": 13}}, height=200, bargap=0.15,
+                      margin={"l": 40, "r": 10, "t": 36, "b": 30}, showlegend=False)
     return fig
 
 
