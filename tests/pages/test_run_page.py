@@ -43,3 +43,38 @@ def test_a_training_run_has_no_predictions_panel(home):
     at = run_page(finished_run(home, "train"))
     assert "Predictions" not in [h.value for h in at.subheader]
     assert not [s for s in at.success if "predictions" in s.value]
+
+
+def test_a_page_opened_at_launch_waits_for_the_first_metric_line(tmp_path):
+    """Right after a launch the page's first render waits (up to 2 s after the start) for the
+    first metric line, so the chart is drawn with it; a run started earlier, or one still queued,
+    never waits."""
+    import json
+    import threading
+    import time
+    from types import SimpleNamespace
+
+    from workbench.ui import live
+
+    path = tmp_path / "metrics.jsonl"
+    line = json.dumps({"step": 1, "wall_time": time.time(), "split": "train", "name": "loss", "value": 0.5})
+
+    def write_later():
+        time.sleep(0.3)
+        path.write_text(line + "\n")
+
+    state = live._LiveState(path)
+    writer = threading.Thread(target=write_later)
+    started = time.monotonic()
+    writer.start()
+    live._wait_for_first_line(SimpleNamespace(status="running", started_at=time.time()), state)
+    waited = time.monotonic() - started
+    writer.join()
+    assert len(state.frame) == 1 and 0.25 < waited < 1.5
+
+    for record in (SimpleNamespace(status="running", started_at=time.time() - 10),
+                   SimpleNamespace(status="queued", started_at=None)):
+        idle = live._LiveState(tmp_path / "none.jsonl")
+        started = time.monotonic()
+        live._wait_for_first_line(record, idle)
+        assert time.monotonic() - started < 0.05 and not len(idle.frame)

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -24,13 +25,16 @@ from workbench.ui.session import (
 )
 from workbench.ui.tables import summary_frame
 
-__all__ = ['FIRST_POINT_INTERVAL_S', 'LIVE_INTERVAL_S', 'MAX_POINTS', 'chart_controls', 'live_metrics', 'metrics_summary', 'prediction_result']
+__all__ = ['FIRST_POINT_INTERVAL_S', 'FIRST_POINT_WAIT_S', 'LIVE_INTERVAL_S', 'MAX_POINTS', 'chart_controls', 'live_metrics', 'metrics_summary', 'prediction_result']
 
 
 LIVE_INTERVAL_S = 1.0
 
 
 FIRST_POINT_INTERVAL_S = 0.25  # a run just launched: poll faster until its first metric line
+
+
+FIRST_POINT_WAIT_S = 2.0  # a run started this recently: the page's first render waits for its first line
 
 
 MAX_POINTS = 2000
@@ -88,6 +92,18 @@ def _progress(record: RunRecord, frame: pd.DataFrame) -> tuple[int, int | None]:
     return step, (int(total) if total else None)
 
 
+def _wait_for_first_line(record: RunRecord, state: _LiveState, wait_s: float = FIRST_POINT_WAIT_S) -> None:
+    """The page opened right after a launch (the Train button switches to it) waits, at most until
+    ``wait_s`` after the run started, for the run's first metric line, so the chart is drawn with
+    it rather than empty and then filled by a timer tick. Only a run that started that recently and
+    has no points yet waits: other pages, queued runs and runs opened later never do."""
+    if record.status != "running" or record.started_at is None or len(state.frame):
+        return
+    deadline = record.started_at + wait_s
+    while time.time() < deadline and not state.update():
+        time.sleep(0.05)
+
+
 def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIVE_INTERVAL_S) -> None:
     """Status, progress and the loss/metric chart of a run, refreshed every ``interval`` seconds
     while the run is queued or running (``st.fragment(run_every=...)``), static once it ended.
@@ -110,6 +126,7 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
         return
     state = _live_state(run_id)
     state.update()  # (a run opened mid-way has points already: no fast poll)
+    _wait_for_first_line(first, state)
     waiting = first.is_active and not len(state.frame)
     every = (min(interval, FIRST_POINT_INTERVAL_S) if waiting else interval) if first.is_active else None
 
