@@ -548,7 +548,7 @@ class BinaryClassHead(_ClassHead):
 
     def _prediction_keys(self) -> tuple[str, ...]:
         return (PredictionKeys.LOGITS, PredictionKeys.LOGISTIC, PredictionKeys.PROBABILITIES,
-                PredictionKeys.CLASS_IDS, PredictionKeys.ALL_CLASS_IDS) + _name_keys()
+                PredictionKeys.CLASS_IDS, PredictionKeys.ALL_CLASS_IDS, *_name_keys())
 
     def _unweighted_loss(self, labels: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         return F.binary_cross_entropy_with_logits(logits, labels, reduction="none")
@@ -615,7 +615,7 @@ class MultiClassHead(_ClassHead):
 
     def _prediction_keys(self) -> tuple[str, ...]:
         return (PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES, PredictionKeys.CLASS_IDS,
-                PredictionKeys.ALL_CLASS_IDS) + _name_keys()
+                PredictionKeys.ALL_CLASS_IDS, *_name_keys())
 
     def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
         labels_t = self._check_label_shape(self._label_ids(labels, logits), logits, 1)
@@ -712,7 +712,7 @@ class MultiLabelHead(_ClassHead):
 
     def _prediction_keys(self) -> tuple[str, ...]:
         names = () if torch.compiler.is_compiling() else (PredictionKeys.CLASSES,)
-        return (PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES) + names
+        return (PredictionKeys.LOGITS, PredictionKeys.PROBABILITIES, *names)
 
     def predictions(self, logits: torch.Tensor) -> dict[str, Any]:
         logits = self._check_logits(logits)

@@ -122,7 +122,7 @@ def test_string_lookup_validates_and_outputs_accept_it():
     assert lookup.lookup(torch.tensor([[1], [0]])).tolist() == [[b"yes"], [b"no"]]
     assert ClassificationOutput(classes=lookup).as_signature_outputs()["classes"] is lookup
     assert PredictOutput({"classes": lookup}).outputs["classes"] is lookup
-    with pytest.raises(ValueError, match="StringLookup ids must be an integer tensor, given dtype torch.float32"):
+    with pytest.raises(ValueError, match=r"StringLookup ids must be an integer tensor, given dtype torch\.float32"):
         StringLookup(torch.zeros(2), ["a"])
     with pytest.raises(ValueError, match="StringLookup vocabulary must be a non-empty list of strings"):
         StringLookup(torch.zeros(2, dtype=torch.int64), "ab")

@@ -63,7 +63,7 @@ class TestTrainableVariables:
         assert "Modules ['encoder'] have trainable parameters that no optimizer updates" in caplog.text
 
     def test_outside_an_estimator(self):
-        with pytest.raises(RuntimeError, match="ee.trainable_variables must be called inside a model_fn"):
+        with pytest.raises(RuntimeError, match=r"ee\.trainable_variables must be called inside a model_fn"):
             ee.trainable_variables()
 
 

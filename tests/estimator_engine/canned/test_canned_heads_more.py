@@ -62,7 +62,7 @@ def test_multi_label_head_by_hand():
     head = MultiLabelHead(3, thresholds=[0.5], label_vocabulary=["a", "b", "c"])
     labels = torch.tensor([[1, 0, 1], [0, 1, 0]])
     logits = torch.tensor([[2.0, -1.0, 0.0], [0.0, 0.0, 3.0]])
-    rows = [np.mean([_bce(l, z) for l, z in zip(lr, zr)]) for lr, zr in zip(labels.tolist(), logits.tolist())]
+    rows = [np.mean([_bce(label, z) for label, z in zip(lr, zr)]) for lr, zr in zip(labels.tolist(), logits.tolist())]
     assert float(head.loss(labels, logits)) == pytest.approx(np.mean(rows), rel=1e-6)
     assert float(MultiLabelHead(3, loss_reduction="sum").loss(labels, logits)) == pytest.approx(sum(rows), rel=1e-6)
     predictions = head.predictions(logits)

@@ -16,6 +16,7 @@ is not given; these tests use their own fixed init and the hand-computed referen
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 
@@ -57,9 +58,9 @@ def _x_matrix(x):
 
 def _dnn_init(seed=7):
     rng = np.random.default_rng(seed)
-    sizes = (len(FEATURES),) + HIDDEN + (3,)
+    sizes = (len(FEATURES), *HIDDEN, 3)
     weights = {}
-    for i, (fan_in, fan_out) in enumerate(zip(sizes[:-1], sizes[1:])):
+    for i, (fan_in, fan_out) in enumerate(itertools.pairwise(sizes)):
         scope = "dnn/logits" if i == len(HIDDEN) else f"dnn/hiddenlayer_{i}"
         limit = math.sqrt(6.0 / (fan_in + fan_out))
         weights[f"{scope}/kernel"] = rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
