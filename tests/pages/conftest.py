@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
+import psutil
 import pytest
 
 from workbench.execution.launcher import LocalLauncher
@@ -22,3 +24,11 @@ def home(workspace, monkeypatch):
     launcher = LocalLauncher(workspace)
     for record in RunRegistry(workspace).list_runs(["queued", "running"]):
         launcher.cancel(record.run_id, grace=2)
+    # A run that has just ended may still be exiting: its outcome is recorded before its interpreter
+    # exits. Wait for those runners (this process started them, so waiting also reaps them).
+    runners = []
+    for child in psutil.Process().children():
+        with contextlib.suppress(psutil.Error):
+            if "stub_runner" in " ".join(child.cmdline()):
+                runners.append(child)
+    psutil.wait_procs(runners, timeout=10)

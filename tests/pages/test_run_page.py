@@ -67,14 +67,23 @@ def test_a_page_opened_at_launch_waits_for_the_first_metric_line(tmp_path):
     writer = threading.Thread(target=write_later)
     started = time.monotonic()
     writer.start()
-    live._wait_for_first_line(SimpleNamespace(status="running", started_at=time.time()), state)
+    live._wait_for_first_line(SimpleNamespace(status="running", started_at=time.time()), state,
+                              still_running=lambda: True, on_end=pytest.fail)
     waited = time.monotonic() - started
     writer.join()
     assert len(state.frame) == 1 and 0.25 < waited < 1.5
+
+    # a run that ends without a line (a failed pre-flight) ends the wait, and its runner is reaped
+    reaped = []
+    started = time.monotonic()
+    live._wait_for_first_line(SimpleNamespace(status="running", started_at=time.time()),
+                              live._LiveState(tmp_path / "never.jsonl"), still_running=lambda: False,
+                              on_end=lambda: reaped.append(1))
+    assert reaped == [1] and time.monotonic() - started < 0.6
 
     for record in (SimpleNamespace(status="running", started_at=time.time() - 10),
                    SimpleNamespace(status="queued", started_at=None)):
         idle = live._LiveState(tmp_path / "none.jsonl")
         started = time.monotonic()
-        live._wait_for_first_line(record, idle)
+        live._wait_for_first_line(record, idle, still_running=lambda: True, on_end=pytest.fail)
         assert time.monotonic() - started < 0.05 and not len(idle.frame)

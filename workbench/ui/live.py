@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,15 +92,33 @@ def _progress(record: RunRecord, frame: pd.DataFrame) -> tuple[int, int | None]:
     return step, (int(total) if total else None)
 
 
-def _wait_for_first_line(record: RunRecord, state: _LiveState, wait_s: float = FIRST_POINT_WAIT_S) -> None:
+def _wait_for_first_line(record: RunRecord, state: _LiveState, wait_s: float = FIRST_POINT_WAIT_S, *,
+                         still_running: Callable[[], bool] | None = None,
+                         on_end: Callable[[], Any] = get_launcher) -> None:
     """The page opened right after a launch (the Train button switches to it) waits, at most until
     ``wait_s`` after the run started, for the run's first metric line, so the chart is drawn with
     it rather than empty and then filled by a timer tick. Only a run that started that recently and
-    has no points yet waits: other pages, queued runs and runs opened later never do."""
+    has no points yet waits: other pages, queued runs and runs opened later never do. A run that
+    ends meanwhile (a failed pre-flight) ends the wait, and ``on_end`` (the launcher's poll) reaps
+    its runner, as the live panel's next tick would."""
     if record.status != "running" or record.started_at is None or len(state.frame):
         return
+    if still_running is None:
+        registry = get_registry()
+
+        def still_running() -> bool:
+            try:
+                return registry.get(record.run_id).status == "running"
+            except RunNotFoundError:
+                return False
+
     deadline = record.started_at + wait_s
+    polls = 0
     while time.time() < deadline and not state.update():
+        polls += 1
+        if polls % 4 == 0 and not still_running():  # every 0.2 s
+            on_end()
+            return
         time.sleep(0.05)
 
 
