@@ -412,9 +412,10 @@ def preload() -> None:
 def _spare(stdin: Any = None) -> int:
     """A warm spare runner (``python -m workbench.execution.runner --spare``, started by the launcher).
 
-    Imports what every run needs (``preload``), then waits for one line on stdin: the RUN_DIR to execute, exactly as ``python -m workbench.execution.runner
-    RUN_DIR`` would (output to the run's worker.log, cwd the run folder). End of input (the
-    launcher closed the pipe or died) ends the spare without running anything.
+    Imports what every run needs (``preload``), then waits for one line on stdin: the RUN_DIR to
+    execute, exactly as ``python -m workbench.execution.runner RUN_DIR`` would (output to the run's
+    worker.log, cwd the run folder). End of input (the launcher closed the pipe or died) ends the
+    spare without running anything.
     """
     stdin = sys.stdin if stdin is None else stdin
     preload()
