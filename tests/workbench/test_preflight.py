@@ -165,3 +165,25 @@ def test_in_process_check_errors_and_timeout():
     assert report.error["message"].startswith("timed out after 3 s (in train)")
     assert signal.getsignal(signal.SIGALRM) is before
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+@pytest.mark.slow
+def test_the_scratch_model_sits_beside_the_report_and_a_killed_checks_leftover_is_removed(tmp_path, monkeypatch):
+    """A runner killed mid-check (a cancel) must not leave its scratch model in /tmp: the model
+    lives in the run's folder, and the next check there removes a killed one's leftover."""
+    run_dir = tmp_path / "run"
+    (run_dir / "preflight-model-killed" / "model").mkdir(parents=True)
+    used = []
+    original = preflight._run_checks
+
+    def recording(job, out, model_dir):
+        used.append(Path(model_dir))
+        assert Path(model_dir).is_dir()
+        return original(job, out, model_dir)
+
+    monkeypatch.setattr(preflight, "_run_checks", recording)
+    report = preflight.check_in_process(templates.get_template("mlp_classifier").code, spec_for("iris"), {},
+                                        timeout=60, report_path=run_dir / "preflight.json")
+    assert report.ok, report.summary()
+    assert used[0].parent == run_dir and used[0].name.startswith("preflight-model-")
+    assert sorted(p.name for p in run_dir.iterdir()) == ["preflight.json"]

@@ -37,6 +37,7 @@ import inspect
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -428,10 +429,19 @@ def _run_checks(job: Mapping[str, Any], out: _Writer, model_dir: str) -> None:
         report.modes[mode] = facts
 
 
+_SCRATCH_PREFIX = "preflight-model-"
+
+
 def _check(job: Mapping[str, Any], out: _Writer) -> PreflightReport:
     """Runs every stage, then sets ``ok`` and the final stage; the report is flushed."""
+    # The scratch model sits beside the report (the run's folder, or run_preflight's temporary
+    # folder), not in /tmp: a runner or check process killed mid-check leaves nothing outside its
+    # folder, and the next check there removes what a killed one left.
+    scratch = out.path.parent if out.path is not None else None
+    for stale in scratch.glob(_SCRATCH_PREFIX + "*") if scratch is not None else ():
+        shutil.rmtree(stale, ignore_errors=True)
     try:
-        with tempfile.TemporaryDirectory(prefix="preflight-model-") as model_dir:
+        with tempfile.TemporaryDirectory(prefix=_SCRATCH_PREFIX, dir=scratch) as model_dir:
             _run_checks(job, out, model_dir)
     except BaseException as e:
         out.report.error = error_info(e, "<template>", out.report.stage)
