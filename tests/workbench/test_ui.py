@@ -112,3 +112,34 @@ def test_live_rows_start_over_when_the_metrics_file_is_replaced(tmp_path):
         f.write(json.dumps({"step": 3, "wall_time": 2.0, "split": "train", "name": "loss", "value": 0.5}) + "\n")
     state.update()
     assert state.frame["step"].tolist() == [1, 2, 3]
+
+
+def test_the_server_freezes_its_import_heap_once_so_streamlits_full_collections_skip_it(tmp_path):
+    """Streamlit collects (``gc.collect(2)``) after every script and fragment run; the UI's import
+    objects are frozen first, once, so those collections do not rescan them on every rerun."""
+    import ast
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent("""
+        import gc, sys
+        from workbench.ui import session
+        assert gc.get_freeze_count() == 0
+        session.freeze_import_heap()
+        first = gc.get_freeze_count()
+        junk = [[i] for i in range(1000)]
+        session.freeze_import_heap()  # once per process: later objects stay collectable
+        print(first, gc.get_freeze_count(), "plotly" in sys.modules, "workbench.ui.live" in sys.modules)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         cwd=str(tmp_path), check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    first, second, plotly, pages_modules = out.stdout.split()
+    assert int(first) > 50_000 and int(second) == int(first)
+    assert (plotly, pages_modules) == ("True", "True")
+    # app.py's main() freezes before it renders anything
+    main = next(node for node in ast.parse((REPO / "workbench" / "ui" / "app.py").read_text()).body
+                if isinstance(node, ast.FunctionDef) and node.name == "main")
+    calls = [ast.unparse(node.func) for node in ast.walk(main) if isinstance(node, ast.Call)]
+    assert calls.index("session.freeze_import_heap") < calls.index("_safety_banner")

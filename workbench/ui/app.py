@@ -60,6 +60,7 @@ def main() -> None:
     """Builds the navigation and runs the selected page (after the optional password)."""
     st.set_page_config(page_title="Estimator Workbench", page_icon=":material/model_training:",
                        layout="wide")
+    session.freeze_import_heap()
     _safety_banner()
     if not session.require_password():
         st.stop()
