@@ -880,7 +880,9 @@ class Estimator:
             writer.add_scalars({tag: value for tag, value in summaries.items() if tag not in results}, step)
         if checkpoint_path:
             writer.add_text("checkpoint_path", checkpoint_path, step)
-        writer.flush()
+        # Readers of the results (early stopping, exporters, the workbench) read the JSON lines, on
+        # disk now; the event file follows within the writer's flush_secs (its fsync off this call).
+        writer.flush(events=False)
 
     # -- predict ---------------------------------------------------------------------------
 

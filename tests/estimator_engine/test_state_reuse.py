@@ -182,3 +182,20 @@ def test_eval_summaries_name_the_checkpoint_evaluated(tmp_path):
         os.path.join(os.path.abspath(str(tmp_path)), "model.ckpt-2"),
         os.path.join(os.path.abspath(str(tmp_path)), "model.ckpt-5"),
     ]
+
+
+def test_evaluate_results_are_on_disk_at_once_without_the_event_files_fsync(tmp_path, monkeypatch):
+    """The JSON lines early stopping and exporters read are written by evaluate itself; the
+    TensorBoard event file (whose flush ends in an fsync) is left to the writer's flusher thread."""
+    est = ee.Estimator(_counting_model_fn(_BufferCounter), model_dir=str(tmp_path))
+    est.train(_inputs(num_epochs=None), steps=2)
+    est.evaluate(_inputs())
+    events = ee.summary.SummaryWriterCache.get(est.eval_dir())._state.tensorboard
+    if events is None:
+        pytest.skip("tensorboardX is not installed: no event file")
+    flushes = []
+    monkeypatch.setattr(events, "flush", lambda: flushes.append("events"))
+    est.evaluate(_inputs())
+    assert len(_summary_checkpoint_paths(est.eval_dir())) == 2 and flushes == []
+    monkeypatch.undo()
+    ee.summary.SummaryWriterCache.clear()

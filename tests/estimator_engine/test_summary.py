@@ -89,6 +89,21 @@ class TestSummaryWriter:
         assert len(lines(tmp_path)) == 4
         writer.close()
 
+    def test_flush_without_events_writes_the_lines_and_leaves_the_event_file_to_its_flusher(self, tmp_path):
+        """evaluate's results flush: the JSON lines now, tensorboardX's fsyncing flush left to its thread."""
+        pytest.importorskip("tensorboardX")
+        writer = SummaryWriter(tmp_path, flush_secs=60, tensorboard=True)
+        writer.add_scalar("accuracy", 0.5, 10)
+        flushes = []
+        real = writer._state.tensorboard.flush
+        writer._state.tensorboard.flush = lambda: flushes.append("events")
+        writer.flush(events=False)
+        assert [r["value"] for r in lines(tmp_path)] == [0.5] and flushes == []
+        writer.flush()
+        assert flushes == ["events"]
+        writer._state.tensorboard.flush = real
+        writer.close()
+
     def test_flush_secs_zero_writes_at_once_and_pending_is_bounded(self, tmp_path, monotonic):
         with SummaryWriter(tmp_path / "a", flush_secs=0, tensorboard=False) as writer:
             writer.add_scalar("x", 1, 1)
