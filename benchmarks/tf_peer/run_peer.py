@@ -13,10 +13,12 @@ Figures (median, min, max of the per-round ratios; load average before and after
 
 * steady state: engine / TF steps/s of the **second** ``train()`` call of as many steps on the
   same estimator (target >= 2), for custom and both canned sizes;
+* the ceiling of the steady state (information): a plain PyTorch loop's second loop / TF's, and
+  the engine's second ``train()`` / the plain loop's;
 * first ``train()`` of a fresh process: the same for the first call (information);
 * whole script: the engine's process wall time / TF's (target <= 0.5) and / the plain PyTorch
   script's (target <= 1.05); the second ``train()``, made after the script's own work, is
-  subtracted from the engine's and TF's wall time (the plain script has none).
+  subtracted from every process's wall time.
 
 Not run in CI (it needs the separate TF venv; see ``benchmarks/tf_estimator_peer.md``).
 
@@ -117,6 +119,8 @@ def main() -> None:
                   "process_wall_s engine/tf": ratio("engine", "tf", "process_wall_s"),
                   "script_s engine/tf": ratio("engine", "tf", "script_s")}
         if "plain" in runs:
+            ratios["train2_steps_per_sec plain/tf"] = ratio("plain", "tf", "train2_steps_per_sec")
+            ratios["train2_steps_per_sec engine/plain"] = ratio("engine", "plain", "train2_steps_per_sec")
             ratios["process_wall_s engine/plain"] = ratio("engine", "plain", "process_wall_s")
             ratios["script_s engine/plain"] = ratio("engine", "plain", "script_s")
         summary = {name: {key: c.stats([r[key] for r in rs if key in r]) for key in KEYS} for name, rs in runs.items()}
@@ -130,6 +134,13 @@ def main() -> None:
                                     "fresh process (steps/s)", ratios["train_steps_per_sec engine/tf"], "(info)",
                                     unit="x", load=load))
         if "plain" in runs:
+            # The ceiling of the steady-state rows: hand-written PyTorch against TF on the same job.
+            targets.append(c.target_row(f"peer_{workload}_plain_steady", "reference: a plain PyTorch loop / "
+                                        "tf.estimator, steady state (second loop's steps/s)",
+                                        ratios["train2_steps_per_sec plain/tf"], "(info)", unit="x", load=load))
+            targets.append(c.target_row(f"peer_{workload}_engine_over_plain_steady", "the engine / a plain PyTorch "
+                                        "loop, steady state", ratios["train2_steps_per_sec engine/plain"], "(info)",
+                                        load=load))
             for den, label, limit in (("tf", "TF's", 0.5), ("plain", "a plain PyTorch script's", 1.05)):
                 row = c.target_row(f"peer_script_vs_{den}", f"whole train+evaluate+predict script wall time / "
                                    f"{label}", ratios[f"process_wall_s engine/{den}"], f"<= {limit}", load=load)
