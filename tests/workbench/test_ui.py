@@ -124,12 +124,12 @@ def test_the_server_freezes_its_import_heap_once_so_streamlits_full_collections_
 
     script = textwrap.dedent("""
         import gc, sys
-        from workbench.ui import session
+        from workbench.ui import heap
         assert gc.get_freeze_count() == 0
-        session.freeze_import_heap()
+        heap.freeze_import_heap()
         first = gc.get_freeze_count()
         junk = [[i] for i in range(1000)]
-        session.freeze_import_heap()  # once per process: later objects stay collectable
+        heap.freeze_import_heap()  # once per process: later objects stay collectable
         print(first, gc.get_freeze_count(), "plotly" in sys.modules, "workbench.ui.live" in sys.modules)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
@@ -142,4 +142,4 @@ def test_the_server_freezes_its_import_heap_once_so_streamlits_full_collections_
     main = next(node for node in ast.parse((REPO / "workbench" / "ui" / "app.py").read_text()).body
                 if isinstance(node, ast.FunctionDef) and node.name == "main")
     calls = [ast.unparse(node.func) for node in ast.walk(main) if isinstance(node, ast.Call)]
-    assert calls.index("session.freeze_import_heap") < calls.index("_safety_banner")
+    assert calls.index("heap.freeze_import_heap") < calls.index("_safety_banner")

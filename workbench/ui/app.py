@@ -11,7 +11,7 @@ import sqlite3
 import streamlit as st
 
 from workbench import resources
-from workbench.ui import session
+from workbench.ui import heap, session
 
 __all__ = ["PAGES_DIR", "main"]
 
@@ -60,7 +60,7 @@ def main() -> None:
     """Builds the navigation and runs the selected page (after the optional password)."""
     st.set_page_config(page_title="Estimator Workbench", page_icon=":material/model_training:",
                        layout="wide")
-    session.freeze_import_heap()
+    heap.freeze_import_heap()
     _safety_banner()
     if not session.require_password():
         st.stop()

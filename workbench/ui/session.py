@@ -20,7 +20,6 @@ Test hooks (environment variables, read when the shared launcher is built):
 from __future__ import annotations
 
 import contextlib
-import gc
 import hmac
 import json
 import logging
@@ -38,7 +37,7 @@ import streamlit as st
 from workbench.store import paths
 from workbench.store.registry import RunRegistry
 
-__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'freeze_import_heap', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'register_pages', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_selected_run', 'show_error', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
+__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'register_pages', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_selected_run', 'show_error', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
 
 
 DEFAULT_DATASET = "iris"
@@ -222,29 +221,6 @@ def get_launcher() -> Any:
     except Exception as exc:  # a busy registry must not break the page
         st.toast(f"Launcher poll failed: {exc}")
     return launcher
-
-
-_heap_frozen = False
-
-
-def freeze_import_heap() -> None:
-    """Imports what every page uses, then moves all objects alive now out of the garbage
-    collector's reach (``gc.freeze``), once per server process.
-
-    Streamlit runs a full collection (``gc.collect(2)``, its ``runner.postScriptGC``) after every
-    script run and every fragment run. Over the ~130,000 objects of streamlit, pandas and plotly it
-    took 0.07 s on a quiet machine and ~0.2 s beside a browser and a runner: between the Train
-    button's submit and the run page, and again on every live-chart tick. Frozen objects are never
-    scanned; new ones still are, so the collection stays (and costs what the session adds).
-    """
-    global _heap_frozen
-    if _heap_frozen:
-        return
-    _heap_frozen = True
-    from workbench.ui import context, figures, forms, live, panels, runs_hub, tables  # noqa: F401
-
-    gc.collect()
-    gc.freeze()
 
 
 def register_pages(pages: Mapping[str, Any]) -> None:
