@@ -180,7 +180,7 @@ def run_preflight(code: str, dataset_spec: Any, params: Mapping[str, Any] | None
         report.duration_s = round(time.monotonic() - started, 3)
         if timed_out:
             report.ok = False
-            message = _timeout_message(timeout, report.stage)
+            message = timeout_message(timeout, report.stage)
             report.error = {"stage": report.stage, "type": "TimeoutError", "message": message,
                             "line": None, "code_line": None, "traceback": None}
         elif proc.returncode != 0 and report.error is None and report.stage != "done":
@@ -429,19 +429,15 @@ def _run_checks(job: Mapping[str, Any], out: _Writer, model_dir: str) -> None:
         report.modes[mode] = facts
 
 
-_SCRATCH_PREFIX = "preflight-model-"
-
-
 def _check(job: Mapping[str, Any], out: _Writer) -> PreflightReport:
     """Runs every stage, then sets ``ok`` and the final stage; the report is flushed."""
-    # The scratch model sits beside the report (the run's folder, or run_preflight's temporary
-    # folder), not in /tmp: a runner or check process killed mid-check leaves nothing outside its
-    # folder, and the next check there removes what a killed one left.
+    # The scratch model sits beside the report (the run's folder, or run_preflight's temporary one), not
+    # in /tmp: a process killed mid-check leaves nothing outside it, and the next check there cleans up.
     scratch = out.path.parent if out.path is not None else None
-    for stale in scratch.glob(_SCRATCH_PREFIX + "*") if scratch is not None else ():
+    for stale in scratch.glob("preflight-model-*") if scratch is not None else ():
         shutil.rmtree(stale, ignore_errors=True)
     try:
-        with tempfile.TemporaryDirectory(prefix=_SCRATCH_PREFIX, dir=scratch) as model_dir:
+        with tempfile.TemporaryDirectory(prefix="preflight-model-", dir=scratch) as model_dir:
             _run_checks(job, out, model_dir)
     except BaseException as e:
         out.report.error = error_info(e, "<template>", out.report.stage)
@@ -451,9 +447,6 @@ def _check(job: Mapping[str, Any], out: _Writer) -> PreflightReport:
         report.stage = "done" if report.ok else report.stage
     out.flush()
     return report
-
-
-_timeout_message = timeout_message  # (the watchdog words a timeout the same way)
 
 
 class _CheckTimeout(Exception):
@@ -501,7 +494,7 @@ def check_in_process(code: str, dataset_spec: Any, params: Mapping[str, Any] | N
     watchdog = None
     if use_alarm:
         def on_alarm(signum: int, frame: Any) -> None:
-            raise _CheckTimeout(_timeout_message(float(timeout), out.report.stage))
+            raise _CheckTimeout(timeout_message(float(timeout), out.report.stage))
 
         previous = signal.signal(signal.SIGALRM, on_alarm)
         signal.setitimer(signal.ITIMER_REAL, float(timeout))
