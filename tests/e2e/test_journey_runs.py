@@ -114,6 +114,9 @@ def test_runs_hub_journey(server, page):
     playwright_sync.expect(trash_grid).to_be_visible()  # the trash stays open through the rerun
     page.get_by_role("button", name="Restore (1)").click()
     wait_idle(page)
+    deadline = time.monotonic() + 15  # the click's rerun may not have started when wait_idle looked
+    while run_b in trash.trashed_times(registry(home)) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert run_b not in trash.trashed_times(registry(home))
     assert run_b in {r.run_id for r in registry(home).list_runs()}
 
