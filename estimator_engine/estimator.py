@@ -869,20 +869,22 @@ class Estimator:
             return
         writer = SummaryWriterCache.get(self.eval_dir(name))
         step = int(results["global_step"])
+        scalars: dict[str, float] = {}
         for key, value in results.items():
             if key == "global_step":
                 continue
             if isinstance(value, (int, float)) and not isinstance(value, bool):
-                writer.add_scalar(key, float(value), step)
+                scalars[key] = float(value)
             elif isinstance(value, np.ndarray) and value.size == 1:
-                writer.add_scalar(key, float(value.reshape(())), step)
+                scalars[key] = float(value.reshape(()))
         if summaries:
-            writer.add_scalars({tag: value for tag, value in summaries.items() if tag not in results}, step)
+            scalars.update({tag: value for tag, value in summaries.items() if tag not in results})
+        writer.add_scalars(scalars, step)  # one event, as TF writes its evaluation's summary
         if checkpoint_path:
             writer.add_text("checkpoint_path", checkpoint_path, step)
-        # Readers of the results (early stopping, exporters, the workbench) read the JSON lines, on
-        # disk now; the event file follows within the writer's flush_secs (its fsync off this call).
-        writer.flush(events=False)
+        # Readers (early stopping, exporters, the workbench, TensorBoard) see the results now; the
+        # fsync is left to the writer's periodic flush and close: repeated evaluates stay cheap.
+        writer.flush(sync=False)
 
     # -- predict ---------------------------------------------------------------------------
 

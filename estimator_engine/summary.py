@@ -3,7 +3,7 @@
 ``tensorboard --logdir MODEL_DIR`` shows every run: training writes ``loss`` and
 ``global_step/sec`` (and each ``summary.scalar`` of the model_fn) to event files in ``model_dir``,
 evaluation writes its metrics to ``model_dir/eval`` (``eval_<name>``), TF's layout. The event
-files are written with ``tensorboardX`` (a light dependency: numpy and protobuf).
+files are written with ``tensorboardX``'s protos (a light dependency: numpy and protobuf).
 
 Every summary is also one line of ``<logdir>/summaries.jsonl``, which ``read_eval_metrics``
 (early stopping, ``BestExporter``) reads without TensorBoard::
@@ -13,7 +13,7 @@ Every summary is also one line of ``<logdir>/summaries.jsonl``, which ``read_eva
 
 The file is append-only and written in whole lines, so a reader (``read_eval_metrics``, the
 workbench) may read it while training runs; a line cut short by a crash is skipped on reading.
-Writes are buffered in memory and reach the file on ``flush()``/``close()``, on the first write
+Writes (to both files) are buffered in memory and reach the files on ``flush()``/``close()``, on the first write
 that comes ``flush_secs`` or more after the oldest pending line (no background thread: writing
 stays cheap), and at interpreter exit. Hooks flush their writer in ``end()``.
 """
@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import itertools
 import json
 import logging
 import os
+import socket
+import struct
 import threading
 import time
 import weakref
@@ -61,6 +64,59 @@ def _tensorboard_available() -> bool:
     return _TENSORBOARD_AVAILABLE
 
 
+def _scalars_summary(values: Mapping[str, float]) -> Any:
+    """One ``Summary`` proto holding every scalar, tags as given: what TF's estimator writes for
+    its evaluation results (``summary_proto.value.add(tag=key, simple_value=value)``)."""
+    from tensorboardX.proto.summary_pb2 import Summary
+
+    return Summary(value=[Summary.Value(tag=tag, simple_value=number) for tag, number in values.items()])
+
+
+class _EventFile:
+    """A TensorBoard event file written in the caller's thread: TFRecord framing of tensorboardX's
+    ``Event`` protos, checksummed with its ``masked_crc32c``.
+
+    Not tensorboardX's own writers: its ``FileWriter`` hands each event to a flusher thread
+    through a ``multiprocessing.Queue`` (~30 us an event, and the thread wakes on ``time.time``),
+    and its ``EventsWriter`` can only flush with an ``fsync``. Here a flush makes the events
+    visible to TensorBoard at once; ``sync`` adds the ``fsync``.
+    """
+
+    _opened = itertools.count()
+
+    def __init__(self, logdir: str) -> None:
+        from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.record_writer import masked_crc32c
+
+        self._event, self._crc = Event, masked_crc32c
+        # TF 2's naming: the pid and a counter keep a writer reopened within the same second (or
+        # another process) from appending to this file.
+        name = (f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}."
+                f"{os.getpid()}.{next(self._opened)}")
+        self._file = open(os.path.join(logdir, name), "ab")
+        self.write(Event(wall_time=time.time(), file_version="brain.Event:2"))
+
+    def write(self, event: Any) -> None:
+        data = event.SerializeToString()
+        header = struct.pack("<Q", len(data))
+        self._file.write(b"".join((header, struct.pack("<I", self._crc(header)),
+                                   data, struct.pack("<I", self._crc(data)))))
+
+    def add_summary(self, summary: Any, step: int, wall_time: float) -> None:
+        self.write(self._event(summary=summary, step=step, wall_time=wall_time))
+
+    def flush(self, sync: bool = True) -> None:
+        self._file.flush()
+        if sync:
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        try:
+            self.flush()
+        finally:
+            self._file.close()
+
+
 class _WriterState:
     """The parts of a writer that must be flushed even if the writer itself is garbage-collected."""
 
@@ -70,7 +126,7 @@ class _WriterState:
         self.fd: int | None = None
         self.tensorboard: Any = None
 
-    def flush(self, events: bool = True) -> None:
+    def flush(self, sync: bool = True) -> None:
         if self.pending:
             data = "".join(self.pending).encode("utf-8")
             self.pending.clear()
@@ -81,8 +137,8 @@ class _WriterState:
             while view:  # one write() of whole lines, so readers rarely see a partial line
                 written = os.write(self.fd, view)
                 view = view[written:]
-        if events and self.tensorboard is not None:
-            self.tensorboard.flush()
+        if self.tensorboard is not None:
+            self.tensorboard.flush(sync)
 
     def close(self) -> None:
         try:
@@ -154,17 +210,11 @@ class SummaryWriter:
         if self._state.tensorboard is None and (
             self._use_tensorboard or (self._use_tensorboard is None and _tensorboard_available())
         ):
-            try:
-                from tensorboardX import SummaryWriter as TensorBoardWriter
-            except ImportError as exc:
+            if importlib.util.find_spec("tensorboardX") is None:
                 raise ImportError("SummaryWriter(tensorboard=True) needs tensorboardX: "
-                                  "`pip install tensorboardX`.") from exc
-
-            # tensorboardX checks for the folder, then makes it without exist_ok: the background
-            # checkpoint writer making model_dir in between raised FileExistsError.
+                                  "`pip install tensorboardX`.")
             os.makedirs(self._logdir, exist_ok=True)
-            self._state.tensorboard = TensorBoardWriter(logdir=self._logdir,
-                                                        flush_secs=max(1, int(self._flush_secs)))
+            self._state.tensorboard = _EventFile(self._logdir)
         return self._state.tensorboard
 
     def _append(self, lines: list[str]) -> None:
@@ -206,9 +256,8 @@ class SummaryWriter:
         with self._lock:
             self._append(lines)
             tensorboard = self._tensorboard_writer()
-            if tensorboard is not None:
-                for tag, number in values.items():
-                    tensorboard.add_scalar(tag, number, global_step=step, walltime=wall_time)
+            if tensorboard is not None and values:
+                tensorboard.add_summary(_scalars_summary(values), step, wall_time)
 
     def add_text(self, tag: str, text: str, step: int) -> None:
         """Writes a text summary (a JSON line with ``"text"`` instead of ``"value"``)."""
@@ -222,19 +271,20 @@ class SummaryWriter:
             self._append([line])
             tensorboard = self._tensorboard_writer()
             if tensorboard is not None:
-                tensorboard.add_text(tag, str(text), global_step=step, walltime=wall_time)
+                from tensorboardX.summary import text as text_summary
 
-    def flush(self, events: bool = True) -> None:
-        """Writes every pending summary to disk.
+                tensorboard.add_summary(text_summary(tag, str(text)), step, wall_time)
+
+    def flush(self, sync: bool = True) -> None:
+        """Writes every pending summary to disk: readers (TensorBoard, ``read_summaries``) see it.
 
         Args:
-            events: also flush the TensorBoard event file now. tensorboardX ends its flush with
-                an ``fsync`` (~0.5 ms, and as long as the disk is busy); ``False`` writes the JSON
-                lines (what ``read_summaries`` and ``read_eval_metrics`` read) and leaves the event
-                file to tensorboardX's own flusher thread (every ``flush_secs``) and to ``close``.
+            sync: also ``fsync`` the event file, as TF's ``EventsWriter::Flush`` does (~0.5 ms,
+                and as long as the disk is busy). ``False`` leaves durability against a crash of
+                the machine to the next synced flush or ``close``.
         """
         with self._lock:
-            self._state.flush(events)
+            self._state.flush(sync)
             self._oldest_pending = None
 
     def close(self) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import pickle
 
 import pytest
@@ -115,6 +116,25 @@ def test_wrapped_function_reports_the_wrapped_signature():
         return wrapper
 
     assert fn_args(decorator(_model_fn)) == ("features", "labels", "mode", "params", "config")
+
+
+def test_closures_of_one_factory_share_a_cached_answer_and_wrapping_still_counts():
+    """Cached per code object (an input_fn factory returns a new closure per call), but a wrapper
+    made from the same code with another __wrapped__ or __signature__ is inspected on its own."""
+    def factory(target):
+        def wrapper(*args, **kwargs):
+            return target(*args, **kwargs)
+
+        return wrapper
+
+    plain = factory(None)
+    assert fn_args(plain) == () and fn_args(factory(None)) == ()
+    assert fn_args(functools.wraps(_model_fn)(factory(_model_fn))) == (
+        "features", "labels", "mode", "params", "config")
+    signed = factory(None)
+    signed.__signature__ = inspect.signature(lambda mode, params: None)
+    assert fn_args(signed) == ("mode", "params")
+    assert fn_args(factory(None)) == ()
 
 
 # -- fn_args: methods and callable objects (TF's test_if_model_fn_is_a_member_function_of_a_class,

@@ -6,9 +6,7 @@ import gc
 import json
 import logging
 import math
-import sys
 import time
-import types
 
 import numpy as np
 import pytest
@@ -89,20 +87,37 @@ class TestSummaryWriter:
         assert len(lines(tmp_path)) == 4
         writer.close()
 
-    def test_flush_without_events_writes_the_lines_and_leaves_the_event_file_to_its_flusher(self, tmp_path):
-        """evaluate's results flush: the JSON lines now, tensorboardX's fsyncing flush left to its thread."""
-        pytest.importorskip("tensorboardX")
+    def test_flush_without_sync_makes_both_files_readable_and_leaves_the_fsync(self, tmp_path, monkeypatch):
+        """evaluate's results flush: TensorBoard and read_summaries see them now, no fsync paid."""
+        pytest.importorskip("tensorboard")
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        synced = []
+        monkeypatch.setattr(summary.os, "fsync", synced.append)
         writer = SummaryWriter(tmp_path, flush_secs=60, tensorboard=True)
         writer.add_scalar("accuracy", 0.5, 10)
-        flushes = []
-        real = writer._state.tensorboard.flush
-        writer._state.tensorboard.flush = lambda: flushes.append("events")
-        writer.flush(events=False)
-        assert [r["value"] for r in lines(tmp_path)] == [0.5] and flushes == []
+        writer.flush(sync=False)
+        accumulator = EventAccumulator(str(tmp_path))
+        accumulator.Reload()
+        assert [(e.step, e.value) for e in accumulator.Scalars("accuracy")] == [(10, 0.5)]
+        assert [r["value"] for r in lines(tmp_path)] == [0.5] and synced == []
         writer.flush()
-        assert flushes == ["events"]
-        writer._state.tensorboard.flush = real
+        assert len(synced) == 1
         writer.close()
+
+    def test_a_writer_reopened_within_the_second_keeps_the_first_event_file(self, tmp_path):
+        pytest.importorskip("tensorboard")
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        writer = SummaryWriter(tmp_path, tensorboard=True)
+        writer.add_scalar("loss", 1.0, 1)
+        writer.close()
+        writer.add_scalar("loss", 2.0, 2)  # reopens: a second event file, the first untouched
+        writer.close()
+        assert len(list(tmp_path.glob("events.out.tfevents.*"))) == 2
+        accumulator = EventAccumulator(str(tmp_path))
+        accumulator.Reload()
+        assert [(e.step, e.value) for e in accumulator.Scalars("loss")] == [(1, 1.0), (2, 2.0)]
 
     def test_flush_secs_zero_writes_at_once_and_pending_is_bounded(self, tmp_path, monotonic):
         with SummaryWriter(tmp_path / "a", flush_secs=0, tensorboard=False) as writer:
@@ -131,41 +146,29 @@ class TestSummaryWriter:
         gc.collect()
         assert len(lines(tmp_path)) == 1
 
-    def test_tensorboard_wiring_with_a_fake_module(self, tmp_path, monkeypatch):
-        calls = []
+    def test_one_event_per_call_with_every_value(self, tmp_path, monkeypatch):
+        """Created lazily; each add_scalars call is one event holding every value with its tag as
+        given (as TF's evaluation writes its metrics); text as tensorboardX's text summary."""
+        pytest.importorskip("tensorboard")
+        from tensorboard.backend.event_processing.event_file_loader import LegacyEventFileLoader
 
-        class FakeTensorBoardWriter:
-            def __init__(self, logdir, flush_secs):
-                calls.append(("init", logdir))
-
-            def add_scalar(self, tag, value, global_step, walltime):
-                calls.append(("scalar", tag, value, global_step))
-
-            def add_text(self, tag, text, global_step, walltime):
-                calls.append(("text", tag, text, global_step))
-
-            def flush(self):
-                calls.append(("flush",))
-
-            def close(self):
-                calls.append(("close",))
-
-        fake = types.ModuleType("tensorboardX")
-        fake.SummaryWriter = FakeTensorBoardWriter
-        monkeypatch.setitem(sys.modules, "tensorboardX", fake)
         monkeypatch.setattr(summary, "_TENSORBOARD_AVAILABLE", True)
         writer = SummaryWriter(tmp_path)  # tensorboard=None: used because it is "installed"
-        assert calls == []  # created lazily
-        writer.add_scalars({"loss": 0.5, "acc": 1}, 3)
+        assert list(tmp_path.iterdir()) == []  # created lazily
+        writer.add_scalars({"loss": 0.5, "auc precision/recall": 1}, 3)
         writer.add_text("t", "x", 4)
         writer.close()
-        assert calls == [("init", str(tmp_path)), ("scalar", "loss", 0.5, 3), ("scalar", "acc", 1.0, 3),
-                         ("text", "t", "x", 4), ("flush",), ("close",)]
+        [path] = tmp_path.glob("events.out.tfevents.*")
+        events = list(LegacyEventFileLoader(str(path)).Load())  # the protos as written
+        assert events[0].file_version == "brain.Event:2"
+        assert [(e.step, [(v.tag, v.simple_value) for v in e.summary.value]) for e in events[1:2]] == [
+            (3, [("loss", 0.5), ("auc precision/recall", 1.0)])]
+        assert [(e.step, [(v.tag, v.tensor.string_val) for v in e.summary.value]) for e in events[2:]] == [
+            (4, [("t/text_summary", [b"x"])])]
         assert len(lines(tmp_path)) == 3
-        calls.clear()
-        with SummaryWriter(tmp_path, tensorboard=False) as writer:
+        with SummaryWriter(tmp_path / "plain", tensorboard=False) as writer:
             writer.add_scalar("loss", 1, 5)
-        assert calls == []
+        assert [p.name for p in (tmp_path / "plain").iterdir()] == [SUMMARIES_FILENAME]
 
     def test_tensorboard_event_files(self, tmp_path):
         pytest.importorskip("tensorboard")
@@ -173,11 +176,13 @@ class TestSummaryWriter:
 
         with SummaryWriter(tmp_path) as writer:
             writer.add_scalar("loss", 0.5, 7)
-            writer.add_scalar("loss", 0.25, 8)
+            writer.add_scalars({"loss": 0.25, "accuracy": 0.75}, 8)
+            writer.add_text("checkpoint_path", "model.ckpt-8", 8)
         accumulator = EventAccumulator(str(tmp_path))
         accumulator.Reload()
         assert [(e.step, e.value) for e in accumulator.Scalars("loss")] == [(7, 0.5), (8, 0.25)]
-        assert len(lines(tmp_path)) == 2
+        assert [(e.step, e.value) for e in accumulator.Scalars("accuracy")] == [(8, 0.75)]
+        assert len(lines(tmp_path)) == 4
 
 
 class TestSummaryWriterCache:
