@@ -23,8 +23,14 @@ __all__ = ["add_data_arguments", "apply_data_flags"]
 
 def add_data_arguments(parser: argparse.ArgumentParser) -> None:
     """Adds the Data page's choices to ``parser`` (the ``run`` command)."""
-    from workbench.data.profile import DATE_ENCODINGS, TEXT_ENCODINGS
-    from workbench.data.schema import DTYPES, NUMERIC_MISSING, ROLES
+    # The choices' own module: the data modules import pandas, which would delay run's runner.
+    from workbench.data.choices import (
+        DATE_ENCODINGS,
+        DTYPES,
+        NUMERIC_MISSING,
+        ROLES,
+        TEXT_ENCODINGS,
+    )
 
     data = parser.add_argument_group("data (the Data page's choices)")
     data.add_argument("--role", action="append", default=[], metavar="COLUMN=ROLE",

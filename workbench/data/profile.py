@@ -18,16 +18,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.data.choices import DATE_ENCODINGS, TEXT_ENCODINGS
+
 __all__ = ["DATE_ENCODINGS", "DATE_PARTS", "HIGH_CARDINALITY", "TEXT_ENCODINGS", "column_profile",
            "date_feature_names", "distribution_table", "encoding_note", "expand_date", "high_cardinality", "is_date_column", "label_task_warning",
            "parse_dates", "template_task"]
 
-#: What becomes of a date column: its year, month and day of week as numeric features, or nothing.
-DATE_ENCODINGS = ("expand", "ignore")
-
-#: What becomes of a categorical feature: a vocabulary lookup (the default), hash buckets, a
-#: vocabulary lookup that is always embedded (also in one-hot models), or nothing.
-TEXT_ENCODINGS = ("vocabulary", "hash", "embedding", "ignore")
 
 #: The features a date column expands into (suffixes of ``<column>_``).
 DATE_PARTS = ("year", "month", "dayofweek")

@@ -10,6 +10,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from workbench.data.choices import (
+    CATEGORICAL,
+    CATEGORICAL_MISSING,
+    DATE,
+    DTYPES,
+    FEATURE,
+    IGNORE,
+    LABEL,
+    LABEL_MISSING,
+    NUMERIC,
+    NUMERIC_MISSING,
+    ROLES,
+    WEIGHT,
+)
 from workbench.data.profile import is_date_column, parse_dates
 
 __all__ = ['CATEGORICAL', 'CATEGORICAL_MISSING', 'DATE', 'DTYPES', 'FEATURE', 'IGNORE', 'LABEL', 'LABEL_MISSING', 'MISSING_TOKEN', 'NUMERIC', 'NUMERIC_MISSING', 'RESERVED_COLUMN_NAMES', 'ROLES', 'SUPERVISED_ACTIONS', 'WEIGHT', 'ColumnSchema', 'Schema', 'infer_schema', 'summary', 'validate']
@@ -18,33 +32,11 @@ __all__ = ['CATEGORICAL', 'CATEGORICAL_MISSING', 'DATE', 'DTYPES', 'FEATURE', 'I
 MISSING_TOKEN = "<missing>"
 
 
-FEATURE, LABEL, IGNORE, WEIGHT = "feature", "label", "ignore", "weight"
-
-
-ROLES = (FEATURE, LABEL, IGNORE, WEIGHT)
-
-
-NUMERIC, CATEGORICAL, DATE = "numeric", "categorical", "date"
-
-
-# A date column is expanded into numeric features or left out (``DatasetSpec.encodings``).
-DTYPES = (NUMERIC, CATEGORICAL, DATE)
-
-
 # Column names the workbench uses for its own keys (the label key fed to the model).
 RESERVED_COLUMN_NAMES = ("__label__",)
 
 
 SUPERVISED_ACTIONS = ("train", "evaluate", "train_and_evaluate")
-
-
-NUMERIC_MISSING = ("mean", "zero", "drop")
-
-
-CATEGORICAL_MISSING = ("missing-token",)
-
-
-LABEL_MISSING = ("error", "drop")
 
 
 _LABEL_NAMES = ("label", "labels", "target", "targets", "species", "class", "y", "outcome")

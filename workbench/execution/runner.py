@@ -403,9 +403,9 @@ def preload() -> None:
         from workbench.store import metrics_hook  # noqa: F401
     except Exception:  # a broken install: the real run reports it in its own log
         traceback.print_exc()
-    # The imports leave ~330,000 objects that each full collection walks again (0.22 s here): the
+    # The imports leave ~330,000 objects that each full collection walks again (0.15-0.22 s): the
     # run's first one cost its start 0.2-0.3 s. Frozen, they are never scanned again (gc.freeze).
-    gc.collect()
+    # No collection first: it would find ~150 garbage objects and cost the launch that 0.15 s.
     gc.freeze()
 
 
