@@ -37,7 +37,6 @@ from workbench.cli.sweep import cmd_sweep as _cmd_sweep
 from workbench.cli.usage import PROG as _PROG
 from workbench.cli.usage import UsageError
 from workbench.execution.bundle import export_bundle
-from workbench.execution.submit import submit_run
 from workbench.store import paths, trash
 from workbench.store.records import (
     ACTIONS,
@@ -48,7 +47,6 @@ from workbench.store.records import (
     RunRecord,
 )
 from workbench.store.registry import RunRegistry
-from workbench.store.run_spec import RunSpecError
 
 __all__ = ['UsageError', 'build_parser', 'main']
 
@@ -251,6 +249,11 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
     params = templates.validate_params(schema, params)
     if args.num_processes > 1 and action in TRAINING_ACTIONS and schedule.get("preflight", True):
         print("Pre-flight check...", file=sys.stderr, flush=True)
+    # Imported here, after run has started its runner: the run contract's pydantic models take
+    # 60 ms to import, which the runner's own imports no longer wait for.
+    from workbench.execution.submit import submit_run
+    from workbench.store.run_spec import RunSpecError
+
     try:
         return submit_run(
             _registry(root), launcher,
