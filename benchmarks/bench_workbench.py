@@ -30,7 +30,7 @@
 
 Parts whose workbench pieces do not import are reported as ``pending``.
 
-    python benchmarks/bench_workbench.py [--launches 3] [--parts launch,tail,runs_listing,run_page] [--json out.json]
+    python benchmarks/bench_workbench.py [--launches 5] [--parts launch,tail,runs_listing,run_page] [--json out.json]
 """
 
 from __future__ import annotations
@@ -466,12 +466,21 @@ def _target_rows(result: dict[str, Any]) -> list[dict[str, Any]]:
             rows.append(c.target_row(f"launch_{kind}", label, figure, "< 2 s" if target else "(info)", unit="s",
                                      higher_is_better=False if target else None,
                                      threshold=LAUNCH_TARGET_S if target else None, load=load))
+        # The machine's speed drifts between runs by more than the CLI's own cost: the ratio to the
+        # plain script of the same round is the figure that compares across runs.
+        pairs = [(cli, plain) for cli, plain in zip(launch["raw"].get("cli_checked", []),
+                                                      launch["raw"].get("plain", []))
+                 if cli is not None and plain is not None]
+        if pairs:
+            rows.append(c.target_row("launch_cli_over_plain", "CLI launch (pre-flight) / the plain PyTorch script, "
+                                     "same round", c.stats([cli / plain for cli, plain in pairs]), "(info)",
+                                     load=load))
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--launches", type=int, default=3)
+    parser.add_argument("--launches", type=int, default=5)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--tail-lines", type=int, default=1_000_000)
     parser.add_argument("--runs", type=int, default=500)
