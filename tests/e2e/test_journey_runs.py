@@ -41,11 +41,25 @@ def _train(home, name: str) -> str:
     return out.stdout.strip().splitlines()[-1]
 
 
+def _settled_box(page, grid) -> dict:
+    """The grid's box once it has stopped moving: a table inside an opening expander is visible
+    (and clipped) while the expander still grows, and a click computed then missed its row (seen
+    once in the fresh-clone CI: the trash's Restore button never appeared)."""
+    grid.wait_for(state="visible", timeout=30_000)  # the table is rebuilt when its rows change
+    grid.scroll_into_view_if_needed()
+    previous, deadline = None, time.monotonic() + 10
+    while time.monotonic() < deadline:
+        box = grid.bounding_box()
+        if box and box == previous:
+            return box
+        previous = box
+        page.wait_for_timeout(150)
+    raise AssertionError(f"the table kept moving or left the screen: {previous}")
+
+
 def _tick_rows(page, grid, rows: list[int]) -> None:
     """Ticks the selection checkbox of the given rows (0 = first data row) of a dataframe grid."""
-    grid.wait_for(state="visible", timeout=30_000)  # the table is rebuilt when its rows change
-    box = grid.bounding_box()
-    assert box, "the table is not on screen"
+    box = _settled_box(page, grid)
     for row in rows:
         page.mouse.click(box["x"] + 16, box["y"] + _ROW_PX * (row + 1) + _ROW_PX / 2)
         wait_idle(page)
@@ -107,7 +121,7 @@ def test_runs_hub_journey(server, page):
     wait_idle(page)
     wait_idle(page)
     trash_grid = page.get_by_test_id("stDataFrame").last
-    playwright_sync.expect(trash_grid).to_be_visible()
+    _settled_box(page, trash_grid)  # the expander has finished opening (and the screenshot shows it)
     trashed = [t.record.run_id for t in trash.trashed_runs(registry(home))]
     shot(page, "runs-trash")
     _tick_rows(page, trash_grid, [trashed.index(run_b)])
