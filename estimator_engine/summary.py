@@ -13,9 +13,9 @@ Every summary is also one line of ``<logdir>/summaries.jsonl``, which ``read_eva
 
 The file is append-only and written in whole lines, so a reader (``read_eval_metrics``, the
 workbench) may read it while training runs; a line cut short by a crash is skipped on reading.
-Writes (to both files) are buffered in memory and reach the files on ``flush()``/``close()``, on the first write
-that comes ``flush_secs`` or more after the oldest pending line (no background thread: writing
-stays cheap), and at interpreter exit. Hooks flush their writer in ``end()``.
+Writes to both files are buffered in memory and reach them on ``flush()``/``close()``, on the
+first write that comes ``flush_secs`` or more after the oldest pending line (no background
+thread: writing stays cheap), and at interpreter exit. Hooks flush their writer in ``end()``.
 """
 
 from __future__ import annotations
