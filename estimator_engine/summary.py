@@ -142,7 +142,7 @@ class _WriterState:
 
     def close(self) -> None:
         try:
-            self.flush()
+            self.flush(sync=False)  # the event file syncs as it closes
         finally:
             if self.fd is not None:
                 os.close(self.fd)
@@ -225,7 +225,9 @@ class SummaryWriter:
             self._oldest_pending = now
         if (now - self._oldest_pending >= self._flush_secs
                 or len(state.pending) >= _MAX_PENDING_LINES):
-            state.flush()
+            # Readable now; no fsync in the training thread (seconds on a slow shared disk), as
+            # tensorboardX's thread did it. flush() and close() sync.
+            state.flush(sync=False)
             self._oldest_pending = None
 
     def add_scalar(self, tag: str, value: Any, step: int) -> None:

@@ -105,6 +105,23 @@ class TestSummaryWriter:
         assert len(synced) == 1
         writer.close()
 
+    def test_the_periodic_flush_makes_events_readable_without_an_fsync(self, tmp_path, monkeypatch):
+        """Training writes every flush_secs from its own thread: no fsync there (a slow disk would
+        stall the steps); the hooks' flush at the end of train() and close() sync."""
+        pytest.importorskip("tensorboard")
+        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+        synced = []
+        monkeypatch.setattr(summary.os, "fsync", synced.append)
+        writer = SummaryWriter(tmp_path, flush_secs=0, tensorboard=True)
+        writer.add_scalar("loss", 1.0, 1)
+        writer.add_scalar("loss", 0.5, 2)  # its own flush writes the first event
+        accumulator = EventAccumulator(str(tmp_path))
+        accumulator.Reload()
+        assert [e.step for e in accumulator.Scalars("loss")] == [1] and synced == []
+        writer.close()
+        assert len(synced) == 1
+
     def test_a_writer_reopened_within_the_second_keeps_the_first_event_file(self, tmp_path):
         pytest.importorskip("tensorboard")
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
