@@ -64,14 +64,6 @@ def _tensorboard_available() -> bool:
     return _TENSORBOARD_AVAILABLE
 
 
-def _scalars_summary(values: Mapping[str, float]) -> Any:
-    """One ``Summary`` proto holding every scalar, tags as given: what TF's estimator writes for
-    its evaluation results (``summary_proto.value.add(tag=key, simple_value=value)``)."""
-    from tensorboardX.proto.summary_pb2 import Summary
-
-    return Summary(value=[Summary.Value(tag=tag, simple_value=number) for tag, number in values.items()])
-
-
 class _EventFile:
     """A TensorBoard event file written in the caller's thread: TFRecord framing of tensorboardX's
     ``Event`` protos, checksummed with its ``masked_crc32c``.
@@ -86,24 +78,34 @@ class _EventFile:
 
     def __init__(self, logdir: str) -> None:
         from tensorboardX.proto.event_pb2 import Event
+        from tensorboardX.proto.summary_pb2 import Summary
         from tensorboardX.record_writer import masked_crc32c
+        from tensorboardX.summary import text
 
-        self._event, self._crc = Event, masked_crc32c
+        self._event, self._summary, self._text, self._crc = Event, Summary, text, masked_crc32c
         # TF 2's naming: the pid and a counter keep a writer reopened within the same second (or
         # another process) from appending to this file.
         name = (f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}."
                 f"{os.getpid()}.{next(self._opened)}")
         self._file = open(os.path.join(logdir, name), "ab")
-        self.write(Event(wall_time=time.time(), file_version="brain.Event:2"))
+        self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
 
-    def write(self, event: Any) -> None:
+    def _write(self, event: Any) -> None:
         data = event.SerializeToString()
         header = struct.pack("<Q", len(data))
         self._file.write(b"".join((header, struct.pack("<I", self._crc(header)),
                                    data, struct.pack("<I", self._crc(data)))))
 
-    def add_summary(self, summary: Any, step: int, wall_time: float) -> None:
-        self.write(self._event(summary=summary, step=step, wall_time=wall_time))
+    def add_scalars(self, values: Mapping[str, float], step: int, wall_time: float) -> None:
+        """One event holding every scalar, tags as given: what TF's estimator writes for its
+        evaluation results (``summary_proto.value.add(tag=key, simple_value=value)``)."""
+        summary = self._summary(value=[self._summary.Value(tag=tag, simple_value=number)
+                                       for tag, number in values.items()])
+        self._write(self._event(summary=summary, step=step, wall_time=wall_time))
+
+    def add_text(self, tag: str, text: str, step: int, wall_time: float) -> None:
+        """tensorboardX's text summary (TensorBoard's text plugin), as one event."""
+        self._write(self._event(summary=self._text(tag, text), step=step, wall_time=wall_time))
 
     def flush(self, sync: bool = True) -> None:
         self._file.flush()
@@ -259,7 +261,7 @@ class SummaryWriter:
             self._append(lines)
             tensorboard = self._tensorboard_writer()
             if tensorboard is not None and values:
-                tensorboard.add_summary(_scalars_summary(values), step, wall_time)
+                tensorboard.add_scalars(values, step, wall_time)
 
     def add_text(self, tag: str, text: str, step: int) -> None:
         """Writes a text summary (a JSON line with ``"text"`` instead of ``"value"``)."""
@@ -273,9 +275,7 @@ class SummaryWriter:
             self._append([line])
             tensorboard = self._tensorboard_writer()
             if tensorboard is not None:
-                from tensorboardX.summary import text as text_summary
-
-                tensorboard.add_summary(text_summary(tag, str(text)), step, wall_time)
+                tensorboard.add_text(tag, str(text), step, wall_time)
 
     def flush(self, sync: bool = True) -> None:
         """Writes every pending summary to disk: readers (TensorBoard, ``read_summaries``) see it.

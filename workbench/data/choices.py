@@ -19,7 +19,7 @@ ROLES = (FEATURE, LABEL, IGNORE, WEIGHT)
 
 NUMERIC, CATEGORICAL, DATE = "numeric", "categorical", "date"
 
-# A date column is expanded into numeric features or left out (``DatasetSpec.encodings``).
+#: A column's type; what becomes of a date or text column is its encoding (below).
 DTYPES = (NUMERIC, CATEGORICAL, DATE)
 
 # Missing values: numbers take the training mean, zero, or drop their rows; categories become
