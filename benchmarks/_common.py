@@ -50,7 +50,7 @@ if str(REPO_ROOT) not in sys.path:  # `python benchmarks/x.py` from anywhere imp
 def quiet_engine() -> None:
     """Silences the engine's INFO logging (it would be timed, and it floods the table)."""
     logging.getLogger("estimator_engine").setLevel(logging.WARNING)
-    logging.getLogger("workbench").setLevel(logging.WARNING)
+    logging.getLogger("estimator_workbench").setLevel(logging.WARNING)
 
 
 def median(values: Sequence[float]) -> float:

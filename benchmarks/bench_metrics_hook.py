@@ -5,7 +5,7 @@ the per-step overhead is all there is) and the mid MLP (20-64-32-3, batch 128), 
 
 * reference: no extra hook;
 * ``every 10``: ``MetricsWriterHook(path, every_n_steps=10, stop_file=..., should_stop=...)``
-  wired as ``workbench.execution.run_context.RunContext.make_hook`` wires it (a stop file that does not exist,
+  wired as ``estimator_workbench.execution.run_context.RunContext.make_hook`` wires it (a stop file that does not exist,
   a threading.Event predicate);
 * ``every 1``: the same, writing loss at every step.
 
@@ -37,7 +37,7 @@ TARGET = 0.97
 
 def train(name: str, x: torch.Tensor, y: torch.Tensor, steps: int, every: int | None,
           lines: list[int] | None = None) -> float:
-    from workbench.store.metrics_hook import MetricsWriterHook
+    from estimator_workbench.store.metrics_hook import MetricsWriterHook
 
     work = tempfile.mkdtemp(prefix="bench_hook_")
     try:
@@ -102,9 +102,9 @@ def main() -> None:
     c.quiet_engine()
     torch.set_num_threads(1)
     try:
-        import workbench.store.metrics_hook  # noqa: F401
+        import estimator_workbench.store.metrics_hook  # noqa: F401
     except ImportError as exc:
-        print(f"pending: workbench.store.metrics_hook is not importable ({exc})")
+        print(f"pending: estimator_workbench.store.metrics_hook is not importable ({exc})")
         c.write_json({"benchmark": "metrics_hook", "status": "pending", "reason": str(exc)}, args.json)
         return
     r = run(args.models.split(","), args.rounds, args.steps)

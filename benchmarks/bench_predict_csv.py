@@ -4,8 +4,8 @@ Workload: the mid MLP 20-64-32-3 (trained 100 steps), predicting ``class_ids`` a
 ``probabilities`` for a 1,000,000-row frame (an ``id`` column + 20 float features), batch 1,024,
 written as ``id, class_ids, probability_0..2``.
 
-* engine: ``workbench.data.predictions.write_predictions_csv`` (streaming, 10,000-row chunks, atomic
-  rename) when ``workbench.data.predictions`` imports; otherwise the benchmark's own streaming writer
+* engine: ``estimator_workbench.data.predictions.write_predictions_csv`` (streaming, 10,000-row chunks, atomic
+  rename) when ``estimator_workbench.data.predictions`` imports; otherwise the benchmark's own streaming writer
   over ``estimator.predict(yield_single_examples=False)`` (the JSON says which);
 * reference: a hand-written loop -- ``model(x[chunk])`` under ``torch.no_grad()`` for the same
   batches, softmax/argmax, and the same ``DataFrame.to_csv`` appends per 10,000 rows.
@@ -68,7 +68,7 @@ def predict_model_fn():
 
 
 def _fallback_writer(estimator: ee.Estimator, input_fn: Any, frame: pd.DataFrame, out: str) -> int:
-    """A streaming CSV writer over batched predictions (used when workbench.data.predictions is absent)."""
+    """A streaming CSV writer over batched predictions (used when estimator_workbench.data.predictions is absent)."""
     written, header = 0, True
     pending: list[dict[str, np.ndarray]] = []
     n_pending = 0
@@ -96,7 +96,7 @@ def _fallback_writer(estimator: ee.Estimator, input_fn: Any, frame: pd.DataFrame
 
 def engine_write(estimator: ee.Estimator, frame: pd.DataFrame, out: str) -> tuple[float, float, str]:
     try:
-        from workbench.data.predictions import write_predictions_csv
+        from estimator_workbench.data.predictions import write_predictions_csv
     except ImportError:
         write_predictions_csv = None
     with c.PeakRSS() as peak:
@@ -105,7 +105,7 @@ def engine_write(estimator: ee.Estimator, frame: pd.DataFrame, out: str) -> tupl
         input_fn = ee.inputs.numpy_input_fn(features, batch_size=BATCH, shuffle=False)
         if write_predictions_csv is not None:
             info = write_predictions_csv(estimator, input_fn, frame, out, id_columns=["id"], chunk_rows=CHUNK)
-            rows, writer = info["rows"], "workbench.data.predictions.write_predictions_csv"
+            rows, writer = info["rows"], "estimator_workbench.data.predictions.write_predictions_csv"
         else:
             rows, writer = _fallback_writer(estimator, input_fn, frame, out), "benchmark fallback writer"
         seconds = time.perf_counter() - start

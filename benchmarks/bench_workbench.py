@@ -2,7 +2,7 @@
 
 1. Launch to first metric line (target < 3 s), ``mlp_classifier`` on the bundled ``iris``, 300
    steps, metrics every 10 steps, in a temporary workspace:
-   * ``cli``: ``python -m workbench --workspace W run ... --no-preflight --detach`` started as a
+   * ``cli``: ``python -m estimator_workbench --workspace W run ... --no-preflight --detach`` started as a
      subprocess; clock from just before the CLI process starts until ``metrics.jsonl`` holds a
      complete line (a fresh CLI interpreter + the runner's interpreter both included; since
      2026-12-02 the CLI starts the runner before validating the run, so the two overlap);
@@ -21,7 +21,7 @@
 2. ``MetricsTail.read()`` of 1,000 lines appended to a 1,000,000-line ``metrics.jsonl`` (after an
    initial read to the end; target < 50 ms), vs the reference ``read_all`` of the whole file.
 3. The runs listing with 500 finished runs in the registry: ``RunRegistry.list_runs()`` +
-   ``workbench.ui.tables.runs_frame`` (the table DataFrame), and, when Streamlit's ``AppTest`` works,
+   ``estimator_workbench.ui.tables.runs_frame`` (the table DataFrame), and, when Streamlit's ``AppTest`` works,
    a whole warm rerun of ``pages/runs.py``. Reference: the same with 10 runs.
 4. A run's page with a 100,000-point series (target < 1 s): one finished run whose
    ``metrics.jsonl`` holds 100,000 train-loss rows (plus steps/s every 10th step), rendered by
@@ -72,7 +72,7 @@ def _wait_first_line(path: Path, timeout: float) -> float | None:
 
 def _finish(root: Path, run_id: str) -> str:
     """Waits for the run to end (killing its process group after 60 s); returns its status."""
-    from workbench.store.registry import RunRegistry
+    from estimator_workbench.store.registry import RunRegistry
 
     registry = RunRegistry(root)
     deadline = time.time() + 60
@@ -97,13 +97,13 @@ def _finish(root: Path, run_id: str) -> str:
 
 
 def _run_id_from_root(root: Path) -> str:
-    from workbench.store.registry import RunRegistry
+    from estimator_workbench.store.registry import RunRegistry
 
     return RunRegistry(root).list_runs(limit=1)[0].run_id
 
 
 def launch_cli(root: Path, steps: int, preflight: bool = False) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "workbench", "--workspace", str(root), "run", "--dataset", "iris",
+    cmd = [sys.executable, "-m", "estimator_workbench", "--workspace", str(root), "run", "--dataset", "iris",
            "--template", "mlp_classifier", "--steps", str(steps), "--detach"]
     if not preflight:
         cmd.append("--no-preflight")
@@ -124,11 +124,11 @@ def launch_in_process(root: Path, steps: int, warm: bool = False) -> dict[str, A
 
     ``warm``: ``LocalLauncher(warm_spares=1)``, whose spare is started and has finished its
     imports (it logs 'ready') before the clock starts, as in a UI left open."""
-    from workbench import templates
-    from workbench.cli import commands as cli
-    from workbench.execution.launcher import LocalLauncher
-    from workbench.execution.spares import SPARE_LOG
-    from workbench.store.registry import RunRegistry
+    from estimator_workbench import templates
+    from estimator_workbench.cli import commands as cli
+    from estimator_workbench.execution.launcher import LocalLauncher
+    from estimator_workbench.execution.spares import SPARE_LOG
+    from estimator_workbench.store.registry import RunRegistry
 
     dataset = cli._dataset_dict("iris", None)
     template, schema = cli._template_dict("mlp_classifier", root)
@@ -181,7 +181,7 @@ print(loss.item(), flush=True)
 
 def plain_script() -> float:
     """Seconds from starting ``PLAIN_SCRIPT`` until it prints its first loss."""
-    from workbench.data.sources import bundled_path
+    from estimator_workbench.data.sources import bundled_path
 
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", PLAIN_SCRIPT, str(bundled_path("iris"))],
@@ -243,8 +243,8 @@ def bench_launch(launches: int, steps: int) -> dict[str, Any]:
 
 
 def bench_tail(lines: int, new_lines: int, repeats: int) -> dict[str, Any]:
-    from workbench.store.metrics_hook import append_rows
-    from workbench.store.metrics_store import MetricsTail, read_all
+    from estimator_workbench.store.metrics_hook import append_rows
+    from estimator_workbench.store.metrics_store import MetricsTail, read_all
 
     work = Path(tempfile.mkdtemp(prefix="bench_tail_"))
     try:
@@ -297,7 +297,7 @@ def bench_tail(lines: int, new_lines: int, repeats: int) -> dict[str, Any]:
 
 
 def _fill_registry(root: Path, n: int) -> None:
-    from workbench.store.registry import RunRegistry
+    from estimator_workbench.store.registry import RunRegistry
 
     registry = RunRegistry(root)
     for i in range(n):
@@ -342,9 +342,9 @@ def _warm_rerun_s(at: Any, reruns: int = 3) -> float:
 
 
 def bench_runs_listing(n_runs: int, reference_runs: int, repeats: int) -> dict[str, Any]:
-    from workbench.store import paths
-    from workbench.store.registry import RunRegistry
-    from workbench.ui.tables import runs_frame
+    from estimator_workbench.store import paths
+    from estimator_workbench.store.registry import RunRegistry
+    from estimator_workbench.ui.tables import runs_frame
 
     out: dict[str, Any] = {}
     work = Path(tempfile.mkdtemp(prefix="bench_runs_"))
@@ -395,8 +395,8 @@ def _page_rerun_ms(root: Path) -> float | None:
 
 
 def bench_run_page(points: int, reference_points: int) -> dict[str, Any]:
-    from workbench.store import paths
-    from workbench.store.registry import RunRegistry
+    from estimator_workbench.store import paths
+    from estimator_workbench.store.registry import RunRegistry
 
     out: dict[str, Any] = {}
     work = Path(tempfile.mkdtemp(prefix="bench_run_page_"))

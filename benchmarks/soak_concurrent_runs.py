@@ -21,9 +21,9 @@ from pathlib import Path
 
 import _common as c
 
-from workbench.execution.launcher import LocalLauncher
-from workbench.store import metrics_store
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution.launcher import LocalLauncher
+from estimator_workbench.store import metrics_store
+from estimator_workbench.store.registry import RunRegistry
 
 LOAD_RUNNER_DIR = c.REPO_ROOT / "tests" / "reliability"
 

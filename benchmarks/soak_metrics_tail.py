@@ -21,7 +21,7 @@ from typing import Any
 
 import _common as c
 
-from workbench.store import metrics_store
+from estimator_workbench.store import metrics_store
 
 
 def line(step: int) -> bytes:

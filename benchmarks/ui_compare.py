@@ -37,8 +37,8 @@ TARGET_S = 1.0
 
 def fill_workspace(root: Path, runs: int, rows: int) -> list[str]:
     """``runs`` succeeded training runs with a ``rows``-line metrics file each; returns their ids."""
-    from workbench.store import paths
-    from workbench.store.registry import RunRegistry
+    from estimator_workbench.store import paths
+    from estimator_workbench.store.registry import RunRegistry
 
     registry = RunRegistry(root)
     ids = []
@@ -84,7 +84,7 @@ def measure(runs: int, rows: int, reruns: int) -> dict:
         os.environ["WORKBENCH_HOME"] = str(work)
         os.environ.setdefault("WORKBENCH_WARM_SPARES", "0")
         load_before = os.getloadavg()[0]
-        at = AppTest.from_file(str(REPO / "workbench" / "ui" / "app.py"), default_timeout=120)
+        at = AppTest.from_file(str(REPO / "estimator_workbench" / "ui" / "app.py"), default_timeout=120)
         at.query_params["runs"] = ",".join(ids)
         at.run()
         start = time.perf_counter()

@@ -31,22 +31,22 @@ import _common as c
 
 PAGES = ("data", "model", "train", "runs", "run", "compare", "predict")
 TARGET_S = 1.0
-APP = c.REPO_ROOT / "workbench" / "ui" / "app.py"
+APP = c.REPO_ROOT / "estimator_workbench" / "ui" / "app.py"
 
 
 def fill_workspace(root: Path, n_runs: int, metric_rows: int = 200) -> list[str]:
     """``n_runs`` finished runs with summaries, ``metric_rows`` train-loss rows each (plus an eval
     accuracy every 5 rows) and two (empty) checkpoint files; 2% of them in the trash. Returns the
     run ids, newest last."""
-    from workbench.store import paths, trash
-    from workbench.store.metrics_hook import format_rows
-    from workbench.store.registry import RunRegistry
+    from estimator_workbench.store import paths, trash
+    from estimator_workbench.store.metrics_hook import format_rows
+    from estimator_workbench.store.registry import RunRegistry
 
     registry = RunRegistry(root)
     ids = []
     now = time.time()
     templates = ("mlp_classifier", "linear_classifier", "dnn_classifier")
-    from workbench.data import datasets as data
+    from estimator_workbench.data import datasets as data
 
     specs = []  # real dataset specs (the Predict and Run pages read them)
     for name in ("iris", "wine", "penguins"):

@@ -4,8 +4,8 @@ of them runs."""
 
 import streamlit as st
 
-from workbench.store.records import TRAINING_ACTIONS
-from workbench.ui import compare, live, session, tables
+from estimator_workbench.store.records import TRAINING_ACTIONS
+from estimator_workbench.ui import compare, live, session, tables
 
 st.title("Compare runs")
 registry = session.get_registry()

@@ -7,8 +7,8 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from workbench.data import datasets
-from workbench.ui import context, forms, session
+from estimator_workbench.data import datasets
+from estimator_workbench.ui import context, forms, session
 
 st.title("Data")
 session.get_launcher()  # pre-starts the warm spare runner while the run is being set up

@@ -2,8 +2,8 @@
 
 import streamlit as st
 
-from workbench import templates
-from workbench.ui import context, forms, session
+from estimator_workbench import templates
+from estimator_workbench.ui import context, forms, session
 
 st.title("Model")
 session.get_launcher()  # pre-starts the warm spare runner while the run is being set up
@@ -49,7 +49,7 @@ with c2:
     st.write("Pre-flight check: runs `model_fn` in TRAIN, EVAL and PREDICT on a tiny batch of "
              "the chosen dataset, in a separate process.")
     if st.button("Run pre-flight check", icon=":material/fact_check:", disabled=bool(problem)):
-        from workbench.execution.preflight import run_preflight
+        from estimator_workbench.execution.preflight import run_preflight
 
         with st.spinner("Running the model_fn on a tiny batch…"):
             report = run_preflight(code, session.current_dataset(), {}, timeout=90, template_name=name)

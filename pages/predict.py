@@ -3,10 +3,10 @@
 import pandas as pd
 import streamlit as st
 
-from workbench.data import datasets
-from workbench.store import paths
-from workbench.store.records import TRAINING_ACTIONS
-from workbench.ui import forms, live, panels, session, tables
+from estimator_workbench.data import datasets
+from estimator_workbench.store import paths
+from estimator_workbench.store.records import TRAINING_ACTIONS
+from estimator_workbench.ui import forms, live, panels, session, tables
 
 st.title("Predict")
 registry = session.get_registry()

@@ -3,8 +3,8 @@ checkpoints, evaluation plots, log, bundle."""
 
 import streamlit as st
 
-from workbench.store import paths
-from workbench.ui import forms, live, panels, runs_hub, session
+from estimator_workbench.store import paths
+from estimator_workbench.ui import forms, live, panels, runs_hub, session
 
 st.title("Run")
 registry = session.get_registry()

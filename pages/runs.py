@@ -3,7 +3,7 @@ ones; stop, cancel, resume, rename and tag one run; restore runs from the trash.
 
 import streamlit as st
 
-from workbench.ui import forms, panels, runs_hub, session
+from estimator_workbench.ui import forms, panels, runs_hub, session
 
 st.title("Runs")
 session.get_launcher()  # reap finished runners and start queued runs

@@ -3,7 +3,7 @@ importances, the trials table, stop and continue."""
 
 import streamlit as st
 
-from workbench.ui import session, sweep_view
+from estimator_workbench.ui import session, sweep_view
 
 st.title("Sweeps")
 session.get_launcher()  # reap finished runners and start queued runs

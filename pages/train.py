@@ -2,12 +2,12 @@
 
 import streamlit as st
 
-from workbench import templates
-from workbench.data import datasets
-from workbench.execution.processes import detect_gpus
-from workbench.execution.submit import parent_relation
-from workbench.store.records import TRAINING_ACTIONS
-from workbench.ui import context, figures, forms, session, sweep_form, tables
+from estimator_workbench import templates
+from estimator_workbench.data import datasets
+from estimator_workbench.execution.processes import detect_gpus
+from estimator_workbench.execution.submit import parent_relation
+from estimator_workbench.store.records import TRAINING_ACTIONS
+from estimator_workbench.ui import context, figures, forms, session, sweep_form, tables
 
 st.title("Train")
 dataset, template = session.current_dataset(), session.current_template()

@@ -8,7 +8,7 @@ from typing import Any
 
 from streamlit.testing.v1 import AppTest
 
-APP = str(Path(__file__).resolve().parents[1] / "workbench" / "ui" / "app.py")
+APP = str(Path(__file__).resolve().parents[1] / "estimator_workbench" / "ui" / "app.py")
 
 
 def open_page(page: str | None = None, *, query: Mapping[str, str] | None = None, **state: Any) -> AppTest:

@@ -27,7 +27,7 @@ def _no_ui_warm_spare(monkeypatch):
 
 @pytest.fixture(autouse=True)
 def _stub_runner_schedule_keys(monkeypatch):
-    """The stub runner's knobs (tests/workbench/stub_runner.py) pass the run contract's check."""
+    """The stub runner's knobs (tests/estimator_workbench/stub_runner.py) pass the run contract's check."""
     monkeypatch.setenv("WORKBENCH_STUB_SCHEDULE_KEYS", "sleep,fail,ignore_sigterm")
 
 
@@ -66,7 +66,7 @@ def workspace(tmp_path, monkeypatch):
 def source_runner_launcher(workspace, tmp_path):
     """``make(name, source)``: a CPU ``LocalLauncher`` whose runner module ``name`` is written from
     ``source`` (tests of what a runner process sees or leaves behind); shut down afterwards."""
-    from workbench.execution.launcher import LocalLauncher
+    from estimator_workbench.execution.launcher import LocalLauncher
 
     made = []
     folder = tmp_path / "runner_modules"

@@ -52,7 +52,7 @@ def free_port() -> int:
 
 def cli_command() -> list[str]:
     exe = Path(sys.executable).with_name("estimator-workbench")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "workbench"]
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "estimator_workbench"]
 
 
 def kill_runners(home: Path) -> None:
@@ -106,7 +106,7 @@ def run_id_from_url(page) -> str:
 
 
 def registry(home: Path):
-    from workbench.store.registry import RunRegistry
+    from estimator_workbench.store.registry import RunRegistry
 
     return RunRegistry(home)
 

@@ -25,7 +25,7 @@ from browser_kit import (
     wait_status,
 )
 
-from workbench.store import trash
+from estimator_workbench.store import trash
 
 pytestmark = MARKS
 

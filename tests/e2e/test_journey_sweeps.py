@@ -19,7 +19,7 @@ pytestmark = MARKS
 
 def _end_driver(home, name: str) -> None:
     """Stops the sweep's driver if the journey failed half way (it is detached from the server)."""
-    from workbench.sweeps import store
+    from estimator_workbench.sweeps import store
 
     with contextlib.suppress(Exception):
         state = store.driver_state(home, name)
@@ -28,7 +28,7 @@ def _end_driver(home, name: str) -> None:
 
 
 def test_sweep_journey(server, page):
-    from workbench.sweeps import store
+    from estimator_workbench.sweeps import store
 
     home, url = server["home"], server["url"]
     name = f"journey-{int(time.time())}"

@@ -49,7 +49,7 @@ def wheel_env(tmp_path_factory) -> dict:
 def test_workbench_is_imported_from_the_wheel(wheel_env):
     out = subprocess.check_output(
         [str(wheel_env["python"]), "-c",
-         "import workbench, workbench.resources as r; print(workbench.__file__); "
+         "import estimator_workbench, estimator_workbench.resources as r; print(estimator_workbench.__file__); "
          "print(r.pages_dir()); print(r.sample_data_dir())"],
         cwd=wheel_env["tmp"], env=wheel_env["env"], text=True).split()
     assert all(line.startswith(str(wheel_env["site"])) for line in out), out

@@ -1,4 +1,4 @@
-"""``estimator-workbench`` (workbench._entry): ``--version`` from the metadata, and a clear message
+"""``estimator-workbench`` (estimator_workbench._entry): ``--version`` from the metadata, and a clear message
 naming the ``ui`` extra when it is not installed (issue 17, items 3 and 5)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import subprocess
 import sys
 from importlib import metadata
 
-from workbench import _entry
+from estimator_workbench import _entry
 
 
 def test_version_comes_from_the_installed_metadata(capsys):
@@ -39,7 +39,7 @@ def test_with_the_ui_extra_installed_nothing_is_missing():
 
 def test_console_script_runs_the_cli(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-c", "import sys; from workbench._entry import main; sys.exit(main())",
+        [sys.executable, "-c", "import sys; from estimator_workbench._entry import main; sys.exit(main())",
          "--workspace", str(tmp_path / "ws"), "runs"],
         capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr

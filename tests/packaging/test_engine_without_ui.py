@@ -20,7 +20,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 # Everything only the `ui` (and `ray`) extras bring, plus the workbench itself.
 UI_MODULES = ["streamlit", "plotly", "pandas", "code_editor", "pydantic", "psutil", "pyarrow", "ray",
-              "workbench"]
+              "estimator_workbench"]
 
 _TRAIN_WITHOUT_UI = textwrap.dedent("""
     import json, sys
@@ -92,4 +92,4 @@ def test_built_wheel_requires_only_the_engine_and_ships_py_typed(tmp_path):
     base = sorted(re.match(r"[A-Za-z0-9._-]+", r).group(0).lower()
                   for r in message.get_all("Requires-Dist") if "extra ==" not in r)
     assert base == ["numpy", "tensorboardx", "torch"]
-    assert "estimator-workbench = workbench._entry:main" in entry_points
+    assert "estimator-workbench = estimator_workbench._entry:main" in entry_points

@@ -8,17 +8,17 @@ from pathlib import Path
 import psutil
 import pytest
 
-from workbench.execution.launcher import LocalLauncher
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution.launcher import LocalLauncher
+from estimator_workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def home(workspace, monkeypatch):
-    """The workspace, with the UI's launcher running ``tests/workbench/stub_runner.py`` (no torch)."""
+    """The workspace, with the UI's launcher running ``tests/estimator_workbench/stub_runner.py`` (no torch)."""
     monkeypatch.setenv("WORKBENCH_RUNNER_MODULE", "stub_runner")
-    monkeypatch.setenv("WORKBENCH_RUNNER_PYTHONPATH", str(REPO / "tests" / "workbench"))
+    monkeypatch.setenv("WORKBENCH_RUNNER_PYTHONPATH", str(REPO / "tests" / "estimator_workbench"))
     yield workspace
     # no runner may outlive a test: cancel whatever is still active
     launcher = LocalLauncher(workspace)

@@ -10,8 +10,8 @@ import pytest
 pytest.importorskip("streamlit")
 from app_pages import open_page
 
-from workbench.execution.launcher import LocalLauncher
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution.launcher import LocalLauncher
+from estimator_workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ def stub_run(home: Path, name: str, **params) -> str:
     rec = reg.create_run(name=name, action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
                          template={"name": "mlp_classifier", "code": "def model_fn(features): ..."},
                          params=params, run_config={}, schedule={"max_steps": 5, "sleep": 0.0})
-    launcher = LocalLauncher(home, runner_module="stub_runner", env={"PYTHONPATH": str(REPO / "tests" / "workbench")})
+    launcher = LocalLauncher(home, runner_module="stub_runner", env={"PYTHONPATH": str(REPO / "tests" / "estimator_workbench")})
     launcher.submit(rec.run_id)
     assert launcher.wait(rec.run_id, timeout=60).status == "succeeded"
     return rec.run_id

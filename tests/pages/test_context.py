@@ -15,10 +15,10 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench import templates
-from workbench.data import datasets
-from workbench.store.registry import RunRegistry
-from workbench.ui import context, session
+from estimator_workbench import templates
+from estimator_workbench.data import datasets
+from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.ui import context, session
 
 REPO = Path(__file__).resolve().parents[2]
 SAVED = templates.get_template("mlp_classifier").code

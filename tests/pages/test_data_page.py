@@ -10,7 +10,7 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench.data import datasets
+from estimator_workbench.data import datasets
 
 REPO = Path(__file__).resolve().parents[2]
 EMPTY_EVAL = "The evaluation part is empty"

@@ -13,11 +13,11 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench import templates
-from workbench.data import datasets
-from workbench.store import paths
-from workbench.store.registry import RunRegistry
-from workbench.ui import session
+from estimator_workbench import templates
+from estimator_workbench.data import datasets
+from estimator_workbench.store import paths
+from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.ui import session
 
 EVIL = "**bold** <script>x</script> [link](http://x)"
 TRACEBACK = f'Traceback (most recent call last):\n  File "<template t>", line 3, in model_fn\nValueError: {EVIL}'

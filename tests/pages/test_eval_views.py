@@ -16,17 +16,17 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench.execution.launcher import LocalLauncher
-from workbench.store import paths
-from workbench.store.records import RunRecord
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution.launcher import LocalLauncher
+from estimator_workbench.store import paths
+from estimator_workbench.store.records import RunRecord
+from estimator_workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 TEMPLATE = {"name": "mlp_classifier", "code": "def model_fn(features): ..."}
 
 
 def iris() -> dict:
-    from workbench.data import datasets
+    from estimator_workbench.data import datasets
 
     spec = datasets.DatasetSpec({"kind": "bundled", "name": "iris"},
                                 datasets.infer_schema(datasets.load_table(datasets.bundled_path("iris"))))
@@ -88,7 +88,7 @@ def run_page(run_id: str) -> AppTest:
 
 def wait_finished(run_ids: list[str]) -> None:
     """Waits for runs the page launched, through the page's own launcher (it reaps its children)."""
-    from workbench.ui import session
+    from estimator_workbench.ui import session
 
     for run_id in run_ids:
         session.get_launcher().wait(run_id, timeout=60)
@@ -169,7 +169,7 @@ def test_evaluate_this_checkpoint_launches_once_and_opens_the_new_run(home):
 
 
 def test_a_second_click_reuses_the_queued_child(home, monkeypatch):
-    from workbench.ui import panels
+    from estimator_workbench.ui import panels
 
     parent = trained_run(home, (100,))
     monkeypatch.setenv("WORKBENCH_HOME", str(home))
@@ -202,7 +202,7 @@ def test_the_prediction_view_names_the_checkpoint(home):
 
 
 def test_a_predict_run_without_a_checkpoint_path_is_matched_to_the_newest_checkpoint_before_it(home):
-    from workbench.ui import panels
+    from estimator_workbench.ui import panels
 
     parent = trained_run(home, (100,))
     time.sleep(0.05)
@@ -232,7 +232,7 @@ def test_the_live_panels_rerun_the_page_only_when_the_run_has_ended():
     import ast
     import inspect
 
-    from workbench.ui import live
+    from estimator_workbench.ui import live
 
     tree = ast.parse(inspect.getsource(live))
     guarded = []
@@ -254,7 +254,7 @@ def test_the_run_page_keeps_its_tabs_while_a_run_goes_live(home):
     rec = reg.create_run(name="live", action="train", dataset=iris(), template=TEMPLATE, params={},
                          run_config={}, schedule={"max_steps": 30, "sleep": 0.05})
     at = run_page(rec.run_id)
-    from workbench.ui import session
+    from estimator_workbench.ui import session
 
     session.get_launcher().submit(rec.run_id)  # the page's launcher: its polls reap the runner
     names = ["Metrics summary", "Checkpoints", "Evaluation plots", "Params", "Worker log", "Reproduce"]

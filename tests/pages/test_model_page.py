@@ -13,9 +13,9 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench import templates
-from workbench.store.registry import RunRegistry
-from workbench.ui import forms
+from estimator_workbench import templates
+from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.ui import forms
 
 SAVED = templates.get_template("mlp_classifier").code
 EDITED = SAVED.replace("def model_fn(features, labels, mode, params):\n",
@@ -161,7 +161,7 @@ def test_the_ace_editor_is_used_through_its_public_function(home, ace):
 
 
 def test_an_ace_event_applies_the_edit_once(home, ace, monkeypatch):
-    from workbench.ui import session
+    from estimator_workbench.ui import session
 
     responses, calls = ace
     applied: list[str] = []

@@ -12,9 +12,9 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench.data import datasets
-from workbench.store import paths
-from workbench.store.registry import RunRegistry
+from estimator_workbench.data import datasets
+from estimator_workbench.store import paths
+from estimator_workbench.store.registry import RunRegistry
 
 FEATURES = ["sepal_length_cm", "sepal_width_cm", "petal_length_cm", "petal_width_cm"]
 
@@ -89,7 +89,7 @@ def test_single_row_inputs_are_typed_numbers_categories_and_dates(home):
         import pandas as pd
         import streamlit as st
 
-        from workbench.ui import forms
+        from estimator_workbench.ui import forms
 
         with st.form("f"):
             row = forms.single_row_inputs(pd.read_csv(st.session_state["path"]), ["when", "temp", "sky"],

@@ -11,8 +11,8 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 from streamlit.testing.v1 import AppTest
 
-from workbench.store import paths
-from workbench.store.registry import RunRegistry
+from estimator_workbench.store import paths
+from estimator_workbench.store.registry import RunRegistry
 
 
 def run_page(run_id: str) -> AppTest:
@@ -54,7 +54,7 @@ def test_a_page_opened_at_launch_waits_for_the_first_metric_line(tmp_path):
     import time
     from types import SimpleNamespace
 
-    from workbench.ui import live
+    from estimator_workbench.ui import live
 
     path = tmp_path / "metrics.jsonl"
     line = json.dumps({"step": 1, "wall_time": time.time(), "split": "train", "name": "loss", "value": 0.5})

@@ -16,9 +16,9 @@ import pytest
 pytest.importorskip("streamlit")
 from app_pages import open_page
 
-from workbench.store import paths, trash
-from workbench.store.registry import RunRegistry
-from workbench.ui.runs_hub import table_key
+from estimator_workbench.store import paths, trash
+from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.ui.runs_hub import table_key
 
 
 def add_run(home: Path, name: str, status: str = "succeeded", **overrides) -> str:

@@ -11,12 +11,12 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from workbench.execution.launcher import LocalLauncher
-from workbench.execution.processes import pid_alive
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution.launcher import LocalLauncher
+from estimator_workbench.execution.processes import pid_alive
+from estimator_workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "ui" / "app.py")
+APP = str(REPO / "estimator_workbench" / "ui" / "app.py")
 PAGES = ("data", "model", "train", "runs", "run", "compare", "predict")
 
 
@@ -34,7 +34,7 @@ def make_run(home: Path, steps: int = 20, **params) -> str:
     rec = reg.create_run(name=f"stub {params}", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
                          template={"name": "mlp_classifier", "code": "def model_fn(features): ..."},
                          params=params, run_config={}, schedule={"max_steps": steps, "sleep": 0.0})
-    launcher = LocalLauncher(home, runner_module="stub_runner", env={"PYTHONPATH": str(REPO / "tests" / "workbench")})
+    launcher = LocalLauncher(home, runner_module="stub_runner", env={"PYTHONPATH": str(REPO / "tests" / "estimator_workbench")})
     launcher.submit(rec.run_id)
     assert launcher.wait(rec.run_id, timeout=60).status == "succeeded"
     return rec.run_id

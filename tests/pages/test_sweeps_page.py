@@ -8,10 +8,10 @@ import json
 import optuna
 from app_pages import open_page
 
-from workbench import templates
-from workbench.store.registry import RunRegistry
-from workbench.sweeps import store
-from workbench.sweeps.spec import SweepSpec, parse_param
+from estimator_workbench import templates
+from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.sweeps import store
+from estimator_workbench.sweeps.spec import SweepSpec, parse_param
 
 
 def make_sweep(root, name="lr", values=(0.9, 0.7, 0.95), pruned=0, running=0):

@@ -17,10 +17,10 @@ from streamlit.testing.v1 import AppTest
 
 import estimator_engine as ee
 from estimator_engine.testing import linear_model_fn
-from workbench.execution.engine_hooks import early_stopping_hook
-from workbench.store.registry import RunRegistry
-from workbench.store.run_spec import check_schedule
-from workbench.ui import tables
+from estimator_workbench.execution.engine_hooks import early_stopping_hook
+from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.store.run_spec import check_schedule
+from estimator_workbench.ui import tables
 
 
 def train_page() -> AppTest:
@@ -99,7 +99,7 @@ def test_early_stopping_fields_say_they_apply_to_train_and_evaluate_only(home):
 
 def test_number_inputs_take_their_limits_from_the_run_contract(home):
     """The form cannot offer what the CLI refuses, nor refuse what it accepts (issue 13)."""
-    from workbench.store.run_spec import (
+    from estimator_workbench.store.run_spec import (
         MAX_PROCESSES,
         EarlyStoppingSettings,
         RunConfigSettings,

@@ -73,7 +73,7 @@ class _SlowEstimator:
 def _preds(folder: str, rows: int) -> None:
     import pandas as pd
 
-    from workbench.data import predictions
+    from estimator_workbench.data import predictions
 
     source = pd.DataFrame({"id": range(rows), "x": [f"=cmd|' /C calc'!A{i}" for i in range(rows)]})
     out = os.path.join(folder, "predictions.csv")

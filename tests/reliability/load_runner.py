@@ -1,5 +1,5 @@
-"""A runner for the load tests: the real ``workbench.execution.runner`` lifecycle around an action that
-appends metric lines exactly like ``workbench.store.metrics_hook`` (one ``os.write`` per batch on an
+"""A runner for the load tests: the real ``estimator_workbench.execution.runner`` lifecycle around an action that
+appends metric lines exactly like ``estimator_workbench.store.metrics_hook`` (one ``os.write`` per batch on an
 ``O_APPEND`` descriptor) and beats the registry heartbeat every step (far more registry writes
 than a real run makes). No torch import, so eight of them start fast.
 
@@ -13,9 +13,9 @@ import os
 import sys
 import time
 
-from workbench.execution import runner
-from workbench.execution.run_context import RunContext
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution import runner
+from estimator_workbench.execution.run_context import RunContext
+from estimator_workbench.store.registry import RunRegistry
 
 __all__ = ["execute"]
 

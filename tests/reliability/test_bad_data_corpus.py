@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench.data import datasets as ds
-from workbench.data import sources
+from estimator_workbench.data import datasets as ds
+from estimator_workbench.data import sources
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"
 

@@ -1,4 +1,4 @@
-"""Bad input beyond the CSV corpus of tests/workbench/test_datasets.py (tests/data/bad/): a 2 GB
+"""Bad input beyond the CSV corpus of tests/estimator_workbench/test_datasets.py (tests/data/bad/): a 2 GB
 file, CSV bombs, formula cells in downloads, hostile and Unicode column names, 2,000 columns,
 one row, HTML in every field the UI shows."""
 
@@ -12,12 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from workbench.data import datasets, predictions, sources
-from workbench.execution import runner
-from workbench.store.registry import RunRegistry
+from estimator_workbench.data import datasets, predictions, sources
+from estimator_workbench.execution import runner
+from estimator_workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "ui" / "app.py")
+APP = str(REPO / "estimator_workbench" / "ui" / "app.py")
 HOSTILE = {"größe 📏": [1.0, 2, 3, 4, 5, 6, 7, 8], "../../etc/x": [1.0, 2, 3, 4, 5, 6, 7, 8],
            "a/b\\c": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8],
            "<script>alert(1)</script>": ["u", "v"] * 4, "=cmd|' /C calc'!A0": [3.0] * 8,
@@ -41,7 +41,7 @@ def test_two_gigabyte_file_is_refused_by_size_before_reading(tmp_path, monkeypat
 
 
 def test_two_gigabyte_file_through_the_cli(tmp_path, monkeypatch, capsys, workspace):
-    from workbench.cli import commands as cli
+    from estimator_workbench.cli import commands as cli
 
     big = tmp_path / "huge.csv"
     with open(big, "wb") as f:
@@ -102,8 +102,8 @@ def test_formula_cells_are_escaped_in_every_downloaded_csv(workspace):
                                            "'\tx", "ok"]
     assert escaped["n"].tolist() == [-1.5, 2, 3, 4, 5, 6]  # numbers stay numbers
     # The compare page's series download: run names and metric names are user text.
-    from workbench.store.metrics_hook import append_rows
-    from workbench.ui import tables
+    from estimator_workbench.store.metrics_hook import append_rows
+    from estimator_workbench.ui import tables
 
     reg = RunRegistry(workspace)
     rec = reg.create_run(name="=cmd|' /C calc'!A0", action="train", dataset={}, template={},
@@ -118,8 +118,8 @@ def test_formula_cells_are_escaped_in_every_downloaded_csv(workspace):
 def test_hostile_and_unicode_column_names_train_and_predict(workspace, tmp_path):
     """Column names are data, never paths: '../../etc/x', 'a/b\\c', emoji and HTML train, predict
     and come back in predictions.csv, and nothing is written outside the workspace."""
-    from workbench import templates
-    from workbench.cli import commands as cli
+    from estimator_workbench import templates
+    from estimator_workbench.cli import commands as cli
 
     path = tmp_path / "hostile 🌸.csv"
     pd.DataFrame(HOSTILE).to_csv(path, index=False)

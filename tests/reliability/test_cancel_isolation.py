@@ -1,7 +1,7 @@
 """Cancel kills exactly its run, and every process a run leaves behind ends with it (issue 14
 item 5, issue 17 item 4).
 
-Runner modules are written into ``tmp_path``: the real ``workbench.execution.runner`` lifecycle
+Runner modules are written into ``tmp_path``: the real ``estimator_workbench.execution.runner`` lifecycle
 around small actions (no engine), so each test spawns real processes but trains nothing. The
 process trees are read with psutil.
 """
@@ -21,15 +21,15 @@ import polling
 import psutil
 import pytest
 
-from workbench.execution.launcher import QUEUE_HANDOFF_ENV, LocalLauncher
-from workbench.execution.processes import (
+from estimator_workbench.execution.launcher import QUEUE_HANDOFF_ENV, LocalLauncher
+from estimator_workbench.execution.processes import (
     PROCESS_FILE,
     RUN_MARKER_ENV,
     RunProcess,
     marked_processes,
     pid_alive,
 )
-from workbench.store.registry import RunRegistry
+from estimator_workbench.store.registry import RunRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ wait_for = functools.partial(polling.wait_for, timeout=60.0)
 # non-daemon thread, then steps until stopped (or ``max_steps``).
 RUNNER = '''
 import os, signal, subprocess, sys, threading, time
-from workbench.execution import runner
+from estimator_workbench.execution import runner
 
 HELPER = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"
 DAEMONIZE = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', sys.argv[1]], "
@@ -212,7 +212,7 @@ def test_cancel_returns_at_once_and_holds_no_lock(workspace, make):
 
 RANK_RUNNER = '''
 import os, signal, sys, time
-from workbench.execution import runner
+from estimator_workbench.execution import runner
 
 def execute(ctx):
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -266,7 +266,7 @@ time.sleep(60)
 """
 RANK = """
 import sys, time
-from workbench.execution.processes import die_with_torchrun_agent
+from estimator_workbench.execution.processes import die_with_torchrun_agent
 armed = die_with_torchrun_agent()
 open(sys.argv[1], "w").write(str(armed))
 time.sleep(60)

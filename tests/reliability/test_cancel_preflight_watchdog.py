@@ -13,10 +13,10 @@ import polling
 import psutil
 import pytest
 
-from workbench.execution import preflight_watchdog
-from workbench.execution.launcher import LocalLauncher
-from workbench.execution.processes import RUN_MARKER_ENV, pid_alive
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution import preflight_watchdog
+from estimator_workbench.execution.launcher import LocalLauncher
+from estimator_workbench.execution.processes import RUN_MARKER_ENV, pid_alive
+from estimator_workbench.store.registry import RunRegistry
 
 # Ignores the timer at import, then loops in C (time.sleep): neither SIGALRM nor an exception
 # raised between bytecodes could end it.
@@ -30,7 +30,7 @@ while True:
 
 @pytest.mark.slow
 def test_template_ignoring_sigalrm_is_killed_at_the_preflight_timeout(workspace):
-    from workbench.cli import commands as cli
+    from estimator_workbench.cli import commands as cli
 
     registry = RunRegistry(workspace)
     run_id = registry.create_run(

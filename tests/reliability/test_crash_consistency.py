@@ -2,8 +2,8 @@
 afterwards is always consistent (the newest listed checkpoint loads, no torn checkpoint file is
 ever visible under its final name, a predictions file is complete or absent).
 
-SIGKILL of a whole training run and its resume are in tests/workbench/test_launcher.py and
-tests/workbench/test_runner.py::TestEngineRuns::test_sigkill_mid_training_then_resume_to_completion.
+SIGKILL of a whole training run and its resume are in tests/estimator_workbench/test_launcher.py and
+tests/estimator_workbench/test_runner.py::TestEngineRuns::test_sigkill_mid_training_then_resume_to_completion.
 """
 
 from __future__ import annotations

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 
 from estimator_engine import checkpoints
-from workbench.cli import commands as cli
-from workbench.execution import run_process, runner
-from workbench.store import guards, registry_db
-from workbench.store.records import RegistryError
-from workbench.store.registry import RunRegistry
+from estimator_workbench.cli import commands as cli
+from estimator_workbench.execution import run_process, runner
+from estimator_workbench.store import guards, registry_db
+from estimator_workbench.store.records import RegistryError
+from estimator_workbench.store.registry import RunRegistry
 
 
 def new_run(workspace, **schedule):
@@ -139,7 +139,7 @@ def test_the_runner_frees_its_reserve_says_disk_full_and_records_the_failure(wor
     assert record.error.startswith("OSError: [Errno 28] No space left on device: ")
     assert seen["reserve"] == 512 * 1024 and not reserve.exists()
     err = capsys.readouterr().err
-    assert "workbench.execution.runner: disk full: [Errno 28] No space left on device" in err
+    assert "estimator_workbench.execution.runner: disk full: [Errno 28] No space left on device" in err
     assert "then resume the run: its last checkpoint is kept." in err
 
 
@@ -207,18 +207,18 @@ def test_a_full_disk_at_a_checkpoint_keeps_the_previous_one_and_says_why(workspa
     assert checkpoints.load_checkpoint(folder)["global_step"] == 5  # the previous one, intact
     assert not (folder / "model.ckpt-10").exists()
     assert not [p for p in os.listdir(folder) if p.endswith(".tmp")]
-    assert "workbench.execution.runner: disk full:" in capsys.readouterr().err
+    assert "estimator_workbench.execution.runner: disk full:" in capsys.readouterr().err
 
 
 def _template() -> str:
-    from workbench import templates
+    from estimator_workbench import templates
 
     return templates.get_template("mlp_classifier").code
 
 
 def test_a_run_whose_log_cannot_be_opened_on_a_full_disk_stays_queued(workspace, monkeypatch):
-    from workbench.execution import launcher as launcher_module
-    from workbench.store import paths
+    from estimator_workbench.execution import launcher as launcher_module
+    from estimator_workbench.store import paths
 
     record = new_run(workspace)
     launcher = launcher_module.LocalLauncher(workspace, gpus=[])

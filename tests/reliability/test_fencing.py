@@ -22,13 +22,13 @@ import polling
 import pytest
 
 from estimator_engine import checkpoints
-from workbench.cli import commands as cli
-from workbench.execution import runner
-from workbench.execution.launcher import LocalLauncher
-from workbench.execution.processes import pid_alive
-from workbench.store.metrics_store import read_all
-from workbench.store.records import OwnershipLostError
-from workbench.store.registry import RunRegistry
+from estimator_workbench.cli import commands as cli
+from estimator_workbench.execution import runner
+from estimator_workbench.execution.launcher import LocalLauncher
+from estimator_workbench.execution.processes import pid_alive
+from estimator_workbench.store.metrics_store import read_all
+from estimator_workbench.store.records import OwnershipLostError
+from estimator_workbench.store.registry import RunRegistry
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +38,7 @@ INJECT_BEFORE = "    train_op = ee.minimize("
 
 
 def template_code(inject: str) -> str:
-    from workbench import templates
+    from estimator_workbench import templates
 
     code = templates.get_template("mlp_classifier").code
     assert INJECT_BEFORE in code
@@ -284,7 +284,7 @@ def test_a_launcher_marks_lost_only_the_attempt_it_started(workspace):
     import subprocess
     import sys
 
-    from workbench.execution.launcher import LocalLauncher
+    from estimator_workbench.execution.launcher import LocalLauncher
 
     registry = RunRegistry(workspace)
     run_id = registry.create_run(name="t", action="train", dataset={"name": "none"},

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from workbench.execution.launcher import LocalLauncher
-from workbench.store import metrics_store
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution.launcher import LocalLauncher
+from estimator_workbench.store import metrics_store
+from estimator_workbench.store.registry import RunRegistry
 
 HERE = Path(__file__).resolve().parent
 STEPS = 150

@@ -13,11 +13,11 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from workbench.store import registry_db
-from workbench.store.registry import RunRegistry
+from estimator_workbench.store import registry_db
+from estimator_workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "ui" / "app.py")
+APP = str(REPO / "estimator_workbench" / "ui" / "app.py")
 
 
 def render(page: str) -> AppTest:

@@ -1,4 +1,4 @@
-"""Faults inside a workbench run, end to end through ``workbench.execution.runner.run`` and the real engine
+"""Faults inside a workbench run, end to end through ``estimator_workbench.execution.runner.run`` and the real engine
 (in-process, iris, a few dozen steps): NaN loss, disk full while writing metrics or a checkpoint,
 a corrupted checkpoint or state file.
 
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from estimator_engine import checkpoints
-from workbench.execution import engine_run, runner
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution import engine_run, runner
+from estimator_workbench.store.registry import RunRegistry
 
 NAN_AFTER = "    train_op = ee.minimize("
 NAN_CODE = ("    if ee.get_global_step() >= 7:  # diverges at step 8\n"
@@ -25,7 +25,7 @@ NAN_CODE = ("    if ee.get_global_step() >= 7:  # diverges at step 8\n"
 
 
 def template_code(inject: str | None = None) -> str:
-    from workbench import templates
+    from estimator_workbench import templates
 
     code = templates.get_template("mlp_classifier").code
     if inject:
@@ -36,7 +36,7 @@ def template_code(inject: str | None = None) -> str:
 
 def make_run(workspace: Path, action: str = "train", code: str | None = None,
              schedule: dict | None = None, run_config: dict | None = None, **kwargs):
-    from workbench.cli import commands as cli
+    from estimator_workbench.cli import commands as cli
 
     return RunRegistry(workspace).create_run(
         name="fault", action=action, dataset=cli._dataset_dict("iris", None),
@@ -65,7 +65,7 @@ def test_nan_loss_fails_the_run_with_step_and_last_finite_loss(workspace):
     assert int(match.group(1)) == 8
     last_finite = float(match.group(2))
     # The last finite loss is the one the metrics file recorded for the step before.
-    from workbench.store.metrics_store import read_all
+    from estimator_workbench.store.metrics_store import read_all
 
     frame = read_all(RunRegistry(workspace).run_dir(rec.run_id) / "metrics.jsonl")
     losses = frame[(frame["name"] == "loss") & (frame["step"] == 7)]["value"]
@@ -99,7 +99,7 @@ def test_unknown_nan_policy_fails_with_the_choices(workspace):
 
 def test_disk_full_while_writing_metrics_fails_clearly_and_keeps_the_checkpoint(workspace,
                                                                               monkeypatch):
-    from workbench.store import metrics_hook
+    from estimator_workbench.store import metrics_hook
 
     rec = make_run(workspace, run_config={"tf_random_seed": 0, "save_checkpoints_steps": 5})
     real_write = os.write
@@ -171,7 +171,7 @@ class TestCorruptedCheckpoint:
         return rec
 
     def test_estimator_evaluate_names_the_file_and_the_next_older(self, workspace, trained):
-        from workbench.execution import build
+        from estimator_workbench.execution import build
 
         folder = model_dir(workspace, trained.run_id)
         newest = folder / "model.ckpt-20"

@@ -7,8 +7,8 @@ import re
 
 import pytest
 
-from workbench.execution import runner
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution import runner
+from estimator_workbench.store.registry import RunRegistry
 
 
 def new_run(workspace, **schedule):
@@ -52,7 +52,7 @@ EXIT_RUNNER = '''\
 import os
 import sys
 
-from workbench.execution import runner
+from estimator_workbench.execution import runner
 
 
 def execute(ctx):
@@ -76,7 +76,7 @@ def test_os_exit_in_user_code_leaves_its_reason_in_the_log_and_the_error(workspa
                         r"\(exit_runner\.py, line 9, in execute\); last log lines: .*"
                         r"about to leave: reason=quota exceeded", done.error), done.error
     log = (launcher.registry.run_dir(run_id) / "worker.log").read_text()
-    assert "workbench.execution.runner: os._exit(7) called (exit_runner.py, line 9, in execute)" in log
+    assert "estimator_workbench.execution.runner: os._exit(7) called (exit_runner.py, line 9, in execute)" in log
     assert 'exit_runner.py", line 9, in execute' in log  # the stack
 
 

@@ -12,13 +12,13 @@ from pathlib import Path
 import polling
 import pytest
 
-from workbench.cli import commands as cli
-from workbench.execution.launcher import LocalLauncher
-from workbench.execution.processes import pid_alive
-from workbench.store.records import DEFAULT_STALL_TIMEOUT_S
-from workbench.store.registry import RunRegistry
+from estimator_workbench.cli import commands as cli
+from estimator_workbench.execution.launcher import LocalLauncher
+from estimator_workbench.execution.processes import pid_alive
+from estimator_workbench.store.records import DEFAULT_STALL_TIMEOUT_S
+from estimator_workbench.store.registry import RunRegistry
 
-HERE = Path(__file__).resolve().parents[1] / "workbench"  # stub_runner.py
+HERE = Path(__file__).resolve().parents[1] / "estimator_workbench"  # stub_runner.py
 wait_for = functools.partial(polling.wait_for, timeout=60.0)
 
 
@@ -52,7 +52,7 @@ def test_a_stopped_child_of_the_ui_launcher_is_marked_lost_and_frees_the_queue(w
 
 
 def _template_code(inject: str) -> str:
-    from workbench import templates
+    from estimator_workbench import templates
 
     code = templates.get_template("mlp_classifier").code
     anchor = "    train_op = ee.minimize("
@@ -100,13 +100,13 @@ def test_runs_shows_stalled_and_warn_leaves_the_run_running(workspace, capsys):
     record = registry.get(run_id)
     assert (record.status, record.display_status, record.last_step) == ("running", "stalled", 10)
     assert 99 < record.stalled_for() < 120
-    from workbench.ui.tables import runs_frame  # the UI's runs table shows it too
+    from estimator_workbench.ui.tables import runs_frame  # the UI's runs table shows it too
 
     assert runs_frame([record])["status"].tolist() == ["stalled"]
 
 
 def test_stall_judgement():
-    from workbench.store.records import RunRecord
+    from estimator_workbench.store.records import RunRecord
 
     base = RunRecord(run_id="r", name="n", action="train", status="running", dataset={}, dataset_fingerprint=None,
                      template_name=None, template_code=None, params={}, run_config={}, schedule={},

@@ -2,7 +2,7 @@
 (its own session, not a child that dies with the UI), and the restarted UI shows it live, then
 finished.
 
-The "UI process" here launches through the UI's own code path (``workbench.ui.launch_run`` ->
+The "UI process" here launches through the UI's own code path (``estimator_workbench.ui.launch_run`` ->
 the shared ``LocalLauncher``) and is then SIGKILLed; a real Streamlit server is started after it
 (HTTP health check) and the pages are rendered with AppTest against the same workspace.
 """
@@ -25,15 +25,15 @@ from polling import wait_for
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from workbench.execution.processes import pid_alive
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution.processes import pid_alive
+from estimator_workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
-STUB_DIR = REPO / "tests" / "workbench"
+STUB_DIR = REPO / "tests" / "estimator_workbench"
 
 UI_PROCESS = """
 import sys, time
-from workbench.ui import forms
+from estimator_workbench.ui import forms
 record = forms.launch_run(name="survivor", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
                        template={"name": "t", "code": ""}, params={}, run_config={},
                        schedule={"max_steps": 150, "sleep": 0.04})
@@ -81,7 +81,7 @@ def test_runs_survive_a_ui_kill_and_the_restarted_ui_shows_them(workspace, env):
 
         # The restarted UI: a real server comes up on the same workspace...
         port = free_port()
-        server = subprocess.Popen([sys.executable, "-m", "workbench", "--workspace", str(workspace),
+        server = subprocess.Popen([sys.executable, "-m", "estimator_workbench", "--workspace", str(workspace),
                                    "ui", "--port", str(port)], cwd=REPO, env=env,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                   start_new_session=True)
@@ -94,7 +94,7 @@ def test_runs_survive_a_ui_kill_and_the_restarted_ui_shows_them(workspace, env):
 
         wait_for(healthy, timeout=60, interval=0.2)
         # ... and its pages show the run, running, with its live metrics.
-        at = AppTest.from_file(str(REPO / "workbench" / "ui" / "app.py"), default_timeout=60)
+        at = AppTest.from_file(str(REPO / "estimator_workbench" / "ui" / "app.py"), default_timeout=60)
         at.query_params["run"] = run_id
         at.run()
         at.switch_page("../../pages/run.py").run()

@@ -10,9 +10,9 @@ import torch
 
 from estimator_engine import checkpoints
 from estimator_engine.errors import CheckpointError
-from workbench.execution.bundle import export_bundle
-from workbench.store import paths
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution.bundle import export_bundle
+from estimator_workbench.store import paths
+from estimator_workbench.store.registry import RunRegistry
 
 
 class RunsCode:

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from workbench.execution.launcher import LocalLauncher
-from workbench.execution.processes import is_secret_env_var, without_secrets
-from workbench.execution.ray_launcher import RayJobLauncher
-from workbench.store.registry import RunRegistry
+from estimator_workbench.execution.launcher import LocalLauncher
+from estimator_workbench.execution.processes import is_secret_env_var, without_secrets
+from estimator_workbench.execution.ray_launcher import RayJobLauncher
+from estimator_workbench.store.registry import RunRegistry
 
 ENV_STUB = """
 import json, os, sys
-from workbench.execution import runner
+from estimator_workbench.execution import runner
 
 def execute(ctx):
     (ctx.run_dir / "env_keys.json").write_text(json.dumps(sorted(os.environ)))
@@ -100,10 +100,10 @@ LEAK_CHECK = ('import os\n'
 @pytest.mark.slow
 def test_the_preflight_and_compatibility_children_get_no_secrets(secrets, tmp_path):
     """Both children run the template's code, as runners do."""
-    from workbench import templates
-    from workbench.cli import commands as cli
-    from workbench.execution.compat import check_compatibility
-    from workbench.execution.preflight import run_preflight
+    from estimator_workbench import templates
+    from estimator_workbench.cli import commands as cli
+    from estimator_workbench.execution.compat import check_compatibility
+    from estimator_workbench.execution.preflight import run_preflight
 
     code = LEAK_CHECK + templates.get_template("mlp_classifier").code
     dataset = cli._dataset_dict("iris", None)

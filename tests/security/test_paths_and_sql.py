@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from workbench import templates
-from workbench.cli import commands as cli
-from workbench.data import datasets
-from workbench.store import paths
-from workbench.store.registry import RunRegistry
+from estimator_workbench import templates
+from estimator_workbench.cli import commands as cli
+from estimator_workbench.data import datasets
+from estimator_workbench.store import paths
+from estimator_workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 ESCAPES = ["../evil", "../../etc/passwd", "/etc/passwd", "a/../../b", "..", ".", "",
@@ -95,10 +95,10 @@ _SQL = re.compile(r"\b(SELECT|INSERT|UPDATE|DELETE|PRAGMA|CREATE|DROP|WHERE|ORDE
 
 
 def test_sql_is_never_built_from_values():
-    """Every f-string that holds SQL in workbench/ interpolates only reviewed expressions; every
+    """Every f-string that holds SQL in estimator_workbench/ interpolates only reviewed expressions; every
     ``execute`` gets its SQL as a literal, a reviewed f-string or a variable built from them."""
     found = []
-    for path in sorted((REPO / "workbench").rglob("*.py")):
+    for path in sorted((REPO / "estimator_workbench").rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.JoinedStr):
@@ -130,7 +130,7 @@ def _calls(path: Path, dotted: str):
 
 
 def test_every_torch_load_is_weights_only_and_nothing_unpickles():
-    sources = sorted((REPO / "workbench").rglob("*.py")) + sorted((REPO / "estimator_engine").rglob("*.py"))
+    sources = sorted((REPO / "estimator_workbench").rglob("*.py")) + sorted((REPO / "estimator_engine").rglob("*.py"))
     loads = 0
     for path in sources:
         for call in _calls(path, "torch.load"):
@@ -154,7 +154,7 @@ def test_crafted_checkpoint_in_a_run_is_refused_without_running_it(workspace, tm
     fails with a clear error and the payload never runs."""
     import torch
 
-    from workbench.execution import runner
+    from estimator_workbench.execution import runner
 
     marker = tmp_path / "pwned"
 

@@ -13,13 +13,13 @@ import tomllib
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from workbench.cli import commands as cli
-from workbench.cli import serve
-from workbench.store.registry import RunRegistry
-from workbench.ui import session, tables
+from estimator_workbench.cli import commands as cli
+from estimator_workbench.cli import serve
+from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.ui import session, tables
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "ui" / "app.py")
+APP = str(REPO / "estimator_workbench" / "ui" / "app.py")
 PAGES = ("data", "model", "train", "runs", "run", "compare", "predict")
 
 
@@ -55,7 +55,7 @@ class TestBinding:
 
     def test_the_app_warns_when_served_beyond_loopback(self, workspace, caplog):
         assert session.warn_if_exposed("127.0.0.1") is None  # "" binds every interface: exposed (issue 14.2)
-        with caplog.at_level("WARNING", logger="workbench.ui"):
+        with caplog.at_level("WARNING", logger="estimator_workbench.ui"):
             text = session.warn_if_exposed("0.0.0.0")
         assert "anyone who can reach it can run arbitrary Python code" in text
         assert text in caplog.text
@@ -114,8 +114,8 @@ def _finished_run_with_artifacts(home: Path) -> str:
     import torch
 
     from estimator_engine import checkpoints
-    from workbench.cli import commands as cli
-    from workbench.store.metrics_hook import append_rows
+    from estimator_workbench.cli import commands as cli
+    from estimator_workbench.store.metrics_hook import append_rows
 
     reg = RunRegistry(home)
     rec = reg.create_run(name="done", action="train", dataset=cli._dataset_dict("iris", None),
@@ -175,7 +175,7 @@ def test_ui_sources_never_unpickle_nor_render_html():
     UI layer; ``st.cache_data`` never persists to disk (a file a runner could replace)."""
     import ast
 
-    sources = [*sorted((REPO / "workbench" / "ui").glob("*.py")), *sorted((REPO / "pages").glob("*.py"))]
+    sources = [*sorted((REPO / "estimator_workbench" / "ui").glob("*.py")), *sorted((REPO / "pages").glob("*.py"))]
     for path in sources:
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             where = f"{path.name}:{getattr(node, 'lineno', '?')}"

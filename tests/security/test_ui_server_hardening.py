@@ -20,12 +20,12 @@ psutil = pytest.importorskip("psutil")
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest  # noqa: E402
 
-from workbench.cli import serve  # noqa: E402
-from workbench.execution.processes import without_secrets  # noqa: E402
-from workbench.ui import session  # noqa: E402
+from estimator_workbench.cli import serve  # noqa: E402
+from estimator_workbench.execution.processes import without_secrets  # noqa: E402
+from estimator_workbench.ui import session  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
-APP = str(REPO / "workbench" / "ui" / "app.py")
+APP = str(REPO / "estimator_workbench" / "ui" / "app.py")
 
 
 def free_port() -> int:
@@ -67,7 +67,7 @@ def ui_server(workspace, tmp_path):
     port = free_port()
     env = dict(os.environ, WORKBENCH_HOME=str(workspace), WORKBENCH_PASSWORD="hunter2-secret",
                AWS_SECRET_ACCESS_KEY="aws-secret-value")
-    proc = subprocess.Popen([sys.executable, "-m", "workbench", "ui", "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "estimator_workbench", "ui", "--port", str(port)],
                             cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         wait_healthy(port, proc)

@@ -1,0 +1,514 @@
+"""``estimator-workbench``: the command line of the workbench.
+
+::
+
+    estimator-workbench                       start the UI on 127.0.0.1 (streamlit run estimator_workbench/ui/app.py)
+    estimator-workbench run --dataset iris --template mlp_classifier --steps 500
+    estimator-workbench runs                  list runs (--include-trashed: with those in the trash)
+    estimator-workbench delete RUN [RUN ...]  move runs to the trash
+    estimator-workbench trash list|restore RUN|empty [--yes]
+    estimator-workbench stop|cancel|resume RUN
+    estimator-workbench predict RUN --data new.csv --out predictions.csv
+    estimator-workbench export RUN            a reproducible zip bundle
+
+``--workspace DIR`` (before the command) picks the workspace (else ``$WORKBENCH_HOME``, else
+``./workspace``). Bad input prints one clear line on stderr and exits with code 2, never a
+traceback; a followed run that fails exits with 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime as _dt
+import json
+import shutil
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from estimator_workbench.cli import trash_commands
+from estimator_workbench.cli.data_flags import add_data_arguments, apply_data_flags
+from estimator_workbench.cli.follow import _follow
+from estimator_workbench.cli.serve import _cmd_ui
+from estimator_workbench.cli.sweep import add_parser as _add_sweep_parser
+from estimator_workbench.cli.sweep import cmd_sweep as _cmd_sweep
+from estimator_workbench.cli.usage import PROG as _PROG
+from estimator_workbench.cli.usage import UsageError
+from estimator_workbench.execution.bundle import export_bundle
+from estimator_workbench.store import paths, trash
+from estimator_workbench.store.records import (
+    ACTIONS,
+    STATUSES,
+    TRAINING_ACTIONS,
+    RegistryError,
+    RunNotFoundError,
+    RunRecord,
+)
+from estimator_workbench.store.registry import RunRegistry
+
+__all__ = ['UsageError', 'build_parser', 'main']
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _json_arg(text: str | None, what: str) -> dict[str, Any]:
+    if text is None or text == "":
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{what} must be a JSON object, given: {text!r} ({exc.msg} at "
+                         f"position {exc.pos}). Example: '{{\"hidden_units\": [32, 16]}}'.") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{what} must be a JSON object, given: {text!r}.")
+    return value
+
+
+def _registry(root: Path) -> RunRegistry:
+    return RunRegistry(root)
+
+
+def _launcher(root: Path, warm_spare: bool = False) -> Any:
+    """``LocalLauncher``, or ``RayJobLauncher`` when ``$WORKBENCH_RAY_ADDRESS`` is set.
+
+    ``warm_spare``: ``run`` pre-starts the runner before it validates the run, so the runner's
+    imports (seconds) overlap the CLI's own work on another core; see ``_cmd_run``.
+    """
+    from estimator_workbench.execution.launcher import make_launcher
+
+    return make_launcher(root, warm_spares=1 if warm_spare else 0)
+
+
+def _dataset_ref(dataset: Any) -> dict[str, Any]:
+    """A bundled dataset name or a CSV/Parquet path -> a DatasetSpec ``ref``."""
+    from estimator_workbench.data import datasets
+
+    if not isinstance(dataset, str) or not dataset:
+        raise UsageError(f"--dataset must be a bundled dataset name or a CSV/Parquet path, "
+                         f"given: {dataset!r}.")
+    path = Path(dataset).expanduser()
+    if path.suffix.lower() in (".csv", ".parquet", ".pq") or path.exists():
+        if not path.is_file():
+            raise UsageError(f"--dataset file {dataset!r} does not exist.")
+        return {"kind": "file", "path": str(path.resolve())}
+    datasets.bundled_path(dataset)  # ValueError listing the bundled names
+    return {"kind": "bundled", "name": dataset}
+
+
+def _loaded(ref: Mapping[str, Any]) -> Any:
+    """The data at ``ref``, read as any DatasetSpec reads it."""
+    from estimator_workbench.data import datasets
+
+    return datasets.DatasetSpec(ref, datasets.Schema(())).load()
+
+
+def _with_fingerprint(spec: Any) -> dict[str, Any]:
+    return spec.to_dict() | {"fingerprint": spec.fingerprint()}
+
+
+def _dataset_dict(dataset: Any, label: str | None, label_missing: str | None = None,
+                  flags: argparse.Namespace | None = None) -> dict[str, Any]:
+    """A dataset reference (bundled name, file path, or a DatasetSpec dict) -> a DatasetSpec dict
+    with its ``fingerprint``; ``flags``: the Data page's choices given as ``run`` flags."""
+    from estimator_workbench.data import datasets
+
+    if isinstance(dataset, Mapping):
+        spec = datasets.DatasetSpec.from_dict(dataset)
+    else:
+        ref = _dataset_ref(dataset)
+        spec = datasets.DatasetSpec(ref, datasets.infer_schema(_loaded(ref)))
+    if label:
+        spec = dataclasses.replace(spec, schema=spec.schema.replace_column(label, role="label"))
+    if label_missing:
+        spec = dataclasses.replace(spec, label_missing=label_missing)
+    if flags is not None:
+        spec = apply_data_flags(spec, flags)
+    return _with_fingerprint(spec)
+
+
+def _template_dict(template: Any, root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``({'name', 'code'}, params schema)`` of a template name or a ``{'name', 'code'}`` dict."""
+    from estimator_workbench import templates
+
+    if isinstance(template, Mapping) and isinstance(template.get("code"), str):
+        name = str(template.get("name") or "custom")
+        _, schema = templates.parse_template(template["code"], name)
+        return {"name": name, "code": template["code"]}, schema
+    if not isinstance(template, str) or not template:
+        raise UsageError(f"--template must be a template name, given: {template!r}.")
+    info = templates.get_template(template, root)
+    if info.error:
+        raise UsageError(f"Template {template!r} cannot be read: {info.error}")
+    return {"name": info.name, "code": info.code}, info.params
+
+
+def _load_run_file(path: str) -> dict[str, Any]:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--file {path!r} does not exist.") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UsageError(f"--file {path!r} is not a readable JSON file ({exc}).") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"--file {path!r} must hold a JSON object with dataset, template, "
+                         "params, run_config, schedule and action.")
+    return data
+
+
+def _cmd_run(args: argparse.Namespace, root: Path) -> int:
+    from estimator_workbench.execution.launcher import LocalLauncher
+
+    # The runner process starts first (as a warm spare, for one-process runs), so that its
+    # imports (seconds) overlap the validation below on another core; it takes the run through
+    # a pipe at submit. Bad input ends the spare before it runs anything.
+    launcher = _launcher(root, warm_spare=args.num_processes == 1)
+    local = isinstance(launcher, LocalLauncher)
+    if local:
+        launcher.poll()
+    try:
+        record = _register_run(args, root, launcher)
+    finally:
+        if local:
+            launcher.release_spare()  # one run: no spare for a next one
+    print(f"Run {record.run_id} submitted ({record.action}); folder {launcher.registry.run_dir(record.run_id)}",
+          file=sys.stderr, flush=True)
+    if args.detach:
+        print(record.run_id)
+        return 0
+    return _follow(launcher, record.run_id)
+
+
+# Run-contract field -> the flag that sets it, so a refusal names the flag the user typed.
+_SCHEDULE_FLAGS = {"max_steps": "--steps", "eval_every_steps": "--eval-every", "batch_size": "--batch-size",
+                   "eval_steps": "--eval-steps", "metrics_every_n_steps": "--metrics-every",
+                   "shuffle_seed": "--shuffle-seed", "nan_policy": "--nan-policy",
+                   "preflight_timeout": "--preflight-timeout"}
+CLI_CONTROLS = {**_SCHEDULE_FLAGS, "run_config": "--config", "schedule": "--file schedule", "num_processes": "--num-processes", "action": "--action",
+                "tf_random_seed": "--seed", "early_stopping.metric": "--early-stopping-metric",
+                "early_stopping.mode": "--early-stopping-mode",
+                "early_stopping.patience": "--early-stopping-patience",
+                "early_stopping.min_delta": "--early-stopping-min-delta"}
+
+
+def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) -> RunRecord:
+    """Reads ``run``'s arguments (flags over ``--file``) into a run request and hands it to the
+    submit service (``estimator_workbench.execution.submit``), which validates it against the run contract,
+    applies the pre-flight policy, registers it and submits it to ``launcher``."""
+    from estimator_workbench import templates
+    spec = _load_run_file(args.file) if args.file else {}
+    dataset = args.dataset if args.dataset is not None else spec.get("dataset")
+    template = args.template if args.template is not None else spec.get("template")
+    action = args.action or spec.get("action") or "train"
+    if action not in ACTIONS:
+        raise UsageError(f"--action must be one of {list(ACTIONS)}, given: {action!r}.")
+    source = args.from_run or spec.get("from_run")
+    parent = _existing(root, str(source)) if source else None
+    checkpoint = args.checkpoint or spec.get("checkpoint")
+    params = {**(spec.get("params") or {}), **_json_arg(args.params, "--params")}
+    run_config = {**(spec.get("run_config") or {}), **_json_arg(args.config, "--config")}
+    uses_a_trained_model = action in ("evaluate", "predict")
+    if uses_a_trained_model and parent is None:
+        raise UsageError(f"--action {action} needs --from RUN: the trained run whose model to use (its "
+                         f"newest checkpoint, or --checkpoint model.ckpt-N). To predict on a new file, "
+                         f"`{_PROG} predict RUN --data FILE --out FILE` writes the predictions CSV.")
+    if checkpoint and parent is None:
+        raise UsageError("--checkpoint names a checkpoint of the run given with --from RUN.")
+    if uses_a_trained_model and parent is not None:
+        template = template if template is not None else dict(parent.template)
+        params = {**parent.params, **params}
+        run_config = {**parent.run_config, **run_config}
+        dataset_dict = _dataset_of(parent, dataset, action)
+    elif dataset is None or template is None:
+        raise UsageError("run needs --dataset and --template (or --file run.json holding them).")
+    else:
+        dataset_dict = _dataset_dict(dataset, args.label or spec.get("label"),
+                                     args.label_missing or spec.get("label_missing"), flags=args)
+    if args.seed is not None:
+        run_config["tf_random_seed"] = args.seed
+    schedule = dict(spec.get("schedule") or {})
+    early = dict(schedule.get("early_stopping") or {})
+    for key, value in (("metric", args.early_stopping_metric), ("mode", args.early_stopping_mode),
+                       ("patience", args.early_stopping_patience), ("min_delta", args.early_stopping_min_delta)):
+        if value is not None:
+            early[key] = value
+    if early:
+        schedule["early_stopping"] = early
+    for key, flag in _SCHEDULE_FLAGS.items():
+        value = getattr(args, flag.lstrip("-").replace("-", "_"))
+        if value is not None:
+            schedule[key] = value
+    if args.no_preflight:
+        schedule["preflight"] = False
+    template_dict, schema = _template_dict(template, root)
+    params = templates.validate_params(schema, params)
+    if args.num_processes > 1 and action in TRAINING_ACTIONS and schedule.get("preflight", True):
+        print("Pre-flight check...", file=sys.stderr, flush=True)
+    # Imported here, after run has started its runner: the run contract's pydantic models take
+    # 60 ms to import, which the runner's own imports no longer wait for.
+    from estimator_workbench.execution.submit import submit_run
+    from estimator_workbench.store.run_spec import RunSpecError
+
+    try:
+        return submit_run(
+            _registry(root), launcher,
+            name=args.name or spec.get("name") or f"{template_dict['name']} on {_dataset_name(dataset_dict)}",
+            action=action, dataset=dataset_dict, template=template_dict, params=params,
+            run_config=run_config, schedule=schedule, num_processes=args.num_processes,
+            parent_run_id=parent.run_id if parent else None, checkpoint_path=checkpoint,
+            control=CLI_CONTROLS)
+    except RunSpecError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _dataset_of(parent: RunRecord, dataset: Any, action: str) -> dict[str, Any]:
+    """The dataset of an evaluate/predict run from ``parent``: the parent's own, or a file read
+    with the roles and types the model was trained with."""
+    from estimator_workbench.data import datasets
+
+    if dataset is None:
+        return dict(parent.dataset)
+    base = datasets.DatasetSpec.from_dict(parent.dataset)
+    ref = _dataset_ref(dataset)
+    df = _loaded(ref)
+    if action == "predict":
+        spec = datasets.prediction_spec(base, ref, df)
+    else:
+        spec = dataclasses.replace(base, ref=ref)
+        datasets.validate(df, spec.schema, action=action, raise_errors=True, label_missing=spec.label_missing)
+    return _with_fingerprint(spec)
+
+
+def _dataset_name(dataset: Mapping[str, Any]) -> str:
+    ref = dataset.get("ref") or {}
+    return str(ref.get("name") or Path(str(ref.get("path", "data"))).name)
+
+
+def _cmd_runs(args: argparse.Namespace, root: Path) -> int:
+    if args.status and args.status not in STATUSES:
+        raise UsageError(f"--status must be one of {list(STATUSES)}, given: {args.status!r}.")
+    # No process watches a workspace between commands: mark runs whose runner died first.
+    _launcher(root).reap_lost()
+    records = _registry(root).list_runs(args.status, limit=args.limit, trashed=None if args.include_trashed else False)
+    trashed = trash.trashed_times(_registry(root)) if args.include_trashed else {}
+    if args.json:
+        print(json.dumps([r.to_dict() | ({"trashed_at": trashed.get(r.run_id)} if args.include_trashed else {})
+                          for r in records], indent=1, default=str))
+        return 0
+    if not records:
+        print(f"No runs in {root}.")
+        return 0
+    rows = [("RUN", "NAME", "ACTION", "STATUS", "STEP", "LOSS", "CREATED")]
+    for r in records:
+        loss = r.summary.get("train/loss") or r.summary.get("eval/loss") or {}
+        rows.append((r.run_id, r.name[:30], r.action,  # 'stalled': no step for a while
+                     r.display_status + (" (trashed)" if r.run_id in trashed else ""),
+                     "" if loss.get("last_step") is None else str(loss["last_step"]),
+                     "" if loss.get("last") is None else f"{loss['last']:.4g}",
+                     _dt.datetime.fromtimestamp(r.created_at).strftime("%Y-%m-%d %H:%M")))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip())
+    return 0
+
+
+def _existing(root: Path, run_id: str) -> RunRecord:
+    try:
+        paths.run_dir(root, run_id)  # refuses '..', separators and absolute names first
+        record = _registry(root).get(run_id)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if run_id in trash.trashed_times(_registry(root)):
+        raise UsageError(f"Run {run_id!r} is in the trash; restore it first with "
+                         f"`{_PROG} trash restore {run_id}`.")
+    return record
+
+
+def _cmd_stop(args: argparse.Namespace, root: Path) -> int:
+    _existing(root, args.run)
+    launcher = _launcher(root)
+    launcher.reap_lost()  # a runner that died cannot stop: say it is lost instead
+    launcher.stop(args.run)
+    print(f"Stop requested for {args.run}; it checkpoints and ends 'stopped'.")
+    return 0
+
+
+def _cmd_cancel(args: argparse.Namespace, root: Path) -> int:
+    _existing(root, args.run)
+    launcher = _launcher(root)
+    launcher.reap_lost()
+    record = launcher.cancel(args.run, grace=args.grace)
+    print(f"Run {args.run} {record.status}.")
+    return 0
+
+
+def _cmd_resume(args: argparse.Namespace, root: Path) -> int:
+    _existing(root, args.run)
+    launcher = _launcher(root)
+    launcher.reap_lost()  # a run whose runner died is resumable once it is marked lost
+    record = launcher.resume(args.run)
+    print(f"Run {args.run} resumed ({record.status}).", file=sys.stderr)
+    if args.detach:
+        return 0
+    return _follow(launcher, args.run)
+
+
+def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
+
+    parent = _existing(root, args.run)
+    data = Path(args.data).expanduser()
+    if not data.is_file():
+        raise UsageError(f"--data file {args.data!r} does not exist.")
+    out = Path(args.out).expanduser()
+    if out.exists() and out.is_dir():
+        raise UsageError(f"--out {args.out!r} is a folder; give a file name like predictions.csv.")
+    reg = _registry(root)
+    if not (reg.run_dir(parent.run_id) / paths.MODEL_DIR).is_dir():
+        raise UsageError(f"Run {parent.run_id!r} has no model/ folder (no checkpoint to predict from).")
+    try:
+        dataset = _dataset_of(parent, str(data.resolve()), "predict")
+    except ValueError as exc:
+        raise UsageError(f"--data {args.data!r}: {exc}") from None
+    record = reg.create_run(
+        name=f"predict {data.name} with {parent.name}", action="predict", dataset=dataset,
+        template=parent.template, params=parent.params, run_config=parent.run_config,
+        schedule={k: v for k, v in parent.schedule.items() if k == "batch_size"},
+        parent_run_id=parent.run_id, parent_relation="predict_from",
+        checkpoint_path=args.checkpoint)
+    launcher = _launcher(root)
+    launcher.submit(record.run_id)
+    code = _follow(launcher, record.run_id)
+    produced = reg.run_dir(record.run_id) / paths.PREDICTIONS_FILE
+    if code != 0 or not produced.exists():
+        print(f"No predictions written (run {record.run_id} {reg.get(record.run_id).status}).",
+              file=sys.stderr)
+        return 1
+    out.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(produced, out)
+    print(f"Predictions of run {record.run_id} written to {out}.")
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace, root: Path) -> int:
+    _existing(root, args.run)
+    target = export_bundle(root, args.run, args.out, with_checkpoint=args.with_checkpoint)
+    print(str(target))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argparse parser of ``estimator-workbench``."""
+    parser = _Parser(prog=_PROG, description="Estimator Workbench: train, evaluate and predict "
+                     "with tf.estimator-style model_fns on PyTorch.")
+    parser.add_argument("--workspace", help="workspace folder (default: $WORKBENCH_HOME or ./workspace)")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    ui = sub.add_parser("ui", help="start the UI (the default without a command)")
+    ui.add_argument("--address", default="127.0.0.1",
+                    help="interface to listen on (default 127.0.0.1, this machine only); anything "
+                         "else lets whoever reaches it run code here, so a warning is printed")
+    ui.add_argument("--port", type=int)
+    ui.add_argument("--allowed-host", action="append", metavar="NAME",
+                    help="a further Host name the UI answers to (repeatable; e.g. the name of a "
+                         "reverse proxy); by default only the names of --address are accepted")
+    ui.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
+
+    run = sub.add_parser("run", help="submit a run and follow its progress")
+    run.add_argument("--file", help="a JSON run file (dataset, template, params, run_config, schedule, action)")
+    run.add_argument("--dataset", help="bundled dataset name (e.g. iris) or a CSV/Parquet file")
+    run.add_argument("--label", help="the label column (default: inferred)")
+    run.add_argument("--template", help="template name (see the UI or estimator_workbench/templates/)")
+    run.add_argument("--action", choices=ACTIONS)
+    run.add_argument("--from", dest="from_run", metavar="RUN",
+                     help="evaluate/predict: the trained run whose model to use; train: warm start from it")
+    run.add_argument("--checkpoint", help="with --from: a checkpoint of that run (default: its newest)")
+    run.add_argument("--params", help="model_fn params as a JSON object")
+    run.add_argument("--config", help="RunConfig fields as a JSON object")
+    run.add_argument("--steps", type=int, help="train until this global step (max_steps)")
+    run.add_argument("--seed", type=int, help="tf_random_seed (default: drawn at random and recorded)")
+    run.add_argument("--eval-every", type=int, help="steps between evaluations (train_and_evaluate)")
+    run.add_argument("--batch-size", type=int)
+    run.add_argument("--name")
+    run.add_argument("--num-processes", type=int, default=1)
+    run.add_argument("--no-preflight", action="store_true", help="skip the pre-flight check")
+    run.add_argument("--preflight-timeout", type=float, help="seconds (default 60)")
+    run.add_argument("--label-missing", choices=("error", "drop"),
+                     help="rows whose label is blank: stop with an error (default) or leave them out")
+    add_data_arguments(run)
+    run.add_argument("--eval-steps", type=int, help="batches per evaluation (default: the whole eval split)")
+    run.add_argument("--metrics-every", type=int, help="steps between logged training metrics")
+    run.add_argument("--shuffle-seed", type=int, help="seed of the input shuffling")
+    run.add_argument("--nan-policy", choices=("fail", "stop"),
+                     help="on a NaN loss: fail the run (default) or stop training, keeping the last checkpoint")
+    run.add_argument("--early-stopping-metric", help="eval metric watched for early stopping (e.g. loss)")
+    run.add_argument("--early-stopping-mode", choices=("min", "max"))
+    run.add_argument("--early-stopping-patience", type=int, help="evaluations without improvement")
+    run.add_argument("--early-stopping-min-delta", type=float, help="smallest change that counts as improvement")
+    run.add_argument("--detach", action="store_true", help="print the run id and return")
+
+    runs = sub.add_parser("runs", help="list runs")
+    runs.add_argument("--status")
+    runs.add_argument("--limit", type=int)
+    runs.add_argument("--json", action="store_true")
+    runs.add_argument("--include-trashed", action="store_true", help="list the runs in the trash too")
+
+    for name, text in (("stop", "graceful stop: checkpoint, then 'stopped'"),
+                       ("cancel", "SIGTERM, SIGKILL after a grace period"),
+                       ("resume", "continue a finished run from its last checkpoint")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("run")
+        if name == "cancel":
+            cmd.add_argument("--grace", type=float, default=10.0)
+        if name == "resume":
+            cmd.add_argument("--detach", action="store_true")
+
+    predict = sub.add_parser("predict", help="predict with a run's model on a data file")
+    predict.add_argument("run")
+    predict.add_argument("--data", required=True)
+    predict.add_argument("--out", required=True)
+    predict.add_argument("--checkpoint", help="a checkpoint of the run (default: the latest)")
+
+    export = sub.add_parser("export", help="write a reproducible zip bundle of a run")
+    export.add_argument("run")
+    export.add_argument("--out", help="zip path (default: runs/<id>/export/<id>.zip)")
+    export.add_argument("--with-checkpoint", action="store_true")
+    trash_commands.add_parsers(sub)
+    _add_sweep_parser(sub)
+    return parser
+
+
+_COMMANDS = {"ui": _cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
+             "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
+             "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
+             "sweep": _cmd_sweep}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``estimator-workbench``; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "ui"])
+    try:
+        root = paths.workspace_root(args.workspace)
+        if root.exists() and not root.is_dir():
+            raise UsageError(f"--workspace {str(root)!r} is a file, not a folder.")
+        return _COMMANDS[args.command](args, root)
+    except UsageError as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except RunNotFoundError as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, TypeError, FileNotFoundError, PermissionError, RegistryError) as exc:
+        print(f"{_PROG}: error: {exc}", file=sys.stderr)  # RegistryError: "disk full: ..."
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,126 @@
+"""``estimator-workbench ui``: the Streamlit server's command line, and the warning when it is
+exposed beyond this machine."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from estimator_workbench import resources
+from estimator_workbench.cli.usage import PROG as _PROG
+from estimator_workbench.cli.usage import UsageError
+
+__all__ = ['allowed_hosts', 'exposure_warning', 'ui_command']
+
+
+_UI_SCRIPT = resources.ui_script()  # the installed package's, whatever the cwd
+
+
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# Addresses that bind every interface: the Host names they answer to are this machine's names.
+_WILDCARD = ("", "0.0.0.0", "::")
+
+
+def allowed_hosts(address: str = "127.0.0.1", extra: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """The ``Host`` names the UI accepts (Streamlit's ``server.allowedHosts``): the names of the
+    address it is bound to, plus ``extra`` (``--allowed-host``). Anything else -- a DNS-rebinding
+    page whose Host is ``rebind.attacker.test`` -- is refused on the websocket.
+
+    Example:
+        >>> allowed_hosts("127.0.0.1")
+        ['localhost', '127.0.0.1', '::1']
+    """
+    hosts = list(_LOOPBACK[1:2] + _LOOPBACK[:1] + _LOOPBACK[2:])
+    bound = address.strip().strip("[]")
+    if bound in _WILDCARD:
+        hosts += [socket.gethostname(), socket.getfqdn()]
+    else:
+        hosts.append(bound)
+    hosts += [h.strip() for h in extra if h.strip()]
+    return list(dict.fromkeys(h.lower() for h in hosts if h))
+
+
+def ui_command(address: str = "127.0.0.1", port: int | None = None,
+               extra_hosts: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """The command that starts the Streamlit UI (bound to loopback unless told otherwise).
+
+    XSRF protection and the Host allow-list are passed explicitly so that no config file can turn
+    them off.
+    """
+    cmd = [sys.executable, "-m", "streamlit", "run", str(_UI_SCRIPT),
+           "--server.address", address, "--server.headless", "true",
+           "--server.enableXsrfProtection", "true", "--server.enableCORS", "true",
+           "--browser.gatherUsageStats", "false"]
+    for host in allowed_hosts(address, extra_hosts):
+        cmd += ["--server.allowedHosts", host]
+    if port is not None:
+        cmd += ["--server.port", str(port)]
+    return cmd
+
+
+def exposure_warning(address: str) -> str | None:
+    """The warning printed when the UI is bound beyond loopback (None for loopback)."""
+    if address.strip().strip("[]") in _LOOPBACK:
+        return None
+    password = "is set" if os.environ.get("WORKBENCH_PASSWORD") else "is NOT set"
+    return (f"warning: the UI will listen on {address!r}, not only on 127.0.0.1: anyone who can "
+            "reach this port can run arbitrary Python code on this machine as this user "
+            f"(templates are code). WORKBENCH_PASSWORD {password}; put the UI behind HTTPS and a "
+            "firewall (see docs/RELIABILITY.md, 'Security').")
+
+
+def _cmd_ui(args: argparse.Namespace, root: Path) -> int:
+    cmd = ui_command(args.address, args.port, getattr(args, "allowed_host", None) or ())
+    warning = exposure_warning(args.address)
+    if warning:
+        print(f"{_PROG}: {warning}", file=sys.stderr)
+    if args.dry_run:
+        print(" ".join(cmd))
+        return 0
+    if not Path(cmd[4]).exists():
+        raise UsageError(f"The UI entry point {cmd[4]} is missing; is the workbench installed "
+                         "completely?")
+    env = dict(os.environ, WORKBENCH_HOME=str(root))
+    # .streamlit/config.toml is read from the cwd only: its settings that matter come as
+    # Streamlit's environment variables instead (an explicit setting of the user's still wins).
+    env.setdefault("STREAMLIT_SERVER_FILE_WATCHER_TYPE", "none")
+    env.setdefault("STREAMLIT_CLIENT_TOOLBAR_MODE", "viewer")
+    # The password never enters the server's environment (readable by user code through
+    # /proc/<pid>/environ): it goes through a 0600 file that the server deletes once read.
+    password = env.pop("WORKBENCH_PASSWORD", "")
+    if password:
+        fd, secret_path = tempfile.mkstemp(prefix="workbench-password-")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:  # mkstemp creates it 0600
+            handle.write(password)
+        env["WORKBENCH_PASSWORD_FILE"] = secret_path
+    try:
+        return _serve(cmd, env)
+    finally:
+        if password:  # the server deletes it once read; this covers a server that never started
+            Path(secret_path).unlink(missing_ok=True)
+
+
+def _serve(cmd: list[str], env: dict[str, str]) -> int:
+    """Runs the server and forwards SIGTERM/SIGHUP/SIGINT to it, so that stopping this command
+    never leaves the server behind listening on its port."""
+    proc = subprocess.Popen(cmd, env=env)
+
+    def forward(signum: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)}
+    try:
+        while True:
+            with contextlib.suppress(KeyboardInterrupt):
+                return proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

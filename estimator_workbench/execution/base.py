@@ -1,0 +1,86 @@
+"""``Launcher``: what every launcher (local processes, Ray jobs) shares over the run registry."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import TYPE_CHECKING
+
+from estimator_workbench.store import paths
+from estimator_workbench.store.records import InvalidTransitionError, RunRecord
+from estimator_workbench.store.registry import RunRegistry
+
+if TYPE_CHECKING:
+    pass
+
+__all__ = ['Launcher']
+
+
+class Launcher:
+    """What every launcher shares: submit, graceful stop and wait, over the run registry.
+
+    Subclasses (``LocalLauncher``, ``estimator_workbench.execution.ray_launcher.RayJobLauncher``) set ``registry``
+    and implement ``poll`` (start queued runs, follow running ones), ``cancel``, ``resume``,
+    ``shutdown`` and ``_run_ended`` (whether a finished run's process or job has gone too).
+    ``cancel(run_id, grace)`` blocks until the run is ``cancelled`` (the CLI); with
+    ``wait=False`` it sends the stop and returns at once (the UI never waits).
+
+    Example:
+        >>> launcher = make_launcher("workspace")                    # doctest: +SKIP
+        >>> launcher.wait(launcher.submit(run_id).run_id).status     # doctest: +SKIP
+        'succeeded'
+    """
+
+    registry: RunRegistry
+    wait_interval_s = 0.1  # how often ``wait`` polls
+
+    def poll(self) -> list[str]:
+        raise NotImplementedError
+
+    def cancel(self, run_id: str, grace: float = 10.0, *, wait: bool = True) -> RunRecord:
+        """SIGTERM to the run's processes, SIGKILL after ``grace`` s; see the class docstring."""
+        raise NotImplementedError
+
+    def _run_ended(self, run_id: str) -> bool:
+        """Whether nothing of a finished run is still running under this launcher."""
+        raise NotImplementedError
+
+    def _drop_queued(self, run_id: str) -> None:
+        """Called when a queued run is stopped, before it is marked ``cancelled``."""
+
+    def submit(self, run_id: str) -> RunRecord:
+        """Queues a ``queued`` run and starts it at once when a slot is free (idempotent)."""
+        record = self.registry.get(run_id)
+        if record.status not in ("queued", "running"):
+            raise ValueError(f"Run {run_id!r} is {record.status!r}; only queued runs can be "
+                             "submitted (use resume for a finished run).")
+        self.poll()
+        return self.registry.get(run_id)
+
+    def stop(self, run_id: str) -> None:
+        """Asks a run to stop gracefully (``stop.request``: checkpoint, then ``stopped``); a
+        queued run is cancelled."""
+        record = self.registry.get(run_id)
+        if record.status == "queued":
+            self._drop_queued(run_id)
+            with contextlib.suppress(InvalidTransitionError):
+                self.registry.set_status(run_id, "cancelled", expected="queued")
+            return
+        if record.status != "running":
+            raise ValueError(f"Run {run_id!r} is {record.status!r}; only a running or queued run "
+                             "can be stopped.")
+        stop_file = self.registry.run_dir(run_id) / paths.STOP_FILE
+        stop_file.write_text(f"{time.time()}\n", encoding="utf-8")
+
+    def wait(self, run_id: str, timeout: float | None = None, interval: float | None = None) -> RunRecord:
+        """Polls until the run has finished and its process or job has ended, or ``timeout``
+        seconds passed (every ``interval`` s, default ``wait_interval_s``); returns its record."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            self.poll()
+            record = self.registry.get(run_id)
+            if record.is_finished and self._run_ended(run_id):
+                return record
+            if deadline is not None and time.monotonic() > deadline:
+                return record
+            time.sleep(self.wait_interval_s if interval is None else interval)

@@ -1,0 +1,98 @@
+"""A run's lineage before it starts: what it takes from its parent (task info, checkpoint for
+resume or warm start), and the metric lines a resumed run drops (logged after its checkpoint)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from estimator_workbench.store import paths
+
+if TYPE_CHECKING:
+    from estimator_workbench.execution.run_context import RunContext
+
+__all__ = ['TASK_INFO_FILE', 'drop_orphaned_metrics', 'prepare_lineage']
+
+
+TASK_INFO_FILE = "task_info.json"
+
+
+def _parent_dir(ctx: RunContext) -> Path | None:
+    parent = ctx.spec.get("parent_run_id")
+    return None if not parent else paths.run_dir(ctx.run_dir.parent.parent, str(parent))
+
+
+def prepare_lineage(ctx: RunContext, spec: dict[str, Any]) -> None:
+    """Fills ``task_info``, ``warm_start_from`` and the checkpoint to use from the run's parent.
+
+    - own ``task_info.json`` (a resumed run) or the parent's: the model keeps the statistics and
+      vocabularies it was trained with;
+    - ``warm_start``: ``warm_start_from`` = ``checkpoint_path`` or the parent's model_dir;
+    - ``resume`` (a new run continuing another): the parent's checkpoints are copied into this
+      run's empty model_dir, so the global step continues;
+    - ``evaluate_from`` / ``predict_from``: ``checkpoint_path`` or the parent's latest checkpoint.
+    """
+    parent_dir = _parent_dir(ctx)
+    for source in (ctx.run_dir, parent_dir):
+        if source is not None and (source / TASK_INFO_FILE).exists():
+            spec.setdefault("task_info", json.loads((source / TASK_INFO_FILE).read_text("utf-8")))
+            break
+    relation = ctx.spec.get("parent_relation")
+    checkpoint = ctx.spec.get("checkpoint_path")
+    parent_model = None if parent_dir is None else parent_dir / paths.MODEL_DIR
+    if parent_dir is not None and checkpoint and not os.path.isabs(checkpoint):
+        # 'model.ckpt-100' as the checkpoint list shows it, or 'model/model.ckpt-100' from the run folder
+        in_model_dir = parent_model / checkpoint
+        checkpoint = str(in_model_dir if in_model_dir.exists() else parent_dir / checkpoint)
+    if relation == "warm_start":
+        spec.setdefault("warm_start_from", checkpoint or str(parent_model))
+    elif relation == "resume" and parent_model is not None and parent_model.is_dir():
+        if not any(ctx.model_dir.iterdir()):
+            import shutil
+
+            shutil.copytree(parent_model, ctx.model_dir, dirs_exist_ok=True)
+    elif relation in ("evaluate_from", "predict_from") and not checkpoint and parent_model is not None:
+        from estimator_engine import checkpoints
+
+        checkpoint = checkpoints.latest_checkpoint(parent_model)
+        if checkpoint is None:
+            raise ValueError(f"The parent run {ctx.spec.get('parent_run_id')!r} has no checkpoint "
+                             f"in {parent_model}; train it first.")
+    spec["checkpoint_path"] = checkpoint
+
+
+def drop_orphaned_metrics(metrics_path: Path, model_dir: Path) -> int:
+    """Removes the rows logged past the newest checkpoint; returns how many.
+
+    Training resumes from that checkpoint, so rows beyond it came from an attempt that died before
+    saving them; kept, the charts would show two histories for the same steps and the summary the
+    dead attempt's loss. TensorBoard purges such orphaned steps the same way. The file is
+    replaced (temp file + rename): tailing readers see a new file and read it again.
+    """
+    from estimator_engine import checkpoints
+
+    if not metrics_path.exists():
+        return 0
+    latest = checkpoints.latest_checkpoint(model_dir) if model_dir.is_dir() else None
+    try:  # the step from the name (model.ckpt-N): a checkpoint that fails to load keeps every row
+        resumed_at = 0 if latest is None else int(Path(latest).name.rpartition("-")[2])
+    except ValueError:
+        return 0
+    lines = metrics_path.read_bytes().splitlines(keepends=True)
+    kept = [line for line in lines if not _logged_after(line, resumed_at)]
+    if len(kept) == len(lines):
+        return 0
+    temp = metrics_path.with_name(metrics_path.name + f".{os.getpid()}.tmp")
+    temp.write_bytes(b"".join(kept))
+    os.replace(temp, metrics_path)
+    return len(lines) - len(kept)
+
+
+def _logged_after(line: bytes, step: int) -> bool:
+    try:
+        row_step = json.loads(line).get("step")
+    except (ValueError, AttributeError):
+        return False  # a partial or odd line: left to the readers, which skip it
+    return isinstance(row_step, int) and row_step > step

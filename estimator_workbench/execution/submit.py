@@ -1,0 +1,122 @@
+"""The one submit path of both front ends: validate, pre-flight policy, register, hand to the
+launcher. ``estimator-workbench run`` and the Train page (and the run page's evaluate/predict
+buttons) call ``submit_run``; neither repeats its policy.
+
+Example:
+    >>> record = submit_run(registry, launcher, name="mlp on iris", action="train",  # doctest: +SKIP
+    ...                     dataset=dataset, template=template, params={}, run_config={},
+    ...                     schedule={"max_steps": 200})
+    >>> record.status                                                             # doctest: +SKIP
+    'queued'
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from estimator_workbench.store.records import ACTIONS, TRAINING_ACTIONS, RunRecord
+from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.store.run_spec import RunSpecError, check_request
+
+__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_PREFLIGHT_TIMEOUT_S", "PARENT_RELATION", "parent_relation",
+           "submit_run", "validate_run"]
+
+DEFAULT_MAX_STEPS = 1000
+DEFAULT_PREFLIGHT_TIMEOUT_S = 60.0
+# What a run started from another run is to it, by the new run's action.
+PARENT_RELATION = {"evaluate": "evaluate_from", "predict": "predict_from", "train": "warm_start",
+                   "train_and_evaluate": "warm_start"}
+
+
+def parent_relation(action: str) -> str:
+    """The relation of a run with ``action`` to the run it starts from."""
+    return PARENT_RELATION[action]
+
+
+def validate_run(*, action: str, run_config: Mapping[str, Any], schedule: Mapping[str, Any],
+                 num_processes: Any = 1, control: Mapping[str, str] | None = None,
+                 ) -> tuple[dict[str, Any], dict[str, Any], int]:
+    """Checks a run request against the run contract (``estimator_workbench.store.run_spec``) and applies
+    the defaults a run gets (``max_steps`` for training, pre-flight on); returns
+    ``(run_config, schedule, num_processes)``. Raises ``RunSpecError`` before anything exists."""
+    if action not in ACTIONS:
+        raise RunSpecError(f"{(control or {}).get('action', 'action')} = {action!r} is not allowed: "
+                           f"it must be one of {list(ACTIONS)}.")
+    config, checked, processes = check_request(run_config=run_config, schedule=schedule,
+                                               num_processes=num_processes, control=control)
+    early = checked.get("early_stopping") or {}
+    if early.get("patience", 1) and early and action != "train_and_evaluate":
+        control = control or {}
+        raise RunSpecError(
+            f"Early stopping watches the evaluations of train_and_evaluate; the action {action!r} has "
+            f"none. Choose train_and_evaluate ({control.get('action', 'action')}) or turn early stopping "
+            f"off ({control.get('early_stopping', 'schedule.early_stopping')}).")
+    if action in TRAINING_ACTIONS and not checked.get("max_steps") and not checked.get("steps"):
+        checked["max_steps"] = DEFAULT_MAX_STEPS
+    # A seed is always recorded, so that the run's exported bundle reproduces it.
+    config.setdefault("tf_random_seed", secrets.randbelow(2**31))
+    checked.setdefault("preflight", action in TRAINING_ACTIONS)
+    if checked["preflight"]:
+        checked.setdefault("preflight_timeout", DEFAULT_PREFLIGHT_TIMEOUT_S)
+    return config, checked, processes
+
+
+def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, dataset: Mapping[str, Any],
+               template: Mapping[str, Any], params: Mapping[str, Any], run_config: Mapping[str, Any],
+               schedule: Mapping[str, Any], num_processes: Any = 1, parent_run_id: str | None = None,
+               relation: str | None = None, checkpoint_path: str | None = None,
+               control: Mapping[str, str] | None = None,
+               preflight_runner: Callable[..., Any] | None = None) -> RunRecord:
+    """Validates, applies the pre-flight policy, registers the run ``queued`` and submits it.
+
+    The pre-flight check runs in the runner's own process for a one-process training run
+    (``schedule['preflight']``); ranks under torchrun cannot check, so a multi-process training
+    run is checked here first in a child process (``preflight_runner``, default
+    ``run_preflight``) and a failed check raises ``RunSpecError`` with its report, registering
+    nothing. ``launcher=None`` registers without submitting.
+    """
+    config, checked, processes = validate_run(action=action, run_config=run_config, schedule=schedule,
+                                              num_processes=num_processes, control=control)
+    watched = (checked.get("early_stopping") or {}).get("metric", "loss")
+    report = None
+    # Checked here, before anything exists, when the ranks cannot check (torchrun) or when early
+    # stopping watches a metric only the template's EVAL spec can name.
+    if checked["preflight"] and action in TRAINING_ACTIONS and (processes > 1 or watched != "loss"):
+        if preflight_runner is None:
+            from estimator_workbench.execution.preflight import run_preflight as preflight_runner
+        report = preflight_runner(str(template.get("code") or ""), dict(dataset), dict(params),
+                                  timeout=checked["preflight_timeout"],
+                                  template_name=str(template.get("name") or "template"), action=action)
+        if not report.ok:
+            raise RunSpecError(report.summary())
+        _check_watched_metric(watched, report, str(template.get("name") or "template"), control or {})
+        checked["preflight"] = False  # checked already: the runner does not check again
+    if parent_run_id is not None and relation is None:
+        relation = parent_relation(action)
+    record = registry.create_run(
+        name=name, action=action, dataset=dict(dataset),
+        template={"name": template.get("name"), "code": template.get("code")}, params=dict(params),
+        run_config=config, schedule=checked, num_processes=processes, parent_run_id=parent_run_id,
+        parent_relation=relation, checkpoint_path=checkpoint_path)
+    if report is not None and hasattr(report, "to_dict"):
+        from estimator_workbench.execution.engine_run import PREFLIGHT_FILE
+
+        (registry.run_dir(record.run_id) / PREFLIGHT_FILE).write_text(
+            json.dumps(report.to_dict(), indent=2, default=str), encoding="utf-8")
+    return record if launcher is None else launcher.submit(record.run_id)
+
+
+def _check_watched_metric(metric: str, report: Any, template_name: str, control: Mapping[str, str]) -> None:
+    """Refuses an early-stopping metric the template's evaluation does not report (TF's
+    evaluate returns the EVAL spec's ``eval_metric_ops`` keys plus ``loss``)."""
+    evaluation = getattr(report, "modes", {}).get("eval") or {}
+    if metric == "loss" or not evaluation.get("ok"):
+        return
+    known = sorted({"loss", *evaluation.get("metric_keys", ())})
+    if metric not in known:
+        where = control.get("early_stopping.metric", "schedule.early_stopping.metric")
+        raise RunSpecError(f"{where} = {metric!r} is not an evaluation metric of template {template_name!r}; "
+                           f"its evaluation reports {known}. Watch one of these.")

@@ -1,0 +1,84 @@
+"""The Streamlit entry point of the workbench: a router over ``../pages/*.py``.
+
+Start it with ``estimator-workbench`` (or ``streamlit run estimator_workbench/ui/app.py``). Page titles and
+icons live here; each page is a thin script that reads widgets, calls ``workbench`` and renders.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import streamlit as st
+
+from estimator_workbench import resources
+from estimator_workbench.ui import heap, session
+
+__all__ = ["PAGES_DIR", "main"]
+
+PAGES_DIR = resources.pages_dir()  # installed as estimator_workbench.pages (a wheel or the checkout's pages/)
+
+# (short name, file, title, icon); the first one is the landing page.
+_PAGES = (
+    ("data", "data.py", "Data", ":material/table_chart:"),
+    ("model", "model.py", "Model", ":material/code:"),
+    ("train", "train.py", "Train", ":material/play_arrow:"),
+    ("runs", "runs.py", "Runs", ":material/list:"),
+    ("run", "run.py", "Run detail", ":material/monitoring:"),
+    ("compare", "compare.py", "Compare", ":material/compare_arrows:"),
+    ("sweeps", "sweeps.py", "Sweeps", ":material/tune:"),
+    ("predict", "predict.py", "Predict", ":material/batch_prediction:"),
+)
+
+
+def _safety_banner() -> None:
+    """Warns (log and sidebar) when the server is exposed beyond loopback, accepts any Host or runs
+    without XSRF; refuses to serve when exposed without a password, whatever route started it."""
+    bound = session.bound_addresses()
+    exposed = None
+    for address in bound:
+        exposed = exposed or session.warn_if_exposed(address)
+    if exposed and not session.password():
+        st.error(exposed + " Refusing to serve: this server listens beyond loopback without "
+                 f"{session.PASSWORD_ENV}. Restart it with --server.address 127.0.0.1 "
+                 f"(`estimator-workbench ui`), or set {session.PASSWORD_ENV}.",
+                 icon=":material/gpp_bad:")
+        st.stop()
+    hosts = st.get_option("server.allowedHosts") or []
+    if not hosts or "*" in hosts:
+        st.sidebar.warning("server.allowedHosts is open: any web page on a DNS-rebinding domain can "
+                           "drive this UI. Start it with `estimator-workbench ui` or list the "
+                           "host names in .streamlit/config.toml.", icon=":material/warning:")
+    if exposed and not st.session_state.get("_exposed_seen"):
+        st.session_state["_exposed_seen"] = True
+        st.toast(exposed, icon=":material/warning:")
+    if not st.get_option("server.enableXsrfProtection"):
+        st.sidebar.warning("Streamlit's XSRF protection is off: turn server.enableXsrfProtection "
+                           "back on.", icon=":material/warning:")
+
+
+def main() -> None:
+    """Builds the navigation and runs the selected page (after the optional password)."""
+    st.set_page_config(page_title="Estimator Workbench", page_icon=":material/model_training:",
+                       layout="wide")
+    heap.freeze_import_heap()
+    _safety_banner()
+    if not session.require_password():
+        st.stop()
+    pages = {name: st.Page(PAGES_DIR / file, title=title, icon=icon, url_path=name,
+                           default=(i == 0))
+             for i, (name, file, title, icon) in enumerate(_PAGES)}
+    session.register_pages(pages)
+    nav = st.navigation({"Build": [pages["data"], pages["model"], pages["train"]],
+                         "Analyse": [pages["runs"], pages["run"], pages["compare"], pages["sweeps"], pages["predict"]]})
+    st.sidebar.caption(f"Workspace: {session.md(session.workspace())}")
+    try:
+        nav.run()
+    except sqlite3.OperationalError as exc:
+        # The registry stayed locked through every retry (or is unreadable): say so, never crash.
+        st.warning(f"The run registry {session.md(session.get_registry().db_path)} cannot be read right now "
+                   f"({session.md(exc)}). Another process holds it; runs keep going. Retry in a moment.",
+                   icon=":material/hourglass_top:")
+        st.button("Retry", key="_registry_retry")
+
+
+main()

@@ -1,0 +1,400 @@
+"""Panels of the run and predict pages: status badge, run actions (stop, cancel, resume, ...),
+reproduce commands and bundle, checkpoints, evaluation plots, and prediction inputs/results."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from estimator_workbench.store import paths
+from estimator_workbench.store.records import TRAINING_ACTIONS, RunNotFoundError, RunRecord
+from estimator_workbench.ui import figures
+from estimator_workbench.ui.forms import launch_run
+from estimator_workbench.ui.runs_hub import confirm_trash, confirmation_dialogs
+from estimator_workbench.ui.session import (
+    get_launcher,
+    get_registry,
+    load_dataset_frame,
+    md,
+    predictions_frame,
+    set_selected_run,
+    show_error,
+    workspace,
+)
+from estimator_workbench.ui.tables import (
+    _STATUS_COLOURS,
+    STATUS_ICONS,
+    _probability_columns,
+    display_status,
+    list_checkpoints,
+)
+
+__all__ = ['bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'launch_from', 'newest_checkpoint', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'single_prediction', 'source_step', 'status_badge']
+
+
+def status_badge(record: RunRecord) -> None:
+    """A coloured badge with the run's status, 'stalled' included (in a container keyed
+    ``status-<run id>``)."""
+    status = display_status(record)
+    colour = _STATUS_COLOURS.get(status, "gray")
+    with st.container(key=f"status-{record.run_id}"):
+        st.badge(status, icon=STATUS_ICONS.get(status), color=colour)
+
+
+def reproduce_panel(record: RunRecord) -> None:
+    """The shell commands that re-run this run: one process, torchrun, multi-node, SLURM, Kubernetes."""
+    from estimator_workbench.execution.reproduce import reproduce_commands
+
+    commands = reproduce_commands(record, run_dir=get_registry().run_dir(record.run_id))
+    st.caption("One process")
+    st.code(commands["single"], language="bash")
+    st.caption("Data parallel on this machine (torchrun)")
+    st.code(commands["torchrun"], language="bash")
+    st.caption("Several machines (run on every node; the workspace on shared storage)")
+    st.code(commands["multi_node"], language="bash")
+    with st.expander("SLURM and Kubernetes"):
+        st.code(commands["slurm"], language="bash")
+        st.code(commands["kubernetes"], language="yaml")
+    if commands.get("notes"):
+        st.caption(md(commands["notes"]))
+
+
+def run_actions(record: RunRecord, key: str = "act") -> None:
+    """Stop / Cancel / Resume / Delete buttons for one run, enabled by its status. Delete asks in
+    a dialog, then moves the run to the trash (restorable from the Runs page)."""
+    launcher = get_launcher()
+    c1, c2, c3, c4 = st.columns(4)
+    active = record.status in ("queued", "running")
+    try:
+        if c1.button("Stop", key=f"{key}-stop-{record.run_id}", disabled=not active, icon=":material/stop:",
+                     help="Graceful: checkpoint, then 'stopped' (resumable)."):
+            launcher.stop(record.run_id)
+            st.toast(f"Stop requested for {record.run_id}.")
+        if c2.button("Cancel", key=f"{key}-cancel-{record.run_id}", disabled=not active, icon=":material/cancel:",
+                     help="SIGTERM now, SIGKILL after a grace period."):
+            launcher.cancel(record.run_id, grace=5.0, wait=False)  # SIGKILL later, in the background
+            st.toast(f"Cancel sent to {record.run_id}: it ends once its processes are gone.")
+            st.rerun()
+        if c3.button("Resume", key=f"{key}-resume-{record.run_id}", icon=":material/play_arrow:",
+                     disabled=active or record.action not in TRAINING_ACTIONS,
+                     help="Continue from the last checkpoint in the same run."):
+            launcher.resume(record.run_id)
+            st.toast(f"Run {record.run_id} resumed.")
+            st.rerun()
+        if c4.button("Delete", key=f"{key}-delete-{record.run_id}", disabled=active, icon=":material/delete:",
+                     help="Moves the run to the trash (asks first); cancel a queued or running run first."):
+            confirm_trash([record.run_id], [record.name], origin=f"{key}-{record.run_id}")
+        else:
+            confirmation_dialogs(f"{key}-{record.run_id}")
+    except (ValueError, RunNotFoundError) as exc:
+        show_error(exc)
+
+
+def bundle_bytes(run_id: str) -> Callable[[], bytes]:
+    """A callable writing the run's reproducible zip (``cli.export_bundle``) and returning it."""
+    def build() -> bytes:
+        from estimator_workbench.execution.bundle import export_bundle
+
+        return Path(export_bundle(workspace(), run_id)).read_bytes()
+
+    return build
+
+
+def _children(record: RunRecord, relation: str) -> list[RunRecord]:
+    """The runs launched from ``record`` with ``relation`` (newest first)."""
+    return [r for r in get_registry().list_runs(action=relation.split("_")[0])
+            if r.parent_run_id == record.run_id and r.parent_relation == relation]
+
+
+_CKPT_NAME = re.compile(r"^model\.ckpt-(\d+)$")
+
+
+def checkpoint_step(path: str | os.PathLike[str] | None) -> int | None:
+    """The global step in a checkpoint's file name (``.../model.ckpt-1500`` -> 1500), else None.
+
+    Example:
+        >>> checkpoint_step("runs/r-1/model/model.ckpt-1500"), checkpoint_step(None)
+        (1500, None)
+    """
+    if not path:
+        return None
+    match = _CKPT_NAME.match(Path(str(path)).name)
+    return int(match.group(1)) if match else None
+
+
+def checkpoint_text(step: int | None) -> str:
+    """How views name a checkpoint: ``checkpoint step 1500 (model.ckpt-1500)``.
+
+    Example:
+        >>> checkpoint_text(1500)
+        'checkpoint step 1500 (model.ckpt-1500)'
+    """
+    return "an unknown checkpoint" if step is None else f"checkpoint step {step} (model.ckpt-{step})"
+
+
+def newest_checkpoint(record: RunRecord) -> tuple[int, str] | None:
+    """``(step, path)`` of the run's newest checkpoint file, None when it has none."""
+    folder = get_registry().run_dir(record.run_id)
+    ckpts = list_checkpoints(folder)
+    if not len(ckpts):
+        return None
+    last = ckpts.iloc[-1]
+    return int(last["step"]), str(folder / paths.MODEL_DIR / str(last["file"]))
+
+
+def source_step(child: RunRecord, parent: RunRecord | None = None) -> int | None:
+    """The checkpoint step an evaluate/predict run used: the one it was given, else (a run from
+    the CLI or an older version, which used the parent's latest) the parent's newest checkpoint
+    written before the child was created; None when that cannot be told."""
+    step = checkpoint_step(child.checkpoint_path)
+    if step is not None or parent is None:
+        return step
+    ckpts = list_checkpoints(get_registry().run_dir(parent.run_id))
+    if not len(ckpts):
+        return None
+    written = pd.to_datetime(ckpts["written"]).map(lambda t: t.timestamp())
+    before = ckpts.loc[written.to_numpy() <= child.created_at + 1e-3]
+    return int(before["step"].iloc[-1]) if len(before) else None
+
+
+def launch_from(record: RunRecord, action: str, checkpoint_path: str | None = None,
+                dataset: Mapping[str, Any] | None = None, name: str | None = None,
+                reuse: bool = True) -> RunRecord:
+    """Launches an ``evaluate`` or ``predict`` run from ``record``'s model, on its dataset unless
+    another is given, from ``checkpoint_path`` (default: the newest checkpoint, named explicitly
+    so that the child's views can say which step they show).
+
+    With ``reuse`` (the default) a queued or running child of the same action, checkpoint and
+    dataset is returned instead of launching a duplicate (a double click, a second browser tab).
+    """
+    relation = {"evaluate": "evaluate_from", "predict": "predict_from"}[action]
+    if checkpoint_path is None:
+        newest = newest_checkpoint(record)
+        checkpoint_path = newest[1] if newest else None
+    dataset = dict(dataset if dataset is not None else record.dataset)
+    if reuse:
+        for child in _children(record, relation):
+            if (child.is_active and child.checkpoint_path == checkpoint_path
+                    and child.dataset.get("fingerprint") == dataset.get("fingerprint")
+                    and child.dataset.get("ref") == dataset.get("ref")):
+                return child
+    step = checkpoint_step(checkpoint_path)
+    return launch_run(
+        name=name or f"{action} with {record.name}" + (f" @ step {step}" if step is not None else ""),
+        action=action, dataset=dataset,
+        template=record.template, params=record.params, run_config=record.run_config,
+        # No pre-flight: the code already ran in the parent, and the check's TRAIN stage needs
+        # labels that data to predict on usually lacks.
+        schedule={k: v for k, v in record.schedule.items() if k in ("batch_size", "eval_steps")}
+        | {"preflight": False},
+        parent_run_id=record.run_id, parent_relation=relation, checkpoint_path=checkpoint_path)
+
+
+def _open_run(run_id: str) -> None:
+    """Shows run ``run_id`` on the run page at its next run. Called from a button's callback, i.e.
+    before the page's run picker exists: its state may be set then (``st.switch_page`` to the
+    same page kept the picker's old value, and the page never moved)."""
+    st.session_state["run_picker"] = run_id
+    set_selected_run(run_id)
+
+
+def _launch_and_open(record: RunRecord, action: str, checkpoint_path: str) -> None:
+    try:
+        child = launch_from(record, action, checkpoint_path=checkpoint_path)
+    except (ValueError, RunNotFoundError) as exc:
+        st.session_state[f"_launch-error-{record.run_id}"] = str(exc)
+        return
+    _open_run(child.run_id)
+
+
+def checkpoints_panel(record: RunRecord) -> None:
+    """The run's checkpoints, with Evaluate / Predict from a chosen one: one click launches one
+    run (a queued or running one for the same checkpoint is reused) and opens it."""
+    folder = get_registry().run_dir(record.run_id)
+    ckpts = list_checkpoints(folder)
+    error = st.session_state.pop(f"_launch-error-{record.run_id}", None)
+    if error:
+        show_error(error)
+    if not len(ckpts):
+        st.caption("No checkpoints yet.")
+        return
+    st.dataframe(ckpts, hide_index=True)
+    files = ckpts["file"].tolist()
+    chosen = st.selectbox("Checkpoint", files, index=len(files) - 1, key=f"ckpt-{record.run_id}",
+                          format_func=lambda f: checkpoint_text(checkpoint_step(f)))
+    path = str(folder / paths.MODEL_DIR / chosen)
+    c1, c2 = st.columns(2)
+    c1.button("Evaluate this checkpoint", key=f"ckpt-eval-{record.run_id}", on_click=_launch_and_open,
+              args=(record, "evaluate", path), icon=":material/fact_check:")
+    c2.button("Predict with this checkpoint", key=f"ckpt-pred-{record.run_id}", on_click=_launch_and_open,
+              args=(record, "predict", path), icon=":material/batch_prediction:")
+
+
+def _launch_plots(record: RunRecord, checkpoint_path: str) -> RunRecord | None:
+    step = checkpoint_step(checkpoint_path)
+    try:
+        return launch_from(record, "predict", checkpoint_path=checkpoint_path,
+                           name=f"eval plots of {record.name} @ step {step}")
+    except (ValueError, RunNotFoundError) as exc:
+        show_error(exc, prefix="The evaluation plots cannot be computed: ")
+        return None
+
+
+def evaluation_plots(record: RunRecord, interval: float = 2.0) -> None:
+    """Confusion matrix and ROC/PR curves (classifiers) or residuals (regressors) on the run's
+    evaluation split, from a predict run of one of its checkpoints (the UI never loads a model).
+
+    The view names the checkpoint step it shows. When the run has a newer checkpoint (a resume,
+    more training) it says the plots are out of date and, once the run is not training, recomputes
+    them in a runner automatically, once per new checkpoint (the registry's children are the
+    record: a failed recomputation is offered again as a button, not relaunched in a loop). The
+    panel refreshes itself (``st.fragment``) while the run or its predict run is active."""
+    if record.action not in TRAINING_ACTIONS:
+        st.caption("Evaluation plots are drawn for training runs.")
+        return
+    registry = get_registry()
+
+    def state() -> tuple[RunRecord, list[RunRecord]]:
+        current = registry.get(record.run_id)
+        kids = [c for c in _children(current, "predict_from")
+                if c.dataset.get("fingerprint") == current.dataset.get("fingerprint")]
+        return current, kids
+
+    first, kids = state()
+    newest = newest_checkpoint(first)
+    shown_steps = {source_step(c, first) for c in kids if c.status == "succeeded"}
+    stale = newest is not None and bool(shown_steps) and newest[0] not in shown_steps
+    # Poll while something will change: the run trains, a predict run works, or stale plots are
+    # about to be recomputed (the launch happens inside the panel).
+    every = interval if first.is_active or any(c.is_active for c in kids) or stale else None
+
+    @st.fragment(run_every=every)
+    def _panel() -> None:
+        current, children = state() if every is not None else (first, kids)
+        _evaluation_plots(current, children)
+
+    _panel()
+
+
+def _evaluation_plots(record: RunRecord, kids: list[RunRecord]) -> None:
+    from estimator_workbench.data import datasets
+
+    newest = newest_checkpoint(record)
+    newest_step = newest[0] if newest else None
+    steps = {c.run_id: source_step(c, record) for c in kids}
+    done = sorted((c for c in kids if c.status == "succeeded"),
+                  key=lambda c: (steps[c.run_id] if steps[c.run_id] is not None else -1, c.created_at), reverse=True)
+    for_newest = [c for c in kids if newest_step is not None and steps[c.run_id] == newest_step]
+    pending = [c for c in for_newest if c.is_active] or [c for c in kids if c.is_active]
+    shown = next((c for c in done if steps[c.run_id] == newest_step), done[0] if done else None)
+    if shown is None:
+        if pending:
+            st.info(f"Predicting with {checkpoint_text(steps[pending[0].run_id])} (run {pending[0].run_id})… "
+                    "the plots appear when it ends.", icon=":material/hourglass_top:")
+        elif st.button("Compute evaluation plots", key=f"evalplots-{record.run_id}",
+                       disabled=not record.is_finished or newest is None,
+                       help="Runs predict on the dataset in a runner process, from the newest checkpoint."):
+            if newest is not None and _launch_plots(record, newest[1]) is not None:
+                st.rerun()  # a click, not a timer: the page re-registers this panel to poll
+        return
+    shown_step = steps[shown.run_id]
+    if newest_step is not None and shown_step != newest_step:
+        stale = (f"Out of date: these plots come from {checkpoint_text(shown_step)}; the run's newest is "
+                 f"{checkpoint_text(newest_step)}.")
+        failed = [c for c in for_newest if c.status != "succeeded" and not c.is_active]
+        if pending:
+            st.warning(f"{stale} Recomputing in run {pending[0].run_id}…", icon=":material/update:")
+        elif record.is_active:
+            st.warning(f"{stale} They are recomputed when training ends.", icon=":material/update:")
+        elif failed:
+            st.warning(f"{stale} Recomputing failed (run {failed[0].run_id}).", icon=":material/update:")
+            if st.button("Recompute evaluation plots", key=f"evalplots-again-{record.run_id}"):
+                if _launch_plots(record, newest[1]) is not None:
+                    st.rerun()
+        else:  # once per new checkpoint: the child launched now is found on the next render
+            child = _launch_plots(record, newest[1])
+            if child is not None:
+                st.warning(f"{stale} Recomputing in run {child.run_id}…", icon=":material/update:")
+    preds = predictions_frame(shown.run_id)
+    try:
+        spec = datasets.DatasetSpec.from_dict(record.dataset)
+        df = load_dataset_frame(spec.path)
+    except (ValueError, OSError) as exc:
+        show_error(exc, level="warning", prefix="The run's dataset cannot be read: ")
+        return
+    if preds is None or len(preds) != len(df):
+        st.warning("The predictions do not line up with the dataset rows.")
+        return
+    _, eval_df = datasets.split(df, spec)
+    rows = df.index.get_indexer(eval_df.index) if len(eval_df) else np.arange(len(df))
+    label = spec.schema.label
+    info = datasets.task_info(df, spec)
+    part = preds.iloc[rows]
+    with st.container(key=f"eval-source-{record.run_id}"):
+        st.caption(f"{len(rows)} evaluation rows · from {checkpoint_text(shown_step)} · "
+                   f"predictions of run {shown.run_id}")
+    if spec.task == "classification" and "class_ids" in preds.columns:
+        y = datasets.encode_labels(df[label].iloc[rows], info)
+        names = info["label_vocabulary"]
+        matrix = figures.confusion_matrix(y, part["class_ids"].to_numpy(), len(names))
+        normalize = st.toggle("Normalise rows", key=f"cm-norm-{record.run_id}")
+        st.plotly_chart(figures.confusion_matrix_figure(matrix, names, normalize=normalize),
+                        key=f"cm-{record.run_id}")
+        prob_cols = _probability_columns(preds)
+        if len(prob_cols) == len(names):
+            st.plotly_chart(figures.roc_pr_figure(y, part[prob_cols].to_numpy(), names), key=f"roc-{record.run_id}")
+    elif spec.task == "regression":
+        column = next((c for c in ("predictions", "prediction", "predictions_0") if c in preds.columns), None)
+        if column is None:
+            st.caption("No numeric prediction column found.")
+            return
+        y = pd.to_numeric(df[label].iloc[rows], errors="coerce").to_numpy()
+        st.plotly_chart(figures.residuals_figure(y, part[column].to_numpy()), key=f"res-{record.run_id}")
+
+
+def prediction_dataset(base: Any, upload_name: str | None, upload_bytes: bytes | None) -> dict[str, Any]:
+    """The dataset dict of a predict run: the training run's own (``upload_bytes`` None) or an
+    uploaded file with the training roles (columns the file lacks, e.g. the label, are dropped)."""
+    from estimator_workbench.data import datasets
+
+    if upload_bytes is None:
+        spec = base
+    else:
+        with st.spinner("Checking the file…"):
+            path = datasets.save_upload(workspace(), upload_name or "upload.csv", upload_bytes)
+            df = load_dataset_frame(path)
+        try:
+            spec = datasets.prediction_spec(base, {"kind": "file", "path": str(path)}, df)
+        except ValueError as exc:
+            raise ValueError(f"The file {upload_name!r}: {exc}") from None
+    return spec.to_dict() | {"fingerprint": spec.fingerprint()}
+
+
+def single_prediction(preds: pd.DataFrame) -> None:
+    """The first row of a predictions table, readable at a glance: the predicted class and one
+    probability per class (classifiers) or the predicted value (regressors).
+
+    ``st.metric`` and ``st.table`` render markdown, so class names (user data) are escaped."""
+    row = preds.iloc[0]
+    prob_cols = _probability_columns(preds)
+    value_col = next((c for c in ("class", "class_ids", "predictions", "prediction", "predictions_0")
+                      if c in preds.columns), None)
+    if value_col is None:
+        return
+    with st.container(key="single-prediction"):
+        c1, c2 = st.columns([1, 2])
+        value = row[value_col]
+        shown = f"{value:.6g}" if isinstance(value, float) else str(value)
+        c1.metric("Predicted class" if value_col.startswith("class") else "Prediction", md(shown))
+        if prob_cols:
+            names = [str(c).split("_", 1)[1] for c in prob_cols]
+            c2.table(pd.DataFrame({"class": [md(n) for n in names],
+                                   "probability": [f"{float(row[c]):.4f}" for c in prob_cols]}),
+                     hide_index=True)

@@ -1,0 +1,173 @@
+"""The run contract (estimator_workbench.store.run_spec) and the one submit path (estimator_workbench.execution.submit):
+every bad value is refused before a run exists, with one message naming the field, the value and
+the allowed range, and the control of the front end that set it (CLI flag or UI form control)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from estimator_workbench.cli import commands as cli
+from estimator_workbench.execution.submit import PARENT_RELATION, submit_run, validate_run
+from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.store.run_spec import RunSpecError, check_request, check_schedule
+
+RUN = ["run", "--dataset", "iris", "--template", "mlp_classifier", "--no-preflight", "--detach"]
+
+
+def cli_refuses(workspace, capsys, argv: list[str], message: str) -> None:
+    assert cli.main(["--workspace", str(workspace), *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert "Traceback" not in err
+    assert RunRegistry(workspace).list_runs() == []  # refused before a run was registered
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--config", '{"batch_size": -3}'], "--batch-size = -3 is out of range: it must be an integer from 1 to 65536."),
+    (["--config", '{"batch_size": 0}'], "--batch-size = 0 is out of range: it must be an integer from 1 to 65536."),
+    (["--batch-size", "1000000000"], "--batch-size = 1000000000 is out of range: it must be an integer from 1 to 65536."),
+    (["--num-processes", "500"], "--num-processes = 500 is out of range: it must be an integer from 1 to 64."),
+    (["--preflight-timeout", "-1"], "--preflight-timeout = -1.0 is out of range: it must be a number over 0 and at most 3600.0."),
+    (["--config", '{"keep_checkpoint_max": -1}'], "--config key 'keep_checkpoint_max' = -1 is out of range: it must be an integer from 0 to 100000."),
+    (["--early-stopping-mode", "min", "--action", "train"],
+     "Early stopping watches the evaluations of train_and_evaluate; the action 'train' has none."),
+])
+def test_cli_refuses_each_bad_value_before_a_run_exists(workspace, capsys, flags, message):
+    cli_refuses(workspace, capsys, [*RUN, *flags], message)
+
+
+def test_cli_refuses_a_run_file_with_a_bad_early_stopping_mode(workspace, capsys, tmp_path):
+    run_file = tmp_path / "run.json"
+    run_file.write_text(json.dumps({"dataset": "iris", "template": "mlp_classifier", "action": "train_and_evaluate",
+                                    "schedule": {"early_stopping": {"metric": "accuss", "mode": "sideways"}}}))
+    cli_refuses(workspace, capsys, ["run", "--file", str(run_file), "--no-preflight", "--detach"],
+                "--early-stopping-mode = 'sideways' is not allowed: it must be 'min' or 'max'.")
+
+
+def test_cli_refuses_an_unknown_schedule_key_from_a_file(workspace, capsys, tmp_path):
+    run_file = tmp_path / "run.json"
+    run_file.write_text(json.dumps({"dataset": "iris", "template": "mlp_classifier", "schedule": {"max_stpes": 5}}))
+    cli_refuses(workspace, capsys, ["run", "--file", str(run_file), "--no-preflight", "--detach"],
+                "--file schedule key 'max_stpes' is not a known setting; --file schedule takes ['max_steps', ")
+
+
+def test_ui_and_cli_get_the_same_refusal_naming_their_own_control(workspace):
+    from estimator_workbench.ui.forms import UI_CONTROLS
+
+    with pytest.raises(RunSpecError, match=r"^'Batch size' = 0 is out of range: it must be an integer from 1 to 65536\.$"):
+        validate_run(action="train", run_config={}, schedule={"batch_size": 0}, control=UI_CONTROLS)
+    with pytest.raises(RunSpecError, match=r"^--batch-size = 0 is out of range: it must be an integer from 1 to 65536\.$"):
+        validate_run(action="train", run_config={}, schedule={"batch_size": 0}, control=cli.CLI_CONTROLS)
+
+
+def test_ui_launch_run_refuses_before_registering(workspace):
+    from estimator_workbench.ui import forms, session
+
+    session._launcher.clear()
+    with pytest.raises(RunSpecError, match=r"'Processes \(torchrun\)' = 500 is out of range"):
+        forms.launch_run(name="r", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
+                         template={"name": "t", "code": ""}, params={}, run_config={},
+                         schedule={"max_steps": 5}, num_processes=500)
+    assert RunRegistry(workspace).list_runs() == []
+
+
+def test_known_answers_of_the_contract():
+    assert check_schedule({"max_steps": 5, "batch_size": 8}) == {"max_steps": 5, "batch_size": 8}
+    config, schedule, processes = check_request(run_config={"batch_size": 16, "tf_random_seed": 3},
+                                                schedule={"max_steps": 5}, num_processes=2)
+    assert (config, schedule, processes) == ({"tf_random_seed": 3}, {"batch_size": 16, "max_steps": 5}, 2)
+    with pytest.raises(RunSpecError, match=r"^schedule.nan_policy = 'ignore' is not allowed: it must be 'fail' or 'stop'\.$"):
+        check_schedule({"nan_policy": "ignore"})
+    with pytest.raises(RunSpecError, match=r"^schedule.early_stopping.min_delta = -0.5 is out of range"):
+        check_schedule({"early_stopping": {"min_delta": -0.5}})
+
+
+def test_submit_defaults_and_parent_relation(workspace):
+    registry = RunRegistry(workspace)
+    record = submit_run(registry, None, name="r", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
+                        template={"name": "t", "code": ""}, params={}, run_config={}, schedule={},
+                        parent_run_id=None)
+    assert record.schedule["max_steps"] == 1000 and record.schedule["preflight"] is True
+    assert record.schedule["preflight_timeout"] == 60.0
+    assert 0 <= record.run_config["tf_random_seed"] < 2**31  # always recorded: the bundle reproduces it
+    child = submit_run(registry, None, name="p", action="predict", dataset=record.dataset, template=record.template,
+                       params={}, run_config={"tf_random_seed": 1}, schedule={"preflight": False},
+                       parent_run_id=record.run_id)
+    assert child.parent_relation == PARENT_RELATION["predict"] == "predict_from"
+    assert "max_steps" not in child.schedule
+
+
+def test_a_multi_process_run_is_checked_before_registering(workspace):
+    class Failed:
+        ok = False
+
+        def summary(self):
+            return "Pre-flight check failed at train: boom"
+
+    with pytest.raises(RunSpecError, match="Pre-flight check failed at train: boom"):
+        submit_run(RunRegistry(workspace), None, name="r", action="train", dataset={}, template={"code": ""},
+                   params={}, run_config={}, schedule={}, num_processes=2,
+                   preflight_runner=lambda *a, **k: Failed())
+    assert RunRegistry(workspace).list_runs() == []
+
+
+def test_cli_refuses_an_early_stopping_metric_the_template_does_not_report(workspace, capsys, tmp_path):
+    # The template's EVAL spec is checked (in a child process) before the run exists: TF's
+    # evaluate reports eval_metric_ops' keys and 'loss', so 'accuss' could never be watched.
+    run_file = tmp_path / "run.json"
+    run_file.write_text(json.dumps({"dataset": "iris", "template": "mlp_classifier", "action": "train_and_evaluate",
+                                    "schedule": {"max_steps": 5, "early_stopping": {"metric": "accuss"}}}))
+    cli_refuses(workspace, capsys, ["run", "--file", str(run_file), "--detach"],
+                "--early-stopping-metric = 'accuss' is not an evaluation metric of template 'mlp_classifier'; "
+                "its evaluation reports ['accuracy', 'loss']. Watch one of these.")
+
+
+class _Report:
+    ok = True
+
+    def __init__(self, metric_keys):
+        self.modes = {"eval": {"ok": True, "metric_keys": metric_keys}}
+
+    def to_dict(self):
+        return {"ok": True, "modes": self.modes}
+
+
+def test_a_watched_metric_is_checked_once_before_registering(workspace):
+    from estimator_workbench.ui.forms import UI_CONTROLS
+
+    calls = []
+
+    def preflight(*args, **kwargs):
+        calls.append(kwargs["action"])
+        return _Report(["accuracy", "auc"])
+
+    common = dict(name="r", action="train_and_evaluate", dataset={}, template={"name": "t", "code": ""}, params={},
+                  run_config={}, preflight_runner=preflight, control=UI_CONTROLS)
+    with pytest.raises(RunSpecError, match=r"^'Watch eval metric' = 'AUC' is not an evaluation metric of template "
+                                           r"'t'; its evaluation reports \['accuracy', 'auc', 'loss'\]\."):
+        submit_run(RunRegistry(workspace), None, schedule={"early_stopping": {"metric": "AUC"}}, **common)
+    assert RunRegistry(workspace).list_runs() == []
+    record = submit_run(RunRegistry(workspace), None, schedule={"early_stopping": {"metric": "auc"}}, **common)
+    # Checked here, so the runner does not check again; the report is kept with the run.
+    assert record.schedule["preflight"] is False
+    saved = json.loads((RunRegistry(workspace).run_dir(record.run_id) / "preflight.json").read_text())
+    assert saved["modes"]["eval"]["metric_keys"] == ["accuracy", "auc"]
+    # Watching 'loss' needs no check before registering (the runner checks as usual).
+    plain = submit_run(RunRegistry(workspace), None, schedule={"early_stopping": {"metric": "loss"}}, **common)
+    assert plain.schedule["preflight"] is True
+    assert calls == ["train_and_evaluate", "train_and_evaluate"]
+
+
+def test_stall_settings_of_the_schedule():
+    """Issue 14.6: how long a run may go without a step, and what then happens."""
+    assert check_schedule({"stall_timeout_s": 120, "stall_action": "fail"}) == {
+        "stall_timeout_s": 120.0, "stall_action": "fail"}
+    assert check_schedule({}) == {}  # default: 600 s, 'warn' (RunRecord.stall_timeout_s / stall_action)
+    with pytest.raises(RunSpecError, match=r"^schedule\.stall_timeout_s = 0 is out of range: it must be a "
+                                           r"number over 0 and at most 604800\.0\.$"):
+        check_schedule({"stall_timeout_s": 0})
+    with pytest.raises(RunSpecError, match=r"^schedule\.stall_action = 'kill' is not allowed: it must be "
+                                           r"'warn' or 'fail'\.$"):
+        check_schedule({"stall_action": "kill"})
