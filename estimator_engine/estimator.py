@@ -44,6 +44,7 @@ from estimator_engine.hooks import (
     CheckpointSaverListener,
     LoggingTensorHook,
     NanTensorHook,
+    OnDevice,
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
@@ -168,7 +169,7 @@ def default_training_hooks(config: RunConfig, model_dir: str, *, steps: int | No
 class _Session:
     """What hooks see of a running call (the ``Session`` protocol of ``hooks.base``)."""
 
-    __slots__ = ("_last_saved_path", "_last_saved_step", "_restored_from", "batches", "config", "estimator", "failed", "features",
+    __slots__ = ("_before_checkpoint", "_last_saved_path", "_last_saved_step", "_restored_from", "batches", "config", "estimator", "failed", "features",
                  "hooks", "labels", "metrics", "mode", "model_dir", "spec", "state", "writer")
 
     def __init__(self, estimator: Estimator, state: ModelState, mode: ModeKeys, batches: Any) -> None:
@@ -191,15 +192,20 @@ class _Session:
         restored_path = state.checkpoint_path
         self._restored_from = (os.path.abspath(restored_path), state.global_step) if restored_path is not None else None
         self.writer = _CheckpointWriter()
+        self._before_checkpoint: list[Callable[[], None]] = []
 
     @property
     def global_step(self) -> int:
         return self.state.global_step
 
-    def resolve(self, name: str) -> Any:
+    def resolve(self, name: str | OnDevice) -> Any:
         spec = self.spec
         if spec is None:  # hooks run only once the first model_fn call has built a step
             raise RuntimeError(f"Cannot fetch {name!r} before the first model_fn call has built a step.")
+        if isinstance(name, OnDevice):
+            if name.name == "loss" and isinstance(spec.loss, torch.Tensor):
+                return spec.loss.detach()
+            return self.resolve(name.name)  # only the loss is kept on the device so far
         if name == "loss":
             return _to_python(spec.loss)
         if name == "global_step":
@@ -238,6 +244,9 @@ class _Session:
     def run(self, fetches: Any) -> Any:
         return map_fetches(fetches, self.resolve)
 
+    def before_checkpoint(self, callback: Callable[[], None]) -> None:
+        self._before_checkpoint.append(callback)
+
     def fetcher(self) -> tuple[Callable[[Any], Any], Callable[[], None]]:
         """``(fetch, new_step)`` for the loop: ``fetch`` resolves each name once per step."""
         resolved: dict[str, Any] = {}
@@ -264,6 +273,8 @@ class _Session:
                               checkpoint_basename: str = "model.ckpt") -> str | None:
         if self.mode != ModeKeys.TRAIN:
             raise RuntimeError(f"save_checkpoint is only available in TRAIN mode, not {self.mode}.")
+        for settle in self._before_checkpoint:  # a NaN found here fails the step: nothing is saved
+            settle()
         if self.failed:
             _log.warning("Not saving a checkpoint at step %d: the step failed.", self.global_step)
             return None

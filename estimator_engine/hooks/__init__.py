@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from estimator_engine.hooks.base import (
     CheckpointSaverListener,
+    OnDevice,
     Session,
     SessionRunArgs,
     SessionRunContext,
@@ -32,6 +33,7 @@ __all__ = [
     "LoggingTensorHook",
     "NanTensorHook",
     "NeverTriggerTimer",
+    "OnDevice",
     "SecondOrStepTimer",
     "Session",
     "SessionRunArgs",

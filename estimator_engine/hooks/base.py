@@ -41,12 +41,15 @@ loop after the current step. Fetches are *names*, resolved against the step's ``
 dict) and each of its keys, also as ``'predictions/<key>'``, ``'labels'``, ``'features'`` and
 ``'features/<key>'``, and in EVAL each ``eval_metric_ops`` key (the value over the batches seen so
 far). A fetch may be one name or a list, tuple or dict of names; ``SessionRunValues.results`` has
-the same structure with tensors turned into Python numbers or numpy arrays.
+the same structure with tensors turned into Python numbers or numpy arrays. A name wrapped in
+``OnDevice`` is the exception: its value stays a tensor where the step computed it, so reading it
+on a GPU does not make the host wait for the step (``NanTensorHook`` reads the loss that way).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 if TYPE_CHECKING:
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CheckpointSaverListener",
+    "OnDevice",
     "Session",
     "SessionRunArgs",
     "SessionRunContext",
@@ -96,6 +100,12 @@ class Session(Protocol):
 
     def run(self, fetches: Any) -> Any:
         """Resolves fetch names against the current step, like a hook's ``SessionRunArgs``."""
+        ...
+
+    def before_checkpoint(self, callback: Any) -> None:
+        """Registers ``callback()`` to run before each checkpoint of this call is taken (optional
+        method). A hook that reads values a step late settles them there, so no checkpoint holds
+        a state it would have refused."""
         ...
 
 
@@ -214,9 +224,26 @@ def _session_of(run_context: SessionRunContext) -> Session:
     return session
 
 
+@dataclass(frozen=True)
+class OnDevice:
+    """A fetch whose value stays a tensor on the step's device: no host copy, no wait for the GPU.
+
+    A plain name (``'loss'``) makes the host wait until the step has computed the value; on a GPU
+    that wait every step leaves the device idle while the next batch is prepared. A hook that can
+    look at the value later (``.item()`` a step on) asks for it this way.
+
+    Example:
+        >>> SessionRunArgs({'loss': OnDevice('loss')}).fetches['loss'].name
+        'loss'
+    """
+
+    name: str
+
+
 def map_fetches(fetches: Any, resolve: Any) -> Any:
-    """Applies ``resolve(name)`` to every name in a (nested) fetch structure, keeping its shape."""
-    if isinstance(fetches, str):
+    """Applies ``resolve(name)`` to every name in a (nested) fetch structure, keeping its shape
+    (``OnDevice(name)`` is passed to ``resolve`` as it is)."""
+    if isinstance(fetches, (str, OnDevice)):
         return resolve(fetches)
     if isinstance(fetches, Mapping):
         return {key: map_fetches(value, resolve) for key, value in fetches.items()}

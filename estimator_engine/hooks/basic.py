@@ -19,9 +19,11 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
+import torch
 
 from estimator_engine.errors import NanLossDuringTrainingError
 from estimator_engine.hooks.base import (
+    OnDevice,
     Session,
     SessionRunArgs,
     SessionRunContext,
@@ -307,6 +309,11 @@ class StepCounterHook(SessionRunHook):
             self._unflushed = False
 
 
+def _reads_late(tensor: torch.Tensor) -> bool:
+    """Whether reading ``tensor`` now would make the host wait for the device (a GPU's queue)."""
+    return tensor.device.type != "cpu"
+
+
 class NanTensorHook(SessionRunHook):
     """Stops training when the loss is NaN: raises, or logs and requests a stop.
 
@@ -323,6 +330,11 @@ class NanTensorHook(SessionRunHook):
     its update has already made the weights NaN, so the newest checkpoint stays the last finite
     one, and a resume or an evaluate starts from weights that still work.
 
+    On a GPU the loss is read one step late (``OnDevice``): reading it at once would make the host
+    wait for every step, leaving the GPU idle while the next batch is prepared. The verdict and
+    ``diverged_at`` name the same step as an immediate check; the run stops one step later, and a
+    checkpoint is never taken over an unchecked loss (the check is settled first).
+
     Example:
         >>> hook = NanTensorHook('loss', fail_on_nan_loss=True)
     """
@@ -331,7 +343,8 @@ class NanTensorHook(SessionRunHook):
         _check_fetches(loss_tensor, "loss_tensor")
         self._loss_tensor = loss_tensor
         self._fail_on_nan_loss = fail_on_nan_loss
-        self._args = SessionRunArgs(loss_tensor)  # built once: this hook runs every step
+        self._args = SessionRunArgs(OnDevice(loss_tensor))  # built once: this hook runs every step
+        self._unchecked: tuple[int | None, Any, SessionRunContext] | None = None
         self.last_finite_loss: float | None = None
         self.diverged_at: int | None = None
 
@@ -339,20 +352,51 @@ class NanTensorHook(SessionRunHook):
         return _format_repr(self, loss_tensor=self._loss_tensor,
                             fail_on_nan_loss=self._fail_on_nan_loss)
 
+    def after_create_session(self, session: Session, coord: Any = None) -> None:
+        self._unchecked = None
+        before_checkpoint = getattr(session, "before_checkpoint", None)
+        if before_checkpoint is not None:
+            before_checkpoint(self._settle)
+
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs:
         return self._args
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         loss = run_values.results
+        session = run_context.session
+        step = None if session is None else session.global_step
+        if isinstance(loss, torch.Tensor):
+            if _reads_late(loss):  # asynchronous: look at it once the next step is queued
+                if self._settle():  # the step before diverged: the run stops on its verdict
+                    return
+                self._unchecked = (step, loss, run_context)
+                if run_context.stop_requested:  # the last step: no next step to wait for
+                    self._settle()
+                return
+            loss = loss.item() if loss.dim() == 0 else loss.numpy()
+        self._check(step, loss, run_context)
+
+    def end(self, session: Session) -> None:
+        self._settle()
+
+    def _settle(self) -> bool:
+        """Checks the loss left unchecked by the last step, if any; True when it was NaN."""
+        if self._unchecked is None:
+            return False
+        step, loss, run_context = self._unchecked
+        self._unchecked = None
+        return self._check(step, loss.item() if loss.dim() == 0 else loss.cpu().numpy(), run_context)
+
+    def _check(self, step: int | None, loss: Any, run_context: SessionRunContext) -> bool:
+        """Raises, or requests a stop and returns True, when ``loss`` is NaN."""
         if isinstance(loss, float):  # the usual case: a Python float, checked without numpy
             is_nan = math.isnan(loss)
         else:
             is_nan = bool(np.isnan(np.asarray(loss, dtype=np.float64)).any())
         if not is_nan:
             self.last_finite_loss = loss if isinstance(loss, float) else float(np.mean(loss))
-            return
+            return False
         session = run_context.session
-        step = None if session is None else session.global_step
         self.diverged_at = step
         if self._fail_on_nan_loss:
             error = NanLossDuringTrainingError(step=step, last_finite_loss=self.last_finite_loss)
@@ -363,6 +407,7 @@ class NanTensorHook(SessionRunHook):
         if session is not None and hasattr(session, "failed"):
             session.failed = True  # the saver skips this step and the end-of-training checkpoint
         run_context.request_stop()
+        return True
 
 
 def _scalar_fetches(summary_op: Any) -> dict[str, Any]:

@@ -281,5 +281,8 @@ class TestDeviceAndPrecision:
     @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
     def test_cuda_training_moves_batches(self, tmp_path):
         est = ee.Estimator(_single_model_fn_train, model_dir=str(tmp_path), config=ee.RunConfig(device="cuda"))
-        est.train(ee.inputs.numpy_input_fn({"x": torch.ones(8, 1)}, torch.ones(8, 1), shuffle=False), steps=2)
+        # num_epochs=None: one epoch of 8 rows is a single batch, and the input's end stops training.
+        est.train(ee.inputs.numpy_input_fn({"x": torch.ones(8, 1)}, torch.ones(8, 1), batch_size=4,
+                                           num_epochs=None, shuffle=False), steps=2)
         assert est.get_variable_value("global_step") == 2
+        assert est.get_variable_value("linear/weight").shape == (1, 1)  # restored from the CUDA run's checkpoint

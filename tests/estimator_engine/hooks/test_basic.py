@@ -9,7 +9,9 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
+import estimator_engine as ee
 import estimator_engine.hooks as hooks_module
 from estimator_engine.errors import NanLossDuringTrainingError
 from estimator_engine.hooks import (
@@ -19,6 +21,7 @@ from estimator_engine.hooks import (
     LoggingTensorHook,
     NanTensorHook,
     NeverTriggerTimer,
+    OnDevice,
     SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
@@ -52,9 +55,11 @@ class FakeSession:
 
     def run(self, fetches):
         self.runs.append(fetches)
-        return map_fetches(
-            fetches, lambda name: self.global_step if name == "global_step" else self.values[name]
-        )
+        def resolve(name):
+            name = name.name if isinstance(name, OnDevice) else name
+            return self.global_step if name == "global_step" else self.values[name]
+
+        return map_fetches(fetches, resolve)
 
 
 def drive(hooks, session, steps, values=None, clock=None, step_secs=0.0):
@@ -375,7 +380,7 @@ class TestStepCounterHook:
 class TestNanTensorHook:
     def test_raises_with_step_and_last_finite_loss(self, engine_log):
         hook = NanTensorHook("loss")
-        assert hook.before_run(SessionRunContext(None, FakeSession())) == SessionRunArgs("loss")
+        assert hook.before_run(SessionRunContext(None, FakeSession())) == SessionRunArgs(OnDevice("loss"))
         session = FakeSession()
         losses = {1: 0.5, 2: 0.25, 3: float("nan"), 4: 0.1}
         with pytest.raises(NanLossDuringTrainingError, match=r"^NaN loss during training\.") as info:
@@ -406,6 +411,54 @@ class TestNanTensorHook:
     def test_bad_name(self):
         with pytest.raises(TypeError, match="loss_tensor: Fetches must be names"):
             NanTensorHook(loss_tensor=1.0)
+
+
+def _nan_at_step_3_model_fn(features, labels, mode):
+    net = ee.get_module("linear", lambda: torch.nn.Linear(1, 1))
+    loss = torch.nn.functional.mse_loss(net(features["x"]), labels)
+    optimizer = ee.get_optimizer("sgd", lambda: torch.optim.SGD(net.parameters(), lr=0.01))
+    return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss))
+
+
+def _rows_with_nan_in_row_3():
+    x = torch.ones(6, 1)
+    x[2, 0] = float("nan")  # the third batch of one row: its loss, and every update after, is NaN
+    return ee.inputs.numpy_input_fn({"x": x}, torch.ones(6, 1), batch_size=1, shuffle=False)
+
+
+class TestNanTensorHookReadingLate:
+    """On a GPU the hook reads the loss a step late (no host wait per step); forced here on CPU."""
+
+    @pytest.fixture(autouse=True)
+    def _late(self, monkeypatch):
+        monkeypatch.setattr("estimator_engine.hooks.basic._reads_late", lambda tensor: True)
+
+    def test_the_verdict_names_the_nan_step_and_no_checkpoint_holds_it(self, tmp_path):
+        est = ee.Estimator(_nan_at_step_3_model_fn, model_dir=str(tmp_path),
+                           config=ee.RunConfig(save_checkpoints_steps=3, log_step_count_steps=None))
+        with pytest.raises(NanLossDuringTrainingError) as info:
+            est.train(_rows_with_nan_in_row_3(), steps=6)
+        assert info.value.step == 3 and math.isfinite(info.value.last_finite_loss)
+        # The saver is due at step 3, before the late read of step 3's loss: the check is settled
+        # first, so the diverged state is never written.
+        assert not (tmp_path / "model.ckpt-3.pt").exists() and not list(tmp_path.glob("model.ckpt-3*"))
+
+    def test_a_stop_on_nan_names_the_step_and_saves_nothing_diverged(self, tmp_path):
+        hook = NanTensorHook(fail_on_nan_loss=False)
+        est = ee.Estimator(_nan_at_step_3_model_fn, model_dir=str(tmp_path),
+                           config=ee.RunConfig(save_checkpoints_steps=100, log_step_count_steps=None))
+        est.train(_rows_with_nan_in_row_3(), steps=6, hooks=[hook])
+        assert hook.diverged_at == 3
+        assert est.get_variable_value("global_step") == 0  # no checkpoint after the start one
+        assert math.isfinite(est.get_variable_value("linear/weight").item())
+
+    def test_the_last_step_is_checked_before_the_loop_ends(self, tmp_path):
+        est = ee.Estimator(_nan_at_step_3_model_fn, model_dir=str(tmp_path),
+                           config=ee.RunConfig(save_checkpoints_steps=100, log_step_count_steps=None))
+        with pytest.raises(NanLossDuringTrainingError) as info:
+            est.train(_rows_with_nan_in_row_3(), steps=3)  # step 3 is the last one
+        assert info.value.step == 3
+        assert not list(tmp_path.glob("model.ckpt-3*"))
 
 
 # ---------------------------------------------------------------------------- SummarySaverHook
