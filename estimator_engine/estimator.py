@@ -648,7 +648,8 @@ class Estimator:
         for listener in saving_listeners:
             if not isinstance(listener, CheckpointSaverListener):
                 raise TypeError(f"saving_listeners must be a list of CheckpointSaverListener, given: {listener!r}")
-        loss = self._train_model(input_fn, hooks, saving_listeners, steps, max_steps)
+        with self._config.thread_scope():  # torch's thread counts are process-wide: set per call
+            loss = self._train_model(input_fn, hooks, saving_listeners, steps, max_steps)
         _log.info("Loss for final step: %s.", loss)
         return self
 
@@ -817,11 +818,12 @@ class Estimator:
         for hook in hooks:
             if not isinstance(hook, SessionRunHook):
                 raise TypeError(f"Hooks must be a SessionRunHook, given: {hook!r}")
-        strategy = self._strategy(ModeKeys.EVAL)
-        state, _ = self._build_state(ModeKeys.EVAL, checkpoint_path, strategy=strategy)
-        summaries: dict[str, float] = {}
-        with state.activated(ModeKeys.EVAL), torch.no_grad():
-            results = self._evaluate_state(state, input_fn, steps, hooks, strategy, summaries)
+        with self._config.thread_scope():
+            strategy = self._strategy(ModeKeys.EVAL)
+            state, _ = self._build_state(ModeKeys.EVAL, checkpoint_path, strategy=strategy)
+            summaries: dict[str, float] = {}
+            with state.activated(ModeKeys.EVAL), torch.no_grad():
+                results = self._evaluate_state(state, input_fn, steps, hooks, strategy, summaries)
         self._write_eval_results(results, name, state.checkpoint_path, summaries)
         return results
 
@@ -915,9 +917,10 @@ class Estimator:
             if not isinstance(hook, SessionRunHook):
                 raise TypeError(f"Hooks must be a SessionRunHook, given: {hook!r}")
         state, _ = self._build_state(ModeKeys.PREDICT, checkpoint_path)
-        # Grad mode and the active state are entered once per batch, never held across a `yield`:
-        # the caller's code between two next() calls must run with its own settings.
-        with state.activated(ModeKeys.PREDICT), torch.no_grad():
+        # Grad mode, thread counts and the active state are entered once per batch, never held
+        # across a `yield`: the caller's code between two next() calls must run with its own settings.
+        threads = self._config.thread_scope()
+        with state.activated(ModeKeys.PREDICT), torch.no_grad(), threads:
             batches = self._call_input_fn(input_fn, ModeKeys.PREDICT)
             session = _Session(self, state, ModeKeys.PREDICT, batches)
             batch = next(batches, _END)
@@ -930,11 +933,11 @@ class Estimator:
         run_context = SessionRunContext(original_args=None, session=session)
         fetch, new_step = session.fetcher()
         first = True
-        # Made once, entered per batch (both can be entered again once left).
+        # Made once, entered per batch (each can be entered again once left).
         reentry, no_grad = state.reentered(), torch.no_grad()
         with _hook_lifecycle(session, hooks):
             while True:
-                with reentry, no_grad, spec_lib.cheap_validation():
+                with reentry, no_grad, threads, spec_lib.cheap_validation():
                     if not first:
                         batch = next(batches, _END)
                         if batch is _END:
@@ -990,7 +993,6 @@ class Estimator:
     def _build_state(self, mode: ModeKeys, checkpoint_path: str | None,
                      strategy: distribute.DDPStrategy | None = None) -> tuple[ModelState, Mapping[str, Any] | None]:
         """Resume > warm start > fresh: returns the state to run and, for TRAIN, the checkpoint read."""
-        self._config.apply_threads()  # torch's thread counts are process-wide: set per call (RunConfig)
         if self._config.tf_random_seed is not None:
             torch.manual_seed(self._config.tf_random_seed)
             random.seed(self._config.tf_random_seed)

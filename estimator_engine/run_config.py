@@ -369,6 +369,35 @@ def apply_thread_settings(config: RunConfig) -> int:
     return torch.get_num_threads()
 
 
+class ThreadScope:
+    """Applies a config's thread counts for the span of a call, then puts the caller's count back.
+
+    torch's intra-op thread count is process-wide: a ``train()`` that lowered it for a busy machine
+    must not leave the notebook kernel or script that called it running on fewer threads. Reusable:
+    ``predict`` enters it once per batch, since its caller's code runs between two batches.
+
+    Example:
+        >>> with ThreadScope(RunConfig(num_threads=1)):
+        ...     torch.get_num_threads()
+        1
+    """
+
+    __slots__ = ("_callers", "_config")
+
+    def __init__(self, config: RunConfig) -> None:
+        self._config = config
+        self._callers: list[int] = []
+
+    def __enter__(self) -> int:
+        self._callers.append(torch.get_num_threads())
+        return apply_thread_settings(self._config)
+
+    def __exit__(self, *exc_info: Any) -> None:
+        caller = self._callers.pop()
+        if torch.get_num_threads() != caller:
+            torch.set_num_threads(caller)
+
+
 # -- RunConfig ----------------------------------------------------------------------------------
 
 _INHERITED_CLUSTER: contextvars.ContextVar[_ClusterSettings | None] = contextvars.ContextVar(
@@ -542,6 +571,10 @@ class RunConfig:
     def apply_threads(self) -> int:
         """Applies the thread settings to torch (see ``apply_thread_settings``); returns the intra-op count."""
         return apply_thread_settings(self)
+
+    def thread_scope(self) -> ThreadScope:
+        """A context that applies the thread settings for a call and restores the caller's after."""
+        return ThreadScope(self)
 
     # -- derived, read-only properties: TF_CONFIG's cluster, else torchrun's environment
 

@@ -6,9 +6,11 @@ import dataclasses
 import os
 import pathlib
 
+import numpy as np
 import pytest
 import torch
 
+import estimator_engine as ee
 from estimator_engine.run_config import RunConfig, TaskType
 
 REPLACEABLE = (
@@ -651,4 +653,42 @@ def test_estimator_applies_the_threads_when_a_call_starts(torch_threads, tmp_pat
 
     est = ee.Estimator(model_fn, model_dir=str(tmp_path), config=RunConfig(num_threads=2))
     est.train(ee.inputs.numpy_input_fn({"x": torch.ones(4, 1)}, torch.ones(4, 1), shuffle=False), steps=1)
-    assert torch_threads["intra_calls"] == [2]
+    assert torch_threads["intra_calls"] == [2, 8]  # set for the call, the caller's 8 back after it
+
+
+def _threads_model_fn(features, labels, mode):
+    net = ee.get_module("linear", lambda: torch.nn.Linear(1, 1))
+    predictions = net(features["x"])
+    if mode == ee.ModeKeys.PREDICT:
+        return ee.EstimatorSpec(mode, predictions={"y": predictions, "threads": torch.full_like(
+            predictions, float(torch.get_num_threads()))})
+    loss = torch.nn.functional.mse_loss(predictions, labels)
+    optimizer = ee.get_optimizer("sgd", lambda: torch.optim.SGD(net.parameters(), lr=0.1))
+    return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss))
+
+
+def test_train_evaluate_and_predict_put_the_callers_thread_count_back(torch_threads, tmp_path, monkeypatch):
+    """A busy machine (load 3 on 4 cores: 2 usable) makes a call run on 2 threads; the caller keeps its 8."""
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.0, 3.0, 3.0), raising=False)
+    est = ee.Estimator(_threads_model_fn, model_dir=str(tmp_path), config=RunConfig(log_step_count_steps=None))
+    data = ee.inputs.numpy_input_fn({"x": np.ones((4, 1), np.float32)}, np.ones((4, 1), np.float32),
+                                    batch_size=2, shuffle=False)
+    est.train(data, steps=2)
+    assert torch_threads["intra_calls"] == [2, 8] and torch_threads["intra"] == 8
+    est.evaluate(data)
+    assert torch_threads["intra_calls"] == [2, 8, 2, 8]
+    predictions = est.predict(data)
+    first = next(predictions)
+    assert first["threads"][0] == 2  # the batch itself ran on the lowered count
+    assert torch_threads["intra"] == 8  # between two batches the caller's code runs with its own
+    list(predictions)
+    assert torch_threads["intra"] == 8
+
+
+def test_a_count_the_caller_chose_is_kept_and_restored(torch_threads, tmp_path):
+    torch.set_num_threads(3)  # the user's own choice: not the default, not ours
+    est = ee.Estimator(_threads_model_fn, model_dir=str(tmp_path), config=RunConfig(num_threads=1, log_step_count_steps=None))
+    data = ee.inputs.numpy_input_fn({"x": np.ones((2, 1), np.float32)}, np.ones((2, 1), np.float32),
+                                    batch_size=2, shuffle=False)
+    est.train(data, steps=1)
+    assert torch_threads["intra_calls"][-2:] == [1, 3] and torch_threads["intra"] == 3
