@@ -112,8 +112,14 @@ if problems:
     st.stop()
 spec = datasets.DatasetSpec(ref, schema, eval_fraction, int(seed), stratify, numeric_missing,
                             label_missing=label_missing, encodings=encodings, hash_buckets=hash_buckets)
-train_part, eval_part = datasets.split(datasets.training_rows(df, spec), spec)
+used_rows = datasets.training_rows(df, spec)
+train_part, eval_part = datasets.split(used_rows, spec)
 st.caption(f"Split: {len(train_part):,} training rows · {len(eval_part):,} evaluation rows")
+for note in (datasets.split_note(used_rows, spec),
+             datasets.label_identifier_warning(schema.label, df[schema.label] if spec.task == "classification"
+                                               and schema.label in df.columns else None)):
+    if note:
+        session.show_error(note, level="warning")
 if eval_fraction > 0 and not len(eval_part):
     st.warning("The evaluation part is empty: evaluation and early stopping would have no rows. Raise "
                "'Held out for evaluation'" + (" or untick 'Stratify by label' (a small class keeps all its "

@@ -29,6 +29,10 @@ mismatch = datasets.label_task_warning(template["name"], template["code"], label
                                        frame[label] if frame is not None and label in frame.columns else None)
 if mismatch:
     session.show_error(mismatch, level="warning")
+if frame is not None and spec.task == "classification" and label in frame.columns:
+    identifier = datasets.label_identifier_warning(label, frame[label])
+    if identifier:
+        session.show_error(identifier, level="warning")
 if frame is not None and label in frame.columns:
     # Imbalanced classes change which metric to watch. Drawing a chart here also loads the
     # browser's chart code before the launch: on a cold page the run's live chart waited ~6 s for it.

@@ -38,6 +38,7 @@ from estimator_workbench.data.profile import (
     distribution_table,
     encoding_note,
     high_cardinality,
+    label_identifier_warning,
     label_task_warning,
 )
 from estimator_workbench.data.schema import (
@@ -79,6 +80,7 @@ from estimator_workbench.data.spec import (
     DEFAULT_HASH_BUCKETS,
     DatasetSpec,
     split,
+    split_note,
     task_info,
     training_rows,
 )
@@ -118,6 +120,7 @@ __all__ = [
     "encoding_note",
     "high_cardinality",
     "infer_schema",
+    "label_identifier_warning",
     "label_task_warning",
     "list_bundled",
     "list_uploads",
@@ -129,6 +132,7 @@ __all__ = [
     "prepare_features",
     "save_upload",
     "split",
+    "split_note",
     "summary",
     "task_info",
     "training_rows",

@@ -21,7 +21,7 @@ import pandas as pd
 from estimator_workbench.data.choices import DATE_ENCODINGS, TEXT_ENCODINGS
 
 __all__ = ["DATE_ENCODINGS", "DATE_PARTS", "HIGH_CARDINALITY", "TEXT_ENCODINGS", "column_profile",
-           "date_feature_names", "distribution_table", "encoding_note", "expand_date", "high_cardinality", "is_date_column", "label_task_warning",
+           "date_feature_names", "distribution_table", "encoding_note", "expand_date", "high_cardinality", "is_date_column", "label_identifier_warning", "label_task_warning",
            "parse_dates", "template_task"]
 
 
@@ -212,6 +212,27 @@ def label_task_warning(template_name: str, template_code: str, label: str | None
                     f"continuous numbers ({n_distinct} distinct values), each of which would become a "
                     "class. Type the label 'numeric' and choose a regressor template.")
     return None
+
+
+def label_identifier_warning(label: str | None, values: pd.Series | None) -> str | None:
+    """Why a categorical label looks like an identifier rather than a class, or None.
+
+    A label whose classes are more than half its rows and over 20 (a customer id, an order number)
+    cannot be learnt: most classes have one row, so the model never sees them twice.
+
+    Example:
+        >>> label_identifier_warning("customer", pd.Series([f"c{i}" for i in range(100)]))[:45]
+        "The label 'customer' has 100 distinct values "
+    """
+    if label is None or values is None:
+        return None
+    present = values.dropna()
+    n_distinct = int(present.nunique())
+    if n_distinct <= 20 or n_distinct * 2 <= len(present):
+        return None
+    return (f"The label {label!r} has {n_distinct:,} distinct values in {len(present):,} rows: it looks like "
+            "an identifier, not a class (most classes would have a single row, which a model cannot "
+            "learn). Choose another label column, or type it 'numeric' if it is a quantity.")
 
 
 def encoding_note(name: str, encoding: str, kind: str) -> str:

@@ -33,7 +33,7 @@ from estimator_workbench.data.schema import (
 )
 from estimator_workbench.data.sources import DEFAULT_MAX_BYTES, bundled_path, load_table
 
-__all__ = ['DEFAULT_HASH_BUCKETS', 'DatasetSpec', 'split', 'task_info', 'training_rows', 'with_date_features']
+__all__ = ['DEFAULT_HASH_BUCKETS', 'DatasetSpec', 'split', 'split_note', 'task_info', 'training_rows', 'with_date_features']
 
 
 _TARGET = "__label__"
@@ -221,30 +221,60 @@ def split(df: pd.DataFrame, spec: DatasetSpec) -> tuple[pd.DataFrame, pd.DataFra
 
     Each class with n rows puts ``round(n * eval_fraction)`` of them in eval (at most n - 1, so a
     class with two or more rows stays in train); when that rounds to no eval row at all (a tiny
-    dataset), one row of the largest class goes to eval. Both parts keep the original row order
-    and index.
+    dataset), one row of the largest class goes to eval. Stratification never shrinks the hold-out
+    silently: when it would keep fewer than half the rows a plain split holds out (many classes of
+    one row each, such as an identifier taken as the label), the split is a plain seeded one, and
+    ``split_note`` says so. Both parts keep the original row order and index.
     """
+    in_eval, _ = _eval_rows(df, spec)
+    return df.iloc[np.flatnonzero(~in_eval)], df.iloc[np.flatnonzero(in_eval)]
+
+
+def split_note(df: pd.DataFrame, spec: DatasetSpec) -> str | None:
+    """Why ``split`` did not stratify as asked (a sentence for the analyst), or None.
+
+    Example:
+        >>> from estimator_workbench.data.schema import infer_schema
+        >>> ids = pd.DataFrame({"x": range(20), "id": [f"c{i}" for i in range(20)]})
+        >>> spec = DatasetSpec({"kind": "file", "path": "ids.csv"}, infer_schema(ids), eval_fraction=0.2)
+        >>> split_note(ids, spec)[:60]
+        "Stratifying by 'id' would hold out 1 of 4 rows (20 of its 20"
+    """
+    return _eval_rows(df, spec)[1]
+
+
+def _eval_rows(df: pd.DataFrame, spec: DatasetSpec) -> tuple[np.ndarray, str | None]:
+    """The evaluation rows as a mask over ``df``, and the note when stratification was dropped."""
     n = len(df)
+    in_eval = np.zeros(n, dtype=bool)
     if spec.eval_fraction == 0 or n == 0:
-        return df, df.iloc[:0]
+        return in_eval, None
     rng = np.random.default_rng(spec.seed)
     label = spec.schema.label
-    in_eval = np.zeros(n, dtype=bool)
+    target = max(1, round(n * spec.eval_fraction)) if n > 1 else 0
+    note = None
     if spec.stratify and spec.task == "classification" and label in df.columns:
         codes, _ = pd.factorize(df[label], use_na_sentinel=True)
-        classes = np.unique(codes)
+        classes, sizes = np.unique(codes, return_counts=True)
         for code in classes:  # a loop over classes, not rows
             members = np.flatnonzero(codes == code)
             k = round(len(members) * spec.eval_fraction)
             k = min(k, len(members) - 1) if len(members) > 1 else k
             in_eval[rng.permutation(members)[:k]] = True
         if not in_eval.any() and n > 1:
-            largest = np.flatnonzero(codes == classes[np.argmax([(codes == c).sum() for c in classes])])
+            largest = np.flatnonzero(codes == classes[np.argmax(sizes)])
             in_eval[rng.choice(largest)] = True
-    else:
-        k = max(1, round(n * spec.eval_fraction)) if n > 1 else 0
-        in_eval[rng.permutation(n)[:k]] = True
-    return df.iloc[np.flatnonzero(~in_eval)], df.iloc[np.flatnonzero(in_eval)]
+        held = int(in_eval.sum())
+        if held * 2 >= target:
+            return in_eval, None
+        single = int((sizes == 1).sum())
+        note = (f"Stratifying by {label!r} would hold out {held} of {target} rows ({single} of its "
+                f"{len(classes)} classes have a single row, which stays in training): the split is a "
+                "plain random one instead. Classes seen only in the evaluation part are new to the model.")
+        in_eval[:] = False
+        rng = np.random.default_rng(spec.seed)
+    in_eval[rng.permutation(n)[:target]] = True
+    return in_eval, note
 
 
 def _sorted_classes(values: pd.Series) -> list[str]:

@@ -238,6 +238,51 @@ def test_a_tiny_stratified_split_still_evaluates_on_one_row():
     assert set(train["species"]) == {"setosa", "versicolor", "virginica"}
 
 
+def _customers(n_rows: int = 600, n_ids: int = 500):
+    """A label that is an identifier: 500 customer ids over 600 rows (100 ids twice)."""
+    ids = [f"cust{i:04d}" for i in range(n_ids)] + [f"cust{i:04d}" for i in range(n_rows - n_ids)]
+    df = pd.DataFrame({"spend": np.arange(n_rows, dtype=float), "customer": ids})
+    return df, ds.DatasetSpec({"kind": "file", "path": "customers.csv"}, ds.infer_schema(df))
+
+
+def test_stratification_never_silently_shrinks_the_hold_out():
+    """Stratified at 20 %, classes of one or two rows each round to 0 evaluation rows, so the hold-out
+    was a single row of the 120 asked for (accuracy on it 0 or 1). The split falls back to the plain
+    seeded split and says why."""
+    df, spec = _customers()
+    assert spec.task == "classification" and spec.stratify
+    train, held_out = ds.split(df, spec)
+    assert len(held_out) == 120 and len(train) == 480
+    plain = ds.split(df, ds.DatasetSpec(spec.ref, spec.schema, stratify=False))[1]
+    assert held_out.index.equals(plain.index)
+    assert ds.split_note(df, spec) == (
+        "Stratifying by 'customer' would hold out 1 of 120 rows (400 of its 500 classes have a single "
+        "row, which stays in training): the split is a plain random one instead. Classes seen only in "
+        "the evaluation part are new to the model.")
+    singles, singles_spec = _customers(600, 600)
+    assert len(ds.split(singles, singles_spec)[1]) == 120
+    assert "would hold out 1 of 120 rows (600 of its 600 classes" in ds.split_note(singles, singles_spec)
+
+
+def test_a_split_that_stratifies_has_no_note():
+    df, spec = bundled("iris")
+    assert ds.split_note(df, spec) is None
+    assert ds.split_note(df, ds.DatasetSpec(spec.ref, spec.schema, stratify=False)) is None
+
+
+def test_a_label_that_looks_like_an_identifier_is_warned_about():
+    df, _ = _customers()
+    assert ds.label_identifier_warning("customer", df["customer"]) == (
+        "The label 'customer' has 500 distinct values in 600 rows: it looks like an identifier, not a "
+        "class (most classes would have a single row, which a model cannot learn). Choose another label "
+        "column, or type it 'numeric' if it is a quantity.")
+    iris, _ = bundled("iris")
+    assert ds.label_identifier_warning("species", iris["species"]) is None
+    thirty = pd.Series([f"c{i % 30}" for i in range(1000)])  # many classes, each well populated
+    assert ds.label_identifier_warning("c", thirty) is None
+    assert ds.label_identifier_warning("c", pd.Series([f"c{i}" for i in range(20)])) is None  # few rows
+
+
 def test_split_unstratified_and_regression():
     df, spec = bundled("diabetes")
     train, ev = ds.split(df, spec)

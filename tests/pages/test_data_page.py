@@ -120,3 +120,14 @@ def test_a_high_cardinality_text_column_is_flagged_with_a_choice(home):
     assert (spec.encodings, spec.hash_buckets) == ({"Name": "hash"}, 32)
     info = datasets.task_info(datasets.training_rows(datasets.load_table(spec.path), spec), spec)
     assert info["hashed_features"] == {"Name": 32} and "Name" not in info["categorical_vocabularies"]
+
+
+def test_an_identifier_label_is_warned_about_and_the_hold_out_keeps_its_size(home):
+    """500 customer ids over 600 rows as the label: stratified, the hold-out would be one row."""
+    ids = [f"cust{i:04d}" for i in range(500)] + [f"cust{i:04d}" for i in range(100)]
+    body = "spend,customer\n" + "\n".join(f"{(i * 37) % 101 + 0.5},{c}" for i, c in enumerate(ids))
+    at = _upload(data_page(), "customers.csv", body.encode())
+    assert "Split: 480 training rows · 120 evaluation rows" in [c.value for c in at.caption]
+    warnings = " ".join(w.value for w in at.warning).replace("\\", "")  # shown markdown-escaped
+    assert "Stratifying by 'customer' would hold out 1 of 120 rows" in warnings
+    assert "The label 'customer' has 500 distinct values in 600 rows: it looks like an identifier" in warnings
