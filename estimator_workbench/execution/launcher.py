@@ -50,6 +50,7 @@ from estimator_workbench.execution.liveness import (
     end_run_processes,
     lost_verdict,
     runner_alive,
+    runner_liveness,
     runner_process,
 )
 from estimator_workbench.execution.processes import (
@@ -141,7 +142,8 @@ class LocalLauncher(Launcher):
         """Runs of this workspace in the ``running`` state whose process is alive on this machine
         (runs on a Ray cluster take no local slot)."""
         return sum(1 for r in self.registry.list_runs("running")
-                   if not self._on_ray(r) and runner_alive(r, self._procs.get(r.run_id)))
+                   if not self._on_ray(r) and runner_alive(r, self._procs.get(r.run_id),
+                                                            self.registry.run_dir(r.run_id)))
 
     def poll(self) -> list[str]:
         """Reaps finished children, marks lost runs, and starts queued runs while slots are free.
@@ -325,10 +327,11 @@ class LocalLauncher(Launcher):
             if self._on_ray(record):
                 continue
             proc = self._procs.get(record.run_id)
-            gone = not runner_alive(record, proc)
-            if own and gone:
+            liveness = runner_liveness(record, proc, self.registry.run_dir(record.run_id))
+            if own and not liveness.alive:
                 continue  # our own child ended: _reap_children records how (with its exit code)
-            verdict = lost_verdict(record, now, own=own, gone=gone, heartbeat_timeout=self.heartbeat_timeout)
+            verdict = lost_verdict(record, now, own=own, liveness=liveness,
+                                   heartbeat_timeout=self.heartbeat_timeout)
             if verdict is None:
                 continue
             status, error = verdict
@@ -375,9 +378,13 @@ class LocalLauncher(Launcher):
                 record = self.registry.get(run_id)
             ender = self._cancelling.get(run_id)
             if ender is None:
-                if record.status != "running":
+                # A run marked lost whose runner lives after all (a verdict of an older
+                # workbench, a wedged runner that woke up) is cancelled like a running one.
+                live_lost = record.status == "lost" and runner_process(
+                    record, self._procs.get(run_id), self.registry.run_dir(run_id)) is not None
+                if record.status != "running" and not live_lost:
                     raise ValueError(f"Run {run_id!r} is {record.status!r}; only a running or queued "
-                                     "run can be cancelled.")
+                                     "run (or a lost one whose runner still lives) can be cancelled.")
                 if self._on_ray(record):  # its pid means nothing here: never signal it
                     raise ValueError(
                         f"Run {run_id!r} runs on a Ray cluster ({self.registry.run_dir(run_id)}"

@@ -36,7 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from estimator_workbench.store import paths
-from estimator_workbench.store.guards import OwnerCheck, check_record_owner, process_start_time
+from estimator_workbench.store.guards import (
+    OwnerCheck,
+    check_record_owner,
+    process_start_time,
+    uptime,
+)
 from estimator_workbench.store.records import (
     ACTIONS,
     ALLOWED_TRANSITIONS,
@@ -263,9 +268,9 @@ class RunRegistry(RegistryDatabase):
                 conn.execute(
                     "UPDATE runs SET status = ?, pid = COALESCE(?, pid), "
                     "pid_started = CASE WHEN ? IS NULL THEN pid_started ELSE ? END, started_at = ?, "
-                    "heartbeat_at = ?, finished_at = NULL, attempt = attempt + 1, last_step = NULL, "
-                    "last_step_at = NULL WHERE run_id = ?",
-                    (status, pid, pid, pid_started, now, now, run_id))
+                    "heartbeat_at = ?, heartbeat_uptime = ?, finished_at = NULL, attempt = attempt + 1, "
+                    "last_step = NULL, last_step_at = NULL WHERE run_id = ?",
+                    (status, pid, pid, pid_started, now, now, uptime(), run_id))
             elif status == "queued":
                 conn.execute(
                     "UPDATE runs SET status = ?, pid = NULL, pid_started = NULL, finished_at = NULL, "
@@ -326,10 +331,10 @@ class RunRegistry(RegistryDatabase):
             if attempt is not None:
                 check_record_owner(self._fetch(conn, run_id), attempt)
             conn.execute(
-                "UPDATE runs SET heartbeat_at = ?, pid = COALESCE(?, pid), "
+                "UPDATE runs SET heartbeat_at = ?, heartbeat_uptime = ?, pid = COALESCE(?, pid), "
                 "last_step = COALESCE(?, last_step), last_step_at = COALESCE(?, last_step_at) "
                 "WHERE run_id = ? AND status = 'running'",
-                (time.time(), pid, last_step, last_step_at, run_id))
+                (time.time(), uptime(), pid, last_step, last_step_at, run_id))
 
         self._write(beat)
 

@@ -71,6 +71,9 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE runs ADD COLUMN last_step_at REAL",
     ),
     ("ALTER TABLE runs ADD COLUMN trashed_at REAL",),  # the trash: estimator_workbench.store.trash
+    # issue 24: the heartbeat on the clock since boot too (guards.uptime), which a step of the
+    # wall clock does not move
+    ("ALTER TABLE runs ADD COLUMN heartbeat_uptime REAL",),
 )
 
 
