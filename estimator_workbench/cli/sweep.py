@@ -137,6 +137,10 @@ def _resume(args: argparse.Namespace, root: Path) -> str:
     changes = {k: v for k, v in (("trials", args.trials), ("parallel", args.parallel)) if v is not None}
     if changes:
         spec = dataclasses.replace(spec, **changes)
+    from estimator_workbench.sweeps.plan import check_sweep_parallel
+
+    check_sweep_parallel(spec.parallel)  # also a sweep planned on a larger machine
+    if changes:
         study.set_user_attr(store.SPEC_ATTR, spec.to_dict())
     return name
 
