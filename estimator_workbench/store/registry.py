@@ -429,14 +429,19 @@ class RunRegistry(RegistryDatabase):
             ValueError: the run is running and ``force`` is false (a queued run is simply dropped).
         """
         folder = self.run_dir(run_id)
+        running = f"Run {run_id!r} is running; cancel it before deleting it (or pass force=True)."
+        if self.get(run_id).status == "running" and not force:
+            raise ValueError(running)
 
         def remove(conn: sqlite3.Connection) -> None:
             record = self._fetch(conn, run_id)
             if record.status == "running" and not force:
-                raise ValueError(
-                    f"Run {run_id!r} is running; cancel it before deleting it (or pass force=True).")
+                raise ValueError(running)
             conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
 
-        self._write(remove)
+        # The folder first, then the row (issue 24 item 12): killed in between, the run is still
+        # listed (in the trash) and the next delete finishes it; the other order left a folder
+        # that no command listed or removed.
         shutil.rmtree(folder, ignore_errors=True)
+        self._write(remove)
 
