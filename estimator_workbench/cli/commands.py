@@ -38,6 +38,7 @@ from estimator_workbench.cli.usage import PROG as _PROG
 from estimator_workbench.cli.usage import UsageError
 from estimator_workbench.execution.bundle import export_bundle
 from estimator_workbench.store import paths, trash
+from estimator_workbench.store.guards import is_disk_full
 from estimator_workbench.store.records import (
     ACTIONS,
     STATUSES,
@@ -494,6 +495,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "ui"])
+    root: Path | None = None
     try:
         root = paths.workspace_root(args.workspace)
         if root.exists() and not root.is_dir():
@@ -505,9 +507,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunNotFoundError as exc:
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, FileNotFoundError, PermissionError, RegistryError) as exc:
-        print(f"{_PROG}: error: {exc}", file=sys.stderr)  # RegistryError: "disk full: ..."
-        return 2
+    except Exception as exc:
+        if is_disk_full(exc, root):  # any command: one line, as `run` says it (issue 24 item 13)
+            said = str(exc) if str(exc).startswith("disk full") else (
+                f"disk full: {exc}. Free space on {root}, then retry")
+            print(f"{_PROG}: error: {said}", file=sys.stderr)
+            return 2
+        if isinstance(exc, (ValueError, TypeError, FileNotFoundError, PermissionError, RegistryError)):
+            print(f"{_PROG}: error: {exc}", file=sys.stderr)  # RegistryError: "disk full: ..."
+            return 2
+        raise
 
 
 if __name__ == "__main__":

@@ -55,16 +55,32 @@ def _free_bytes(path: Path) -> int | None:
     return None
 
 
-def is_disk_full(exc: BaseException, where: Path) -> bool:
-    """Whether ``exc`` means the disk holding ``where`` is full."""
-    if isinstance(exc, OSError):
-        return exc.errno in _DISK_FULL_ERRNOS
-    text = str(exc).lower()
-    if "disk is full" in text:
-        return True
-    if "disk i/o error" in text:  # also other I/O faults: only a nearly full disk counts
-        free = _free_bytes(where)
-        return free is not None and free < _LOW_SPACE_BYTES
+def is_disk_full(exc: BaseException | None, where: Path | None = None) -> bool:
+    """Whether ``exc``, or an exception it was raised from or during, means the disk is full: the
+    OS's ENOSPC/EDQUOT, SQLite's "database or disk is full", a ``RegistryError`` saying
+    "disk full", or SQLite's "disk I/O error" while the disk holding ``where`` has less than
+    16 MB free (the same words also mean other I/O faults). The one rule of the workbench: the
+    CLI, the registry and the runner all ask it (issue 24 item 13).
+
+    Example:
+        >>> is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+        True
+    """
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS:
+            return True
+        text = str(exc).lower()
+        if isinstance(exc, RegistryError) and text.startswith("disk full"):
+            return True
+        if "disk is full" in text or "no space left on device" in text:
+            return True
+        if "disk i/o error" in text and where is not None:  # also other I/O faults: a nearly full disk only
+            free = _free_bytes(Path(where))
+            if free is not None and free < _LOW_SPACE_BYTES:
+                return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
     return False
 
 
