@@ -73,6 +73,21 @@ def test_formula_injection_is_escaped(tmp_path):
     assert list(esc.columns) == ["'=bad"] and "name" in header.columns
 
 
+@pytest.mark.parametrize(("cell", "escaped"), [
+    (" =1+1", "' =1+1"),                     # a leading space: spreadsheets skip it
+    ("\u3000=1+1", "'\u3000=1+1"),             # the full-width space too
+    ("\uff1dHYPERLINK(\"x\")", "'\uff1dHYPERLINK(\"x\")"),  # full-width =, read as =
+    ("\uff0b1", "'\uff0b1"), ("\uff0d2", "'\uff0d2"), ("\uff20SUM(A1)", "'\uff20SUM(A1)"),
+    ("ok\n=cmd|' /C calc'!A0", "'ok\n'=cmd|' /C calc'!A0"),  # an embedded newline: each line
+    ("\n@x", "'\n'@x"),
+    ("safe text", "safe text"), ("a=b", "a=b"), ("x\ny", "x\ny"), ("", ""),
+])
+def test_formula_cells_hidden_behind_space_newlines_or_full_width_signs(cell, escaped):
+    """Issue 24 item 14: these passed the escaping of prediction downloads."""
+    out = predictions.escape_formulas(pd.DataFrame({"c": [cell]}))
+    assert out["c"].tolist() == [escaped]
+
+
 def test_row_count_mismatch_leaves_no_file(tmp_path):
     src = pd.DataFrame({"a": range(4)})
     out = tmp_path / "p.csv"
