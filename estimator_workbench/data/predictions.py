@@ -74,10 +74,10 @@ def escape_formulas(df: pd.DataFrame) -> pd.DataFrame:
         s = out[column]
         if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
             continue
-        text = s.astype(str)
-        risky = s.notna() & text.map(_risky).astype(bool)
+        text = s.astype(str)  # a string dtype keeps its missing values missing (not 'nan')
+        risky = s.notna() & text.map(lambda v: isinstance(v, str) and _risky(v)).astype(bool)
         if risky.any():
-            out[column] = s.astype(object).where(~risky, text.map(_escape_text))
+            out[column] = s.astype(object).where(~risky, text.map(lambda v: _escape_text(v) if isinstance(v, str) else v))
     out.columns = [_escape_text(str(c)) for c in out.columns]
     return out
 

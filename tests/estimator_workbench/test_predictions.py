@@ -88,6 +88,13 @@ def test_formula_cells_hidden_behind_space_newlines_or_full_width_signs(cell, es
     assert out["c"].tolist() == [escaped]
 
 
+def test_missing_text_cells_stay_missing():
+    frame = pd.DataFrame({"c": pd.array([None, " =1", "ok"], dtype="string"), "o": [None, "@x", float("nan")]})
+    out = predictions.escape_formulas(frame)
+    assert out["c"].isna().tolist() == [True, False, False] and out["c"].tolist()[1:] == ["' =1", "ok"]
+    assert out["o"].isna().tolist() == [True, False, True] and out["o"][1] == "'@x"
+
+
 def test_row_count_mismatch_leaves_no_file(tmp_path):
     src = pd.DataFrame({"a": range(4)})
     out = tmp_path / "p.csv"
