@@ -228,3 +228,47 @@ class TestMachineLimit:
         assert (f"--parallel = 100000 is more runs than this machine can run at once: at most 2 ({self.REASON}). "
                 "Use 2 or fewer; the other trials wait in the queue.") in err, err
         assert "Traceback" not in err
+
+
+class TestBadArguments:
+    """Issue 24 item 15: bad arguments that were accepted, misnamed or crashed."""
+
+    def test_runs_limit_must_be_positive(self, workspace, capsys):
+        for bad in ("-1", "0"):
+            with pytest.raises(SystemExit) as exit_:
+                cli.main(["runs", "--limit", bad])
+            assert exit_.value.code == 2
+            assert f"argument --limit: must be an integer >= 1, given '{bad}'" in capsys.readouterr().err
+
+    def test_a_folder_given_as_dataset_is_called_a_folder(self, workspace, capsys, tmp_path):
+        cli_refuses(workspace, capsys, ["run", "--dataset", str(tmp_path), "--template", "mlp_classifier",
+                                        "--no-preflight", "--detach"],
+                    f"--dataset {str(tmp_path)!r} is a folder, not a data file. Give the path of a .csv or "
+                    ".parquet file (e.g. data/train.csv), or a bundled dataset name.")
+
+    def test_a_deeply_nested_run_file_is_refused_in_one_line(self, workspace, capsys, tmp_path):
+        run_file = tmp_path / "deep.json"
+        run_file.write_text("[" * 100_000 + "]" * 100_000)
+        cli_refuses(workspace, capsys, ["run", "--file", str(run_file), "--detach"],
+                    f"--file {str(run_file)!r} is nested too deeply to read")
+        cli_refuses(workspace, capsys, [*RUN, "--params", "{\"a\": " + "[" * 100_000 + "]" * 100_000 + "}"],
+                    "--params is nested too deeply to read")
+
+    @pytest.mark.parametrize(("filename", "reason"), [
+        ("one_row.csv", "The dataset has 1 row(s); the action 'train' needs at least 2 rows"),
+        ("all_nan_label.csv", "has no values: all 3 rows are missing"),
+        ("one_class.csv", "Label column 'label' has only one class ('x')"),
+        ("nan_label.csv", "Label column 'label' has missing values in 2 of 5 rows"),
+        ("no_feature.csv", "No usable feature"),
+        ("reserved_name.csv", "Column '__label__' has a name the workbench reserves"),
+    ])
+    def test_bad_data_is_refused_before_a_run_is_registered(self, workspace, capsys, filename, reason):
+        from pathlib import Path
+
+        data = Path(__file__).resolve().parents[1] / "data" / "bad" / filename
+        assert cli.main(["--workspace", str(workspace), "run", "--dataset", str(data), "--template",
+                         "mlp_classifier", "--action", "train", "--no-preflight", "--detach"]) == 2
+        err = capsys.readouterr().err
+        assert "error: The dataset cannot be used for 'train': " in err and reason in err, err
+        assert "Traceback" not in err
+        assert RunRegistry(workspace).list_runs() == []  # before: a run registered, then failed
