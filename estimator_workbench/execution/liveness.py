@@ -83,7 +83,7 @@ def runner_liveness(record: RunRecord, proc: subprocess.Popen[bytes] | None, fol
         return Liveness(False, f"this launcher's child pid {proc.pid} exited with code {code}")
     pid = record.pid
     if pid is None:
-        return Liveness(True, "no pid recorded yet")
+        return Liveness(False, "no runner pid is recorded")
     if not pid_alive(pid):
         return Liveness(False, f"pid {pid} no longer exists")
     same = same_process(pid, record.pid_started)
