@@ -35,9 +35,10 @@ from estimator_workbench.cli.serve import _cmd_ui
 from estimator_workbench.cli.sweep import add_parser as _add_sweep_parser
 from estimator_workbench.cli.sweep import cmd_sweep as _cmd_sweep
 from estimator_workbench.cli.usage import PROG as _PROG
-from estimator_workbench.cli.usage import UsageError
+from estimator_workbench.cli.usage import UsageError, dataset_file, positive_int
 from estimator_workbench.execution.bundle import export_bundle
 from estimator_workbench.store import paths, trash
+from estimator_workbench.store.guards import is_disk_full
 from estimator_workbench.store.records import (
     ACTIONS,
     STATUSES,
@@ -65,6 +66,9 @@ def _json_arg(text: str | None, what: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise UsageError(f"{what} must be a JSON object, given: {text!r} ({exc.msg} at "
                          f"position {exc.pos}). Example: '{{\"hidden_units\": [32, 16]}}'.") from None
+    except RecursionError:
+        raise UsageError(f"{what} is nested too deeply to read; a run's settings are a few levels deep "
+                         "at most.") from None
     if not isinstance(value, dict):
         raise UsageError(f"{what} must be a JSON object, given: {text!r}.")
     return value
@@ -92,10 +96,8 @@ def _dataset_ref(dataset: Any) -> dict[str, Any]:
     if not isinstance(dataset, str) or not dataset:
         raise UsageError(f"--dataset must be a bundled dataset name or a CSV/Parquet path, "
                          f"given: {dataset!r}.")
-    path = Path(dataset).expanduser()
-    if path.suffix.lower() in (".csv", ".parquet", ".pq") or path.exists():
-        if not path.is_file():
-            raise UsageError(f"--dataset file {dataset!r} does not exist.")
+    path = dataset_file(dataset)
+    if path is not None:
         return {"kind": "file", "path": str(path.resolve())}
     datasets.bundled_path(dataset)  # ValueError listing the bundled names
     return {"kind": "bundled", "name": dataset}
@@ -155,6 +157,9 @@ def _load_run_file(path: str) -> dict[str, Any]:
         raise UsageError(f"--file {path!r} does not exist.") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise UsageError(f"--file {path!r} is not a readable JSON file ({exc}).") from None
+    except RecursionError:
+        raise UsageError(f"--file {path!r} is nested too deeply to read; a run file is a few levels deep "
+                         "at most (dataset, template, params, run_config, schedule, action).") from None
     if not isinstance(data, dict):
         raise UsageError(f"--file {path!r} must hold a JSON object with dataset, template, "
                          "params, run_config, schedule and action.")
@@ -374,6 +379,13 @@ def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
         dataset = _dataset_of(parent, str(data.resolve()), "predict")
     except ValueError as exc:
         raise UsageError(f"--data {args.data!r}: {exc}") from None
+    from estimator_workbench.execution.submit import check_dataset
+    from estimator_workbench.store.run_spec import RunSpecError
+
+    try:
+        check_dataset(dataset, "predict")  # before a run exists, as `run` checks it
+    except RunSpecError as exc:
+        raise UsageError(f"--data {args.data!r}: {exc}") from None
     record = reg.create_run(
         name=f"predict {data.name} with {parent.name}", action="predict", dataset=dataset,
         template=parent.template, params=parent.params, run_config=parent.run_config,
@@ -453,7 +465,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="list runs")
     runs.add_argument("--status")
-    runs.add_argument("--limit", type=int)
+    runs.add_argument("--limit", type=positive_int, help="show at most this many runs (>= 1)")
     runs.add_argument("--json", action="store_true")
     runs.add_argument("--include-trashed", action="store_true", help="list the runs in the trash too")
 
@@ -494,6 +506,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args([*(argv if argv is not None else sys.argv[1:]), "ui"])
+    root: Path | None = None
     try:
         root = paths.workspace_root(args.workspace)
         if root.exists() and not root.is_dir():
@@ -505,9 +518,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RunNotFoundError as exc:
         print(f"{_PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except (ValueError, TypeError, FileNotFoundError, PermissionError, RegistryError) as exc:
-        print(f"{_PROG}: error: {exc}", file=sys.stderr)  # RegistryError: "disk full: ..."
+    except RecursionError:  # user data nested deeper than any run needs, caught where it was read
+        print(f"{_PROG}: error: the input is nested too deeply to handle; a run's settings are a few "
+              "levels deep at most.", file=sys.stderr)
         return 2
+    except Exception as exc:
+        if is_disk_full(exc, root):  # any command: one line, as `run` says it (issue 24 item 13)
+            said = str(exc) if str(exc).startswith("disk full") else (
+                f"disk full: {exc}. Free space on {root}, then retry")
+            print(f"{_PROG}: error: {said}", file=sys.stderr)
+            return 2
+        if isinstance(exc, (ValueError, TypeError, FileNotFoundError, PermissionError, RegistryError)):
+            print(f"{_PROG}: error: {exc}", file=sys.stderr)  # RegistryError: "disk full: ..."
+            return 2
+        raise
 
 
 if __name__ == "__main__":

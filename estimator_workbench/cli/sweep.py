@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from estimator_workbench.cli.usage import PROG, UsageError
+from estimator_workbench.cli.usage import PROG, UsageError, dataset_file
 
 __all__ = ["add_parser", "cmd_sweep"]
 
@@ -62,10 +62,8 @@ def _dataset(dataset: str, label: str | None) -> dict[str, Any]:
     (read as ``run`` reads it; this module cannot import ``commands``, which imports it)."""
     from estimator_workbench.data import datasets
 
-    path = Path(dataset).expanduser()
-    if path.suffix.lower() in (".csv", ".parquet", ".pq") or path.exists():
-        if not path.is_file():
-            raise UsageError(f"--dataset file {dataset!r} does not exist.")
+    path = dataset_file(dataset)
+    if path is not None:
         ref: dict[str, Any] = {"kind": "file", "path": str(path.resolve())}
     else:
         datasets.bundled_path(dataset)  # ValueError listing the bundled names
@@ -93,6 +91,8 @@ def _json_object(text: str | None, flag: str) -> dict[str, Any]:
     except json.JSONDecodeError as exc:
         raise UsageError(f"{flag} must be a JSON object, given: {text!r} ({exc.msg}). "
                          "Example: '{\"hidden_units\": \"32,16\"}'.") from None
+    except RecursionError:
+        raise UsageError(f"{flag} is nested too deeply to read.") from None
     if not isinstance(value, dict):
         raise UsageError(f"{flag} must be a JSON object, given: {text!r}.")
     return value
@@ -137,6 +137,10 @@ def _resume(args: argparse.Namespace, root: Path) -> str:
     changes = {k: v for k, v in (("trials", args.trials), ("parallel", args.parallel)) if v is not None}
     if changes:
         spec = dataclasses.replace(spec, **changes)
+    from estimator_workbench.sweeps.plan import check_sweep_parallel
+
+    check_sweep_parallel(spec.parallel)  # also a sweep planned on a larger machine
+    if changes:
         study.set_user_attr(store.SPEC_ATTR, spec.to_dict())
     return name
 

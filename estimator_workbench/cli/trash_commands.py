@@ -63,8 +63,12 @@ def cmd_trash(args: argparse.Namespace, root: Path) -> int:
     if args.trash_command == "restore":
         return _restore(registry, args.runs)
     items = trash.trashed_runs(registry)
+    orphans = trash.orphan_folders(registry)
     if args.trash_command == "empty":
-        return _empty(registry, items, args.yes)
+        return _empty(registry, items, orphans, args.yes)
+    if orphans:
+        print(f"{len(orphans)} run folder(s) without a registry row (an interrupted delete), removed by "
+              f"`{_PROG} trash empty`: {', '.join(str(f) for f in orphans)}")
     if not items:
         print(f"The trash of {root} is empty.")
         return 0
@@ -91,19 +95,22 @@ def _restore(registry: RunRegistry, run_ids: list[str]) -> int:
     return 0
 
 
-def _empty(registry: RunRegistry, items: list[trash.TrashedRun], yes: bool) -> int:
-    if not items:
+def _empty(registry: RunRegistry, items: list[trash.TrashedRun], orphans: list[Path], yes: bool) -> int:
+    if not items and not orphans:
         print("The trash is empty.")
         return 0
+    what = f"{len(items)} runs" + (f" and {len(orphans)} orphan folder(s)" if orphans else "")
     if not yes:
         if not sys.stdin.isatty():
-            raise UsageError(f"trash empty deletes {len(items)} runs for good: confirm with --yes.")
-        answer = input(f"Delete the {len(items)} runs in the trash for good, with their folders? [y/N] ")
+            raise UsageError(f"trash empty deletes {what} for good: confirm with --yes.")
+        answer = input(f"Delete the {what} in the trash for good, with their folders? [y/N] ")
         if answer.strip().lower() not in ("y", "yes"):
             print("Nothing deleted.")
             return 1
-    outcome = trash.empty_trash(registry, [t.record.run_id for t in items])
+    outcome = trash.empty_trash(registry)
     print(f"Deleted {len(outcome.done)} runs for good.")
+    if outcome.orphans:
+        print(f"Removed {len(outcome.orphans)} orphan folder(s) (an interrupted delete): {', '.join(outcome.orphans)}.")
     for reason in outcome.refused.values():
         print(f"{_PROG}: error: {reason}", file=sys.stderr)
     return 2 if outcome.refused else 0

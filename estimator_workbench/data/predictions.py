@@ -16,13 +16,16 @@ The canned heads' ``all_class_ids`` / ``all_classes`` (the same class list on ev
 beside ``class_ids``, ``classes`` (the ids as text) are left out: they repeat what the columns
 above already say.
 
-Text cells (and header names) that start with ``=``, ``+``, ``-``, ``@``, tab or carriage return
-get a leading ``'`` so that a spreadsheet does not run them as formulas (CSV injection).
+Text cells (and header names) that a spreadsheet could run as a formula (CSV injection) get a
+leading ``'``: those starting with ``=``, ``+``, ``-``, ``@``, tab or carriage return, also after
+leading white space (``" =1+1"``), in their full-width forms (U+FF1D, U+FF0B, U+FF0D, U+FF20, which spreadsheets
+read as the ASCII ones), and on any line of a multi-line cell (each such line gets its ``'``).
 """
 
 from __future__ import annotations
 
 import os
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -34,15 +37,31 @@ __all__ = ["DEFAULT_CHUNK_ROWS", "escape_formulas", "prediction_columns", "write
 
 DEFAULT_CHUNK_ROWS = 10_000
 _REDUNDANT_KEYS = ("all_class_ids", "all_classes")
-_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_FORMULA_CHARS = frozenset("=+-@")
+_CONTROL_START = ("\t", "\r", "\n")
+
+
+def _formula_line(line: str) -> bool:
+    """Whether a line starts a formula: its first character after white space (Unicode's, the
+    full-width space included) is ``= + - @``, in ASCII or another form NFKC maps to them (full-width U+FF1D)."""
+    stripped = line.lstrip()
+    return bool(stripped) and unicodedata.normalize("NFKC", stripped[0])[:1] in _FORMULA_CHARS
+
+
+def _risky(value: str) -> bool:
+    return value.startswith(_CONTROL_START) or any(_formula_line(line) for line in value.splitlines())
 
 
 def _escape_text(value: str) -> str:
-    return "'" + value if value.startswith(_FORMULA_START) else value
+    """``value`` with a ``'`` before it and before each further line that starts a formula."""
+    if not _risky(value):
+        return value
+    lines = value.splitlines(keepends=True) or [value]
+    return "".join("'" + line if i == 0 or _formula_line(line) else line for i, line in enumerate(lines))
 
 
 def escape_formulas(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy of ``df`` whose text cells starting with ``= + - @``, tab or CR get a leading ``'``.
+    """A copy of ``df`` whose text cells could run as formulas get a leading ``'`` (module doc).
 
     Numeric columns are left alone (``-1.5`` is a number, not a formula).
 
@@ -55,10 +74,10 @@ def escape_formulas(df: pd.DataFrame) -> pd.DataFrame:
         s = out[column]
         if pd.api.types.is_numeric_dtype(s) or pd.api.types.is_bool_dtype(s):
             continue
-        text = s.astype(str)
-        risky = s.notna() & text.str.startswith(_FORMULA_START)
+        text = s.astype(str)  # a string dtype keeps its missing values missing (not 'nan')
+        risky = s.notna() & text.map(lambda v: isinstance(v, str) and _risky(v)).astype(bool)
         if risky.any():
-            out[column] = s.astype(object).where(~risky, "'" + text)
+            out[column] = s.astype(object).where(~risky, text.map(lambda v: _escape_text(v) if isinstance(v, str) else v))
     out.columns = [_escape_text(str(c)) for c in out.columns]
     return out
 

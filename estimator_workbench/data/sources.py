@@ -9,6 +9,7 @@ import errno
 import io
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -357,6 +358,33 @@ def delete_upload(workspace: str | os.PathLike, name: str) -> None:
     upload_path(workspace, name).unlink()
 
 
+def _store_as(tmp: Path, folder: Path, stem: str, suffix: str, data: bytes) -> Path:
+    """Stores the complete file ``tmp`` as ``<stem><suffix>``, or ``<stem>_<n><suffix>`` when that
+    name holds other content; returns the name that holds ``data``. Each name is claimed
+    atomically (``os.link`` fails on an existing name, and the file appears whole)."""
+    n = 1
+    while True:
+        target = folder / (f"{stem}{suffix}" if n == 1 else f"{stem}_{n}{suffix}")
+        try:
+            os.link(tmp, target)
+            return target
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links: claim the name, then move over it
+            try:
+                os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+                os.replace(tmp, target)
+                return target
+            except FileExistsError:
+                pass
+        try:
+            if target.read_bytes() == data:
+                return target  # the same file, stored before (or by a concurrent upload)
+        except OSError:
+            pass
+        n += 1
+
+
 def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
                 max_bytes: int | None = DEFAULT_MAX_BYTES) -> Path:
     """Checks an uploaded file and stores it as ``<workspace>/datasets/<name>``; returns the path.
@@ -364,6 +392,10 @@ def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
     The file is parsed first (so a bad upload leaves the workspace untouched), then written to a
     temporary name and renamed. The name keeps only ``[A-Za-z0-9_.-]``; an existing file with
     different content gets a numbered name instead of being overwritten.
+
+    Concurrent uploads (sessions of one UI share a process) never collide (issue 24 item 7): the
+    temporary file has a unique name (``tempfile`` in the uploads folder), and the stored name is
+    claimed with a hard link, which never replaces a file that another upload took meanwhile.
     """
     base = Path(str(filename)).name
     stem, suffix = os.path.splitext(base)
@@ -374,10 +406,13 @@ def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
     _check_size(data, repr(filename), max_bytes)
     folder = Path(workspace) / UPLOADS_DIR
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".upload-{os.getpid()}{suffix}"  # keeps the suffix so load_table picks the reader
+    tmp: Path | None = None
     try:
-        try:
-            tmp.write_bytes(data)
+        try:  # keeps the suffix so load_table picks the reader
+            fd, tmp_name = tempfile.mkstemp(prefix=".upload-", suffix=suffix, dir=folder)
+            tmp = Path(tmp_name)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise ValueError(f"Upload {filename!r} was not saved: the disk is full ({folder}). "
@@ -387,11 +422,8 @@ def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
             load_table(tmp, max_bytes=max_bytes)
         except ValueError as e:
             raise ValueError(str(e).replace(repr(str(tmp)), repr(filename))) from None
-        target, n = folder / f"{stem}{suffix}", 1
-        while target.exists() and target.read_bytes() != data:
-            n += 1
-            target = folder / f"{stem}_{n}{suffix}"
-        os.replace(tmp, target)
+        target = _store_as(tmp, folder, stem, suffix, data)
     finally:
-        tmp.unlink(missing_ok=True)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
     return target

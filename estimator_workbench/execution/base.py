@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING
 
 from estimator_workbench.store import paths
-from estimator_workbench.store.records import InvalidTransitionError, RunRecord
+from estimator_workbench.store.records import InvalidTransitionError, RegistryError, RunRecord
 from estimator_workbench.store.registry import RunRegistry
 
 if TYPE_CHECKING:
@@ -20,8 +20,13 @@ class Launcher:
     """What every launcher shares: submit, graceful stop and wait, over the run registry.
 
     Subclasses (``LocalLauncher``, ``estimator_workbench.execution.ray_launcher.RayJobLauncher``) set ``registry``
-    and implement ``poll`` (start queued runs, follow running ones), ``cancel``, ``resume``,
-    ``shutdown`` and ``_run_ended`` (whether a finished run's process or job has gone too).
+    and implement ``poll`` (follow running runs, then ``start_queued``), ``start``, ``cancel``,
+    ``resume``, ``shutdown``, ``_free_slots``, ``_started_here`` and ``_run_ended`` (whether a
+    finished run's process or job has gone too).
+
+    ``start_queued`` is the one queue loop (issue 24 item 5): whoever ends a run's slot calls it
+    (``poll``, the end of a cancel, the reaper that marks a run lost, the detached starter a
+    finished runner hands the queue to), so a queued run never waits for a UI to poll.
     ``cancel(run_id, grace)`` blocks until the run is ``cancelled`` (the CLI); with
     ``wait=False`` it sends the stop and returns at once (the UI never waits).
 
@@ -36,6 +41,42 @@ class Launcher:
 
     def poll(self) -> list[str]:
         raise NotImplementedError
+
+    def start(self, run_id: str) -> RunRecord:
+        raise NotImplementedError
+
+    def _free_slots(self) -> int | None:
+        """Runs that may start now (None: no limit)."""
+        raise NotImplementedError
+
+    def _started_here(self, record: RunRecord) -> bool:
+        """Whether this launcher has started (or submitted) the queued run already."""
+        return False
+
+    def start_queued(self) -> list[str]:
+        """Starts queued runs, oldest first, while slots are free; returns their ids.
+
+        A run another launcher takes meanwhile is skipped; on a full disk nothing starts (the
+        runs stay queued for a later call)."""
+        started: list[str] = []
+        free = self._free_slots()
+        for record in self.registry.list_runs("queued", newest_first=False):
+            if free is not None and free <= 0:
+                break
+            if self._started_here(record):
+                continue
+            try:
+                self.start(record.run_id)
+            except InvalidTransitionError:
+                continue  # another launcher took it
+            except RegistryError as exc:
+                if not str(exc).startswith("disk full"):
+                    raise
+                break
+            started.append(record.run_id)
+            if free is not None:
+                free -= 1
+        return started
 
     def cancel(self, run_id: str, grace: float = 10.0, *, wait: bool = True) -> RunRecord:
         """SIGTERM to the run's processes, SIGKILL after ``grace`` s; see the class docstring."""

@@ -50,6 +50,7 @@ from estimator_workbench.execution.liveness import (
     end_run_processes,
     lost_verdict,
     runner_alive,
+    runner_liveness,
     runner_process,
 )
 from estimator_workbench.execution.processes import (
@@ -133,6 +134,7 @@ class LocalLauncher(Launcher):
         self._handles: dict[str, RunProcess] = {}  # the process group of each run started here
         self._attempts: dict[str, int] = {}  # the attempt (fencing token) each of them owns
         self._cancelling: dict[str, threading.Thread] = {}  # run -> its escalation thread
+        self._shutting_down = False  # shutdown's cancels start nothing
         self._lock = threading.RLock()
 
     # -- queue -------------------------------------------------------------------------------
@@ -141,7 +143,8 @@ class LocalLauncher(Launcher):
         """Runs of this workspace in the ``running`` state whose process is alive on this machine
         (runs on a Ray cluster take no local slot)."""
         return sum(1 for r in self.registry.list_runs("running")
-                   if not self._on_ray(r) and runner_alive(r, self._procs.get(r.run_id)))
+                   if not self._on_ray(r) and runner_alive(r, self._procs.get(r.run_id),
+                                                            self.registry.run_dir(r.run_id)))
 
     def poll(self) -> list[str]:
         """Reaps finished children, marks lost runs, and starts queued runs while slots are free.
@@ -150,29 +153,17 @@ class LocalLauncher(Launcher):
         """
         with self._lock:
             self._reap_children()
-            self.reap_lost()
-            started = []
-            free = self.max_concurrent - self.running_count()
-            if free <= 0:
-                return started
-            for record in self.registry.list_runs("queued", newest_first=False):
-                if free <= 0:
-                    break
-                if record.run_id in self._procs:
-                    continue
-                try:
-                    self.start(record.run_id)
-                except InvalidTransitionError:
-                    continue  # another launcher took it
-                except RegistryError as exc:
-                    if not str(exc).startswith("disk full"):
-                        raise
-                    break  # nothing starts on a full disk; the runs stay queued for a later poll
-                started.append(record.run_id)
-                free -= 1
-            if free > 0:
+            self.reap_lost(start_next=False)
+            started = self.start_queued()
+            if self.max_concurrent - self.running_count() > 0:
                 self._ensure_spare()
             return started
+
+    def _free_slots(self) -> int:
+        return self.max_concurrent - self.running_count()
+
+    def _started_here(self, record: RunRecord) -> bool:
+        return record.run_id in self._procs
 
     def start(self, run_id: str) -> RunRecord:
         """Spawns the runner for a queued run now (ignores the concurrency limit).
@@ -312,8 +303,9 @@ class LocalLauncher(Launcher):
 
         return record.run_id not in self._procs and is_ray_run(self.registry.run_dir(record.run_id))
 
-    def reap_lost(self) -> list[str]:
-        """Marks ``lost`` the running runs whose process is gone or whose heartbeat is too old.
+    def reap_lost(self, *, start_next: bool = True) -> list[str]:
+        """Marks ``lost`` the running runs whose process is gone or whose heartbeat is too old,
+        then (``start_next``) starts the queued runs their slots free.
 
         Runs on Ray are left alone: their pid is not on this machine (e.g. the CLI on a login
         node), and ``RayJobLauncher.reap_lost`` judges them by their job.
@@ -325,10 +317,11 @@ class LocalLauncher(Launcher):
             if self._on_ray(record):
                 continue
             proc = self._procs.get(record.run_id)
-            gone = not runner_alive(record, proc)
-            if own and gone:
+            liveness = runner_liveness(record, proc, self.registry.run_dir(record.run_id))
+            if own and not liveness.alive:
                 continue  # our own child ended: _reap_children records how (with its exit code)
-            verdict = lost_verdict(record, now, own=own, gone=gone, heartbeat_timeout=self.heartbeat_timeout)
+            verdict = lost_verdict(record, now, own=own, liveness=liveness,
+                                   heartbeat_timeout=self.heartbeat_timeout)
             if verdict is None:
                 continue
             status, error = verdict
@@ -343,6 +336,9 @@ class LocalLauncher(Launcher):
                 print(f"workbench: cannot mark run {record.run_id} {status}: {exc}", file=sys.stderr)
                 continue
             lost.append(record.run_id)
+        if lost and start_next:
+            with self._lock:
+                self.start_queued()
         return lost
 
     # -- control -----------------------------------------------------------------------------
@@ -375,9 +371,13 @@ class LocalLauncher(Launcher):
                 record = self.registry.get(run_id)
             ender = self._cancelling.get(run_id)
             if ender is None:
-                if record.status != "running":
+                # A run marked lost whose runner lives after all (a verdict of an older
+                # workbench, a wedged runner that woke up) is cancelled like a running one.
+                live_lost = record.status == "lost" and runner_process(
+                    record, self._procs.get(run_id), self.registry.run_dir(run_id)) is not None
+                if record.status != "running" and not live_lost:
                     raise ValueError(f"Run {run_id!r} is {record.status!r}; only a running or queued "
-                                     "run can be cancelled.")
+                                     "run (or a lost one whose runner still lives) can be cancelled.")
                 if self._on_ray(record):  # its pid means nothing here: never signal it
                     raise ValueError(
                         f"Run {run_id!r} runs on a Ray cluster ({self.registry.run_dir(run_id)}"
@@ -421,6 +421,9 @@ class LocalLauncher(Launcher):
                 if record.status in ("running", "lost") and same_attempt:
                     self.registry.set_status(run_id, "cancelled",
                                              error=record.error or "cancelled by the user")
+                self._cancelling.pop(run_id, None)
+                if not self._shutting_down:
+                    self.start_queued()  # the slot is free: the next queued run starts now
         except Exception:  # a background thread: say what went wrong, never raise into nothing
             traceback.print_exc()
         finally:
@@ -472,8 +475,9 @@ class LocalLauncher(Launcher):
 
     def shutdown(self, grace: float = 5.0) -> None:
         """Cancels every run this launcher started and is still running, and ends the warm spare
-        (tests, CLI teardown)."""
+        (tests, CLI teardown); starts no queued run."""
         with self._lock:
+            self._shutting_down = True
             self._spares.discard()
         for run_id in list(self._procs):
             with contextlib.suppress(Exception):

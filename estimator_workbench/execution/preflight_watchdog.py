@@ -50,11 +50,10 @@ def start_watchdog(timeout: float, report_path: Path | None) -> subprocess.Popen
 
     if report_path is None or not os.environ.get(RUN_MARKER_ENV):
         return None
-    import psutil
+    from estimator_workbench.store.guards import process_start_time
 
-    me = psutil.Process()
-    cmd = [sys.executable, "-m", "estimator_workbench.execution.preflight_watchdog", str(me.pid),
-           repr(me.create_time()), repr(float(timeout)), str(report_path)]
+    cmd = [sys.executable, "-m", "estimator_workbench.execution.preflight_watchdog", str(os.getpid()),
+           repr(process_start_time(os.getpid()) or 0.0), repr(float(timeout)), str(report_path)]
     try:
         return subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                                 start_new_session=True, close_fds=True)
@@ -72,7 +71,7 @@ def stop_watchdog(watchdog: subprocess.Popen[bytes] | None) -> None:
         watchdog.wait(timeout=5)
 
 
-def watch(pid: int, create_time: float, timeout: float, report_path: Path) -> int:
+def watch(pid: int, started: float, timeout: float, report_path: Path) -> int:
     """The watchdog's body: waits for its stdin to close; after ``timeout + WATCHDOG_GRACE_S``
     seconds it reports the timeout, records the run failed and SIGKILLs the runner ``pid`` (if it
     is still the process that started it)."""
@@ -88,9 +87,11 @@ def watch(pid: int, create_time: float, timeout: float, report_path: Path) -> in
             return 0  # end of input: the check finished (or the runner died)
     import psutil
 
+    from estimator_workbench.store.guards import same_process
+
     try:
         runner = psutil.Process(pid)
-        if abs(runner.create_time() - create_time) > 0.05:
+        if same_process(pid, started) is False:  # None: cannot tell; our parent, most likely
             return 0
     except psutil.Error:
         return 0

@@ -8,7 +8,7 @@ that it works on macOS as well as Linux:
   unique marker in its environment (``RUN_MARKER_ENV``) that every process it starts inherits
   (torchrun's agent and ranks, DataLoader workers, the pre-flight child, user code's
   ``subprocess`` children, even those in a session of their own);
-- the launcher records ``RunProcess`` (pid, pgid, create time, marker) in ``runs/<id>/process.json``
+- the launcher records ``RunProcess`` (pid, pgid, start, marker) in ``runs/<id>/process.json``
   when it starts the run: cancel signals exactly that group, only while its leader is still
   that process (a reused pid is never signalled), and never re-collects descendants;
 - when the run has ended, ``end_marked`` kills whatever still carries its marker: a run queued
@@ -37,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+
+from estimator_workbench.store.guards import process_start_time, same_process
 
 __all__ = [
     'PROCESS_FILE',
@@ -165,7 +167,9 @@ class RunProcess:
     Attributes:
         pid: the leader (the runner, or torchrun's agent), started in a session of its own.
         pgid: its process group (the pid itself).
-        create_time: the leader's start time (psutil), so that a reused pid is never signalled.
+        started: the leader's start (``store.guards.process_start_time``: seconds since boot on
+            Linux, which a step of the wall clock does not move), so that a reused pid is never
+            signalled. A ``process.json`` written before issue 24 holds psutil's ``create_time``.
         marker: the ``RUN_MARKER_ENV`` value every process of the attempt inherits (None for a run
             started before markers existed).
 
@@ -178,21 +182,20 @@ class RunProcess:
 
     pid: int
     pgid: int
-    create_time: float
+    started: float
     marker: str | None = None
 
     @classmethod
     def of(cls, pid: int, marker: str | None = None) -> RunProcess:
         """The group led by ``pid`` now (call right after starting it)."""
-        try:
-            create_time = psutil.Process(pid).create_time()
-        except psutil.Error:
-            create_time = 0.0  # already gone: never matches a live process
+        started = process_start_time(pid)
+        if started is None:
+            started = 0.0  # already gone: never matches a live process
         try:
             pgid = os.getpgid(pid)
         except OSError:
             pgid = pid
-        return cls(pid=pid, pgid=pgid, create_time=create_time, marker=marker)
+        return cls(pid=pid, pgid=pgid, started=started, marker=marker)
 
     def save(self, folder: str | os.PathLike[str]) -> None:
         """Writes ``PROCESS_FILE`` into the run folder (atomically)."""
@@ -206,8 +209,9 @@ class RunProcess:
         """The ``PROCESS_FILE`` of a run folder, or None when there is none (or it is unreadable)."""
         try:
             data: dict[str, Any] = json.loads((Path(folder) / PROCESS_FILE).read_text("utf-8"))
-            return cls(pid=int(data["pid"]), pgid=int(data["pgid"]),
-                       create_time=float(data["create_time"]), marker=data.get("marker"))
+            started = data["started"] if "started" in data else data["create_time"]  # before issue 24
+            return cls(pid=int(data["pid"]), pgid=int(data["pgid"]), started=float(started),
+                       marker=data.get("marker"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
@@ -221,10 +225,15 @@ class RunProcess:
         return cls.of(pid) if pid else None
 
     def _leader(self) -> psutil.Process | None:
-        """The leader while it is still the process that was started (zombie or not)."""
+        """The leader while it is still the process that was started (zombie or not). When the
+        starts cannot tell (an epoch start recorded before issue 24: a clock step moves it), the
+        attempt's marker in the process's environment does."""
+        same = same_process(self.pid, self.started)
         try:
             proc = psutil.Process(self.pid)
-            if abs(proc.create_time() - self.create_time) < 0.05:
+            if same is None and self.marker:
+                same = proc.environ().get(RUN_MARKER_ENV) == self.marker
+            if same:
                 return proc
         except psutil.Error:
             pass
@@ -306,7 +315,7 @@ def end_marked(marker: str | None, grace: float = 0.0) -> list[int]:
 
 def descendants(pid: int) -> dict[int, float]:
     """Every live descendant of ``pid`` (children, grandchildren, ..., in any session) -> its
-    create time (psutil's, to tell a process from a later one that reuses its pid).
+    start (``process_start_time``, to tell a process from a later one that reuses its pid).
 
     Example:
         >>> child = subprocess.Popen(["sleep", "5"])                         # doctest: +SKIP
@@ -320,8 +329,9 @@ def descendants(pid: int) -> dict[int, float]:
     found = {}
     for child in children:
         with contextlib.suppress(psutil.Error):
-            if child.status() != psutil.STATUS_ZOMBIE:
-                found[child.pid] = child.create_time()
+            started = process_start_time(child.pid)
+            if child.status() != psutil.STATUS_ZOMBIE and started is not None:
+                found[child.pid] = started
     return found
 
 
@@ -331,7 +341,7 @@ def _tree_processes(tree: Mapping[int, float]) -> list[psutil.Process]:
     for pid, created in tree.items():
         with contextlib.suppress(psutil.Error):
             proc = psutil.Process(pid)
-            if abs(proc.create_time() - created) < 0.05 and _running(proc):
+            if same_process(pid, created) and _running(proc):
                 found.append(proc)
     return found
 

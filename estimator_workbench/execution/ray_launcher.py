@@ -220,18 +220,13 @@ class RayJobLauncher(Launcher):
         with self._lock:
             self._sync()
             self.reap_lost()
-            submitted = []
-            free = None if self.max_concurrent is None else self.max_concurrent - self.running_count()
-            for record in self.registry.list_runs("queued", newest_first=False):
-                if free is not None and free <= 0:
-                    break
-                if self._submitted(record):
-                    continue
-                self.start(record.run_id)
-                submitted.append(record.run_id)
-                if free is not None:
-                    free -= 1
-            return submitted
+            return self.start_queued()
+
+    def _free_slots(self) -> int | None:
+        return None if self.max_concurrent is None else self.max_concurrent - self.running_count()
+
+    def _started_here(self, record: RunRecord) -> bool:
+        return self._submitted(record)
 
     def start(self, run_id: str) -> RunRecord:
         """Submits the Ray job of a queued run now (ignores ``max_concurrent``)."""

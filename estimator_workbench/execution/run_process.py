@@ -7,7 +7,6 @@ process handling in ``estimator_workbench.execution.processes``)."""
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import sys
 import threading
@@ -17,32 +16,18 @@ from pathlib import Path
 from typing import Any
 
 from estimator_workbench.execution.processes import die_with_torchrun_agent  # the rank's start-up
-from estimator_workbench.store.records import OwnershipLostError, RegistryError
+from estimator_workbench.store.guards import is_disk_full
+from estimator_workbench.store.records import OwnershipLostError
 from estimator_workbench.store.registry import RunRegistry
 
 __all__ = ['DISK_RESERVE_FILE', 'DiskReserve', 'Heartbeat', 'die_with_torchrun_agent', 'format_user_traceback',
-           'is_disk_full', 'log_tail', 'preflight_error', 'report_os_exit']
+           'log_tail', 'preflight_error', 'report_os_exit']
 
 
 DISK_RESERVE_FILE = ".disk_reserve"  # in the run folder; freed when the disk fills up
 
 
 _DISK_RESERVE_BYTES = 512 * 1024
-
-
-def is_disk_full(exc: BaseException | None) -> bool:
-    """Whether ``exc`` (or an exception it was raised from) says the disk is full."""
-    seen = 0
-    while exc is not None and seen < 10:
-        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)):
-            return True
-        if isinstance(exc, RegistryError) and str(exc).startswith("disk full"):
-            return True
-        if "No space left on device" in str(exc) or "database or disk is full" in str(exc):
-            return True
-        exc = exc.__cause__ or exc.__context__
-        seen += 1
-    return False
 
 
 class DiskReserve:

@@ -56,12 +56,12 @@ from estimator_workbench.execution.run_process import (
     Heartbeat,
     die_with_torchrun_agent,
     format_user_traceback,
-    is_disk_full,
     log_tail,
     preflight_error,
     report_os_exit,
 )
 from estimator_workbench.store import paths
+from estimator_workbench.store.guards import is_disk_full
 from estimator_workbench.store.records import (
     SUMMARISED_ON_STATUS,
     InvalidTransitionError,

@@ -21,8 +21,8 @@ from estimator_workbench.store.records import ACTIONS, TRAINING_ACTIONS, RunReco
 from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.store.run_spec import RunSpecError, check_request
 
-__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_PREFLIGHT_TIMEOUT_S", "PARENT_RELATION", "parent_relation",
-           "submit_run", "validate_run"]
+__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_PREFLIGHT_TIMEOUT_S", "PARENT_RELATION", "check_dataset",
+           "parent_relation", "submit_run", "validate_run"]
 
 DEFAULT_MAX_STEPS = 1000
 DEFAULT_PREFLIGHT_TIMEOUT_S = 60.0
@@ -94,6 +94,7 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
             raise RunSpecError(report.summary())
         _check_watched_metric(watched, report, str(template.get("name") or "template"), control or {})
         checked["preflight"] = False  # checked already: the runner does not check again
+    check_dataset(dataset, action)
     if parent_run_id is not None and relation is None:
         relation = parent_relation(action)
     record = registry.create_run(
@@ -107,6 +108,32 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
         (registry.run_dir(record.run_id) / PREFLIGHT_FILE).write_text(
             json.dumps(report.to_dict(), indent=2, default=str), encoding="utf-8")
     return record if launcher is None else launcher.submit(record.run_id)
+
+
+_CHECKED_DATASETS: set[str] = set()  # datasets (fingerprint, schema, action) checked by this process
+
+
+def check_dataset(dataset: Mapping[str, Any], action: str) -> None:
+    """Refuses (``RunSpecError``) a dataset the run could not use, before the run is registered:
+    a data file that cannot be read, or data that cannot serve ``action`` (one row, infinite
+    values, an empty label...), with the message the runner would give (issue 24 item 15: such
+    runs were registered, then failed). A dict that is not a whole DatasetSpec (``ref`` and
+    ``schema``) is left to the runner; a dataset already checked by this process (same
+    fingerprint, schema and action: a sweep's trials) is not read again."""
+    if not isinstance(dataset, Mapping) or not {"ref", "schema"} <= set(dataset):
+        return
+    from estimator_workbench.data import datasets
+
+    key = json.dumps([dict(dataset), action], sort_keys=True, default=str)
+    if dataset.get("fingerprint") and key in _CHECKED_DATASETS:
+        return
+    try:
+        spec = datasets.DatasetSpec.from_dict(dataset)
+        df = spec.load()
+        datasets.validate(df, spec.schema, action=action, raise_errors=True, label_missing=spec.label_missing)
+    except (ValueError, TypeError, OSError) as exc:
+        raise RunSpecError(f"The dataset cannot be used for {action!r}: {exc}") from None
+    _CHECKED_DATASETS.add(key)
 
 
 def _check_watched_metric(metric: str, report: Any, template_name: str, control: Mapping[str, str]) -> None:

@@ -5,16 +5,20 @@
 - A full disk: ``is_disk_full`` / ``disk_full_error`` turn SQLite's and the OS's words for it into
   ``RegistryError("disk full: ... Free space on <path>")``; ``read_only_retry`` reads a registry
   whose normal connections fail for want of space (they write the WAL's -shm index).
-- ``process_start_time``: with the pid, it tells a runner from a later process reusing its pid.
+- ``process_start_time`` / ``same_process``: with the pid, they tell a runner from a later process
+  reusing its pid, whatever the wall clock does (issue 24 item 2); ``uptime`` is the clock of
+  heartbeats that a wall-clock step does not move either.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import shutil
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -30,8 +34,8 @@ from estimator_workbench.store.records import (
 if TYPE_CHECKING:
     from estimator_workbench.store.registry import RunRegistry
 
-__all__ = ["OwnerCheck", "check_record_owner", "disk_full_error", "is_disk_full", "process_start_time",
-           "read_only_retry"]
+__all__ = ["BOOT_RELATIVE_LIMIT", "OwnerCheck", "check_record_owner", "disk_full_error", "is_disk_full",
+           "process_start_time", "read_only_retry", "same_process", "uptime"]
 
 _T = TypeVar("_T")
 
@@ -51,16 +55,32 @@ def _free_bytes(path: Path) -> int | None:
     return None
 
 
-def is_disk_full(exc: BaseException, where: Path) -> bool:
-    """Whether ``exc`` means the disk holding ``where`` is full."""
-    if isinstance(exc, OSError):
-        return exc.errno in _DISK_FULL_ERRNOS
-    text = str(exc).lower()
-    if "disk is full" in text:
-        return True
-    if "disk i/o error" in text:  # also other I/O faults: only a nearly full disk counts
-        free = _free_bytes(where)
-        return free is not None and free < _LOW_SPACE_BYTES
+def is_disk_full(exc: BaseException | None, where: Path | None = None) -> bool:
+    """Whether ``exc``, or an exception it was raised from or during, means the disk is full: the
+    OS's ENOSPC/EDQUOT, SQLite's "database or disk is full", a ``RegistryError`` saying
+    "disk full", or SQLite's "disk I/O error" while the disk holding ``where`` has less than
+    16 MB free (the same words also mean other I/O faults). The one rule of the workbench: the
+    CLI, the registry and the runner all ask it (issue 24 item 13).
+
+    Example:
+        >>> is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+        True
+    """
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS:
+            return True
+        text = str(exc).lower()
+        if isinstance(exc, RegistryError) and text.startswith("disk full"):
+            return True
+        if "disk is full" in text or "no space left on device" in text:
+            return True
+        if "disk i/o error" in text and where is not None:  # also other I/O faults: a nearly full disk only
+            free = _free_bytes(Path(where))
+            if free is not None and free < _LOW_SPACE_BYTES:
+                return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
     return False
 
 
@@ -80,15 +100,103 @@ def _is_unwritable(exc: sqlite3.OperationalError) -> bool:
                                    "unable to open"))
 
 
+# A process start below this is seconds since boot (clock-independent, ``process_start_time``);
+# above it, seconds since the epoch: psutil's ``create_time``, as workspaces before issue 24 stored
+# it and as platforms without /proc give it. 1e9 s is 31 years of uptime, and 2001 as a date.
+BOOT_RELATIVE_LIMIT = 1e9
+
+
+def _clock_ticks() -> int:
+    try:
+        return int(os.sysconf("SC_CLK_TCK"))
+    except (ValueError, OSError, AttributeError):
+        return 100
+
+
+def _start_ticks(pid: int) -> int | None:
+    """Field 22 of ``/proc/<pid>/stat``: the process's start in clock ticks since boot (the
+    command name, field 2, may hold spaces and parentheses: fields are counted after its last ')')."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read()
+    except OSError:
+        return None
+    try:
+        return int(text[text.rindex(b")") + 2:].split()[19])
+    except (ValueError, IndexError):
+        return None
+
+
 def process_start_time(pid: int | None) -> float | None:
-    """The start time of process ``pid`` on this machine (None when there is none)."""
+    """The start of process ``pid``, to tell it from a later process that reuses the pid (None
+    when there is no such process).
+
+    On Linux: seconds since boot (its start ticks, field 22 of ``/proc/<pid>/stat``), which no
+    step of the wall clock moves. psutil's ``create_time`` adds the boot time, which Linux derives
+    from the wall clock: a 32 s step of the clock moved it by 32 s and a live runner was taken
+    for gone (issue 24 item 2). Without /proc (macOS): psutil's ``create_time``, seconds since the
+    epoch (``BOOT_RELATIVE_LIMIT`` tells the two apart).
+
+    Example:
+        >>> process_start_time(os.getpid()) == process_start_time(os.getpid())
+        True
+    """
     if not pid or pid <= 0:
         return None
+    ticks = _start_ticks(pid)
+    if ticks is not None:
+        return ticks / _clock_ticks()
+    if os.path.isdir("/proc/self"):
+        return None  # /proc is there and has no such process
     try:
         import psutil
 
         return float(psutil.Process(pid).create_time())
-    except Exception:  # gone, or psutil cannot tell: the pid alone identifies it
+    except Exception:  # gone, or psutil cannot tell
+        return None
+
+
+def same_process(pid: int | None, recorded: float | None) -> bool | None:
+    """Whether ``pid`` is still the process whose ``process_start_time`` was ``recorded``.
+
+    True or False when the starts tell for certain (both since boot: equal to the tick, or not;
+    no such process: False). None when they cannot: nothing recorded, or an epoch start
+    (``BOOT_RELATIVE_LIMIT``) that differs from the process's now, which a step of the wall
+    clock also causes; the caller then asks other evidence (the run folder in the command line).
+
+    Example:
+        >>> same_process(os.getpid(), process_start_time(os.getpid()))
+        True
+    """
+    if not pid or pid <= 0:
+        return False
+    if recorded is None:
+        return None
+    if recorded < BOOT_RELATIVE_LIMIT:
+        now = process_start_time(pid)
+        if now is None:
+            return False
+        if now >= BOOT_RELATIVE_LIMIT:
+            return None  # recorded where /proc was, read where it is not: cannot compare
+        return round(now * _clock_ticks()) == round(recorded * _clock_ticks())
+    try:
+        import psutil
+
+        created = float(psutil.Process(pid).create_time())
+    except Exception:
+        return False if process_start_time(pid) is None else None
+    return True if abs(created - recorded) < 0.05 else None
+
+
+def uptime() -> float | None:
+    """Seconds since boot (``CLOCK_BOOTTIME``: no step of the wall clock moves it; it counts
+    suspended time too), or None where the platform has no such clock."""
+    clock = getattr(time, "CLOCK_BOOTTIME", None)
+    if clock is None:
+        return None
+    try:
+        return time.clock_gettime(clock)
+    except OSError:
         return None
 
 

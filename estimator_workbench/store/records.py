@@ -144,9 +144,10 @@ class RunRecord:
     tags: tuple[str, ...]
     note: str
     attempt: int = 0  # the fencing token of the attempt that owns the run (1 for the first start)
-    pid_started: float | None = None  # start time of ``pid`` (psutil), to tell a reused pid apart
+    pid_started: float | None = None  # start of ``pid`` (guards.process_start_time), to tell a reused pid apart
     last_step: int | None = None  # the last completed step the runner reported, and when
     last_step_at: float | None = None
+    heartbeat_uptime: float | None = None  # the heartbeat's ``guards.uptime`` (clock-step proof)
 
     @property
     def stall_timeout_s(self) -> float:
@@ -236,6 +237,7 @@ class RunRecord:
             pid_started=row["pid_started"] if "pid_started" in keys else None,
             last_step=row["last_step"] if "last_step" in keys else None,
             last_step_at=row["last_step_at"] if "last_step_at" in keys else None,
+            heartbeat_uptime=row["heartbeat_uptime"] if "heartbeat_uptime" in keys else None,
         )
 
 

@@ -36,7 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from estimator_workbench.store import paths
-from estimator_workbench.store.guards import OwnerCheck, check_record_owner, process_start_time
+from estimator_workbench.store.guards import (
+    OwnerCheck,
+    check_record_owner,
+    process_start_time,
+    uptime,
+)
 from estimator_workbench.store.records import (
     ACTIONS,
     ALLOWED_TRANSITIONS,
@@ -263,9 +268,9 @@ class RunRegistry(RegistryDatabase):
                 conn.execute(
                     "UPDATE runs SET status = ?, pid = COALESCE(?, pid), "
                     "pid_started = CASE WHEN ? IS NULL THEN pid_started ELSE ? END, started_at = ?, "
-                    "heartbeat_at = ?, finished_at = NULL, attempt = attempt + 1, last_step = NULL, "
-                    "last_step_at = NULL WHERE run_id = ?",
-                    (status, pid, pid, pid_started, now, now, run_id))
+                    "heartbeat_at = ?, heartbeat_uptime = ?, finished_at = NULL, attempt = attempt + 1, "
+                    "last_step = NULL, last_step_at = NULL WHERE run_id = ?",
+                    (status, pid, pid, pid_started, now, now, uptime(), run_id))
             elif status == "queued":
                 conn.execute(
                     "UPDATE runs SET status = ?, pid = NULL, pid_started = NULL, finished_at = NULL, "
@@ -326,10 +331,10 @@ class RunRegistry(RegistryDatabase):
             if attempt is not None:
                 check_record_owner(self._fetch(conn, run_id), attempt)
             conn.execute(
-                "UPDATE runs SET heartbeat_at = ?, pid = COALESCE(?, pid), "
+                "UPDATE runs SET heartbeat_at = ?, heartbeat_uptime = ?, pid = COALESCE(?, pid), "
                 "last_step = COALESCE(?, last_step), last_step_at = COALESCE(?, last_step_at) "
                 "WHERE run_id = ? AND status = 'running'",
-                (time.time(), pid, last_step, last_step_at, run_id))
+                (time.time(), uptime(), pid, last_step, last_step_at, run_id))
 
         self._write(beat)
 
@@ -424,14 +429,19 @@ class RunRegistry(RegistryDatabase):
             ValueError: the run is running and ``force`` is false (a queued run is simply dropped).
         """
         folder = self.run_dir(run_id)
+        running = f"Run {run_id!r} is running; cancel it before deleting it (or pass force=True)."
+        if self.get(run_id).status == "running" and not force:
+            raise ValueError(running)
 
         def remove(conn: sqlite3.Connection) -> None:
             record = self._fetch(conn, run_id)
             if record.status == "running" and not force:
-                raise ValueError(
-                    f"Run {run_id!r} is running; cancel it before deleting it (or pass force=True).")
+                raise ValueError(running)
             conn.execute("DELETE FROM runs WHERE run_id = ?", (run_id,))
 
-        self._write(remove)
+        # The folder first, then the row (issue 24 item 12): killed in between, the run is still
+        # listed (in the trash) and the next delete finishes it; the other order left a folder
+        # that no command listed or removed.
         shutil.rmtree(folder, ignore_errors=True)
+        self._write(remove)
 

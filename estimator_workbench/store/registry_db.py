@@ -11,6 +11,7 @@ reads fall back to a read-only connection and writes raise ``RegistryError("disk
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 import time
@@ -71,6 +72,9 @@ _MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE runs ADD COLUMN last_step_at REAL",
     ),
     ("ALTER TABLE runs ADD COLUMN trashed_at REAL",),  # the trash: estimator_workbench.store.trash
+    # issue 24: the heartbeat on the clock since boot too (guards.uptime), which a step of the
+    # wall clock does not move
+    ("ALTER TABLE runs ADD COLUMN heartbeat_uptime REAL",),
 )
 
 
@@ -83,6 +87,15 @@ _T = TypeVar("_T")
 def _is_locked(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def _rollback(conn: sqlite3.Connection) -> None:
+    """Rolls back a failed transaction. SQLite has rolled it back itself after some errors (a
+    full disk: SQLITE_FULL), and then ROLLBACK fails with "cannot rollback - no transaction is
+    active", which hid the real error (issue 24 item 13)."""
+    if conn.in_transaction:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
 
 
 def _is_missing(exc: sqlite3.OperationalError) -> bool:
@@ -169,7 +182,7 @@ class RegistryDatabase:
                         conn.execute("INSERT INTO schema_version (version) VALUES (?)", (target + 1,))
                     conn.execute("COMMIT")
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    _rollback(conn)
                     raise
             finally:
                 conn.close()
@@ -208,7 +221,7 @@ class RegistryDatabase:
                     conn.execute("COMMIT")
                     return result
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    _rollback(conn)
                     raise
             finally:
                 conn.close()

@@ -20,19 +20,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-__all__ = ["MAX_BATCH_SIZE", "MAX_PROCESSES", "MAX_STEPS", "EarlyStoppingSettings", "RunConfigSettings",
-           "RunSpecError", "Schedule", "check_num_processes", "check_request", "check_run_config",
-           "check_schedule", "field_bounds", "split_schedule_keys"]
+__all__ = ["MAX_BATCH_SIZE", "MAX_PROCESSES", "MAX_STEPS", "RUNNER_MEMORY_BYTES", "EarlyStoppingSettings",
+           "MachineLimit", "RunConfigSettings", "RunSpecError", "Schedule", "check_num_processes",
+           "check_parallel_runs", "check_request", "check_run_config", "check_schedule", "field_bounds",
+           "machine_limit", "split_schedule_keys"]
 
 MAX_STEPS = 10_000_000
 MAX_BATCH_SIZE = 65_536
 MAX_PROCESSES = 64
 MAX_PREFLIGHT_TIMEOUT_S = 3600.0
 MAX_STALL_TIMEOUT_S = 7 * 24 * 3600.0
+# What one runner process takes, at least: four CPU runners of the bundled MLP measured 1.6 GB
+# together (issue 24 item 9). The machine's memory divided by this caps processes at once.
+RUNNER_MEMORY_BYTES = 400 * 2**20
 
 
 class RunSpecError(ValueError):
@@ -186,11 +190,69 @@ def check_run_config(run_config: Mapping[str, Any], control: Mapping[str, str] |
     return model.model_dump(exclude_unset=True)
 
 
+class MachineLimit(NamedTuple):
+    """How many runner processes this machine can hold at once, and why (``machine_limit``)."""
+
+    processes: int
+    reason: str
+
+
+def machine_limit() -> MachineLimit:
+    """The runner processes this machine can run at once: its CPU cores (those this process may
+    use), and its memory over ``RUNNER_MEMORY_BYTES`` a runner; the smaller, with the reason.
+    Runs on a Ray cluster (``WORKBENCH_RAY_ADDRESS``) are sized by the cluster: only
+    ``MAX_PROCESSES`` applies.
+
+    Example:
+        >>> machine_limit().processes >= 1
+        True
+    """
+    if os.environ.get("WORKBENCH_RAY_ADDRESS", "").strip():
+        return MachineLimit(MAX_PROCESSES, "the Ray cluster places the processes")
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    import psutil
+
+    memory = int(psutil.virtual_memory().total)
+    by_memory = max(1, memory // RUNNER_MEMORY_BYTES)
+    limit = max(1, min(cores, by_memory, MAX_PROCESSES))
+    reason = (f"this machine has {cores} CPU core{'s' if cores != 1 else ''} and {memory / 2**30:.1f} GiB "
+              f"of memory, room for {by_memory} runner{'s' if by_memory != 1 else ''} of about "
+              f"{RUNNER_MEMORY_BYTES // 2**20} MiB")
+    return MachineLimit(limit, reason)
+
+
 def check_num_processes(value: Any, control: str = "num_processes") -> int:
-    """A run's process count: an integer from 1 to ``MAX_PROCESSES``."""
+    """A run's process count: an integer from 1 to ``MAX_PROCESSES``, and no more than the
+    machine holds (``machine_limit``)."""
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_PROCESSES:
         raise RunSpecError(f"{control} = {value!r} is out of range: it must be an integer from 1 to "
                            f"{MAX_PROCESSES}.")
+    limit = machine_limit()
+    if value > limit.processes:
+        raise RunSpecError(f"{control} = {value} is more processes than this machine can run at once: at most "
+                           f"{limit.processes} ({limit.reason}). Use {limit.processes} or fewer.")
+    return value
+
+
+def check_parallel_runs(value: Any, control: str = "parallel", processes_per_run: int = 1) -> int:
+    """How many runs (of ``processes_per_run`` processes each) run at once: an integer >= 1 whose
+    processes the machine holds (``machine_limit``); the rest wait in the queue.
+
+    Example:
+        >>> check_parallel_runs(1)
+        1
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise RunSpecError(f"{control} = {value!r} is out of range: it must be an integer >= 1.")
+    limit = machine_limit()
+    most = max(1, limit.processes // max(1, processes_per_run))
+    if value > most:
+        each = f" of {processes_per_run} processes each" if processes_per_run > 1 else ""
+        raise RunSpecError(f"{control} = {value} is more runs{each} than this machine can run at once: at most "
+                           f"{most} ({limit.reason}). Use {most} or fewer; the other trials wait in the queue.")
     return value
 
 

@@ -9,7 +9,8 @@ evaluate/predict run's ``checkpoint_path`` and a warm start point at ``runs/<id>
 resume continues in ``runs/<id>/model``, and the UI tails ``runs/<id>/metrics.jsonl`` by path.
 Kept in place, trashing and restoring are one atomic registry update and never break those paths;
 only emptying the trash removes folders, and it skips a run whose folder a queued or running run
-still reads.
+still reads. Emptying the whole trash also removes orphans: run folders without a registry row,
+left by a delete killed between the two steps of an older workbench (``orphan_folders``).
 
 Example:
     >>> from estimator_workbench.store.registry import RunRegistry          # doctest: +SKIP
@@ -25,15 +26,24 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import re
+import shutil
 import sqlite3
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
+from estimator_workbench.store import paths
 from estimator_workbench.store.records import RunNotFoundError, RunRecord
 from estimator_workbench.store.registry import RunRegistry
 
-__all__ = ["TrashOutcome", "TrashedRun", "empty_trash", "move_to_trash", "restore", "restore_run", "trash_run",
-           "trashed_runs", "trashed_times"]
+__all__ = ["ORPHAN_MIN_AGE_S", "TrashOutcome", "TrashedRun", "empty_trash", "move_to_trash", "orphan_folders",
+           "restore", "restore_run", "trash_run", "trashed_runs", "trashed_times"]
+
+# A run's folder is made inside the transaction that inserts its row: a folder younger than this
+# may belong to a run being created, never an orphan.
+ORPHAN_MIN_AGE_S = 60.0
+_RUN_FOLDER = re.compile(r"r-\d{8}-[0-9a-f]{6}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,10 +71,13 @@ class TrashOutcome:
 
     done: list[str]
     refused: dict[str, str]
+    orphans: list[str] = dataclasses.field(default_factory=list)  # folders without a row, removed
 
     def message(self) -> str:
         """One line for a toast or the CLI."""
         text = f"{len(self.done)} run{'' if len(self.done) == 1 else 's'} done"
+        if self.orphans:
+            text += f"; {len(self.orphans)} orphan folder{'' if len(self.orphans) == 1 else 's'} removed"
         if self.refused:
             text += f"; {len(self.refused)} left as it was: " + " ".join(self.refused.values())
         return text
@@ -161,8 +174,30 @@ def _readers(registry: RunRegistry, run_id: str) -> list[str]:
             if r.parent_run_id == run_id]
 
 
+def orphan_folders(registry: RunRegistry, min_age_s: float = ORPHAN_MIN_AGE_S) -> list[Path]:
+    """Run folders (``runs/r-<date>-<hex>``) without a registry row, older than ``min_age_s``:
+    what a delete killed after removing the row (before issue 24) left behind."""
+    root = paths.runs_root(registry.root)
+    if not root.is_dir():
+        return []
+    known = {r.run_id for r in registry.list_runs(trashed=None)}
+    now = time.time()
+    found = []
+    for folder in sorted(root.iterdir()):
+        if not _RUN_FOLDER.fullmatch(folder.name) or folder.name in known or not folder.is_dir():
+            continue
+        try:
+            if now - folder.stat().st_mtime < min_age_s:
+                continue
+        except OSError:
+            continue
+        found.append(folder)
+    return found
+
+
 def empty_trash(registry: RunRegistry, run_ids: Iterable[str] | None = None) -> TrashOutcome:
-    """Deletes runs in the trash for good (rows and folders): all of them, or only ``run_ids``.
+    """Deletes runs in the trash for good (rows and folders): all of them, or only ``run_ids``;
+    emptying all of it also removes ``orphan_folders``.
 
     A run that is not in the trash is refused (delete it to the trash first), and so is one whose
     folder a queued or running run still reads (wait for that run or cancel it).
@@ -192,4 +227,9 @@ def empty_trash(registry: RunRegistry, run_ids: Iterable[str] | None = None) -> 
             done.append(run_id)
         except (ValueError, RunNotFoundError) as exc:
             refused[run_id] = str(exc)
-    return TrashOutcome(done, refused)
+    orphans = []
+    if run_ids is None:
+        for folder in orphan_folders(registry):
+            shutil.rmtree(folder, ignore_errors=True)
+            orphans.append(folder.name)
+    return TrashOutcome(done, refused, orphans)

@@ -24,6 +24,11 @@ nothing more, stops its running trial runs gracefully (each checkpoints) and exi
 leaving those trials RUNNING in the study. Continuing (same name) adopts them: a run stopped by
 the sweep (or lost) is resumed from its checkpoint, a finished one is told, a live one watched.
 
+Crashes (issue 24 item 4): adoption first reaps the runs a dead driver left ``running`` (their
+runners died with it), so they are resumed from their checkpoints rather than adopted as live and
+failed at the next poll; a run that is lost while the driver lives (its runner was killed) is
+resumed too, up to ``_LOST_RESUMES`` times per driver, then its trial fails.
+
 Why the driver prunes rather than a hook inside the runner: the runner stays free of Optuna and
 of the study's storage (one writer of the study per sweep), and a pruned run is ended exactly as a
 cancel ends it (process group signalled, last checkpoint kept).
@@ -54,6 +59,7 @@ __all__ = ["SweepDriver", "best_trial_line", "main", "make_driver_launcher", "tr
 
 _TERM_GRACE_S = 15.0  # a pruned run that ignores SIGTERM this long is killed
 _STOP_WAIT_S = 120.0  # how long a stopping driver waits for its runs to checkpoint and end
+_LOST_RESUMES = 3  # a trial's run lost while this driver lives is resumed this often, then failed
 
 
 def make_driver_launcher(root: str | os.PathLike[str], parallel: int) -> Any:
@@ -141,6 +147,7 @@ class SweepDriver:
         self._stop = threading.Event()
         self._in_flight: dict[int, _InFlight] = {}
         self._draining: set[str] = set()  # finished runs whose process may still be exiting
+        self._lost_resumes: dict[str, int] = {}  # run -> resumes after it was lost under this driver
 
     # -- public ----------------------------------------------------------------------------
 
@@ -263,6 +270,9 @@ class SweepDriver:
         except RunNotFoundError:
             self._fail_in_flight(number, f"its run {item.run_id} was deleted")
             return
+        if record.status == "lost" and self._lost_resumes.get(item.run_id, 0) < _LOST_RESUMES:
+            self._resume_lost(item, record)
+            return
         if record.is_finished:
             self._finished(number, record)
 
@@ -309,6 +319,17 @@ class SweepDriver:
             if self._draining:
                 time.sleep(0.1)
         self._draining.clear()
+
+    def _resume_lost(self, item: _InFlight, record: RunRecord) -> None:
+        """A trial's run whose runner died (killed, out of memory) continues from its checkpoint."""
+        self._lost_resumes[item.run_id] = self._lost_resumes.get(item.run_id, 0) + 1
+        try:
+            self.launcher.resume(item.run_id)
+        except (ValueError, InvalidTransitionError) as exc:  # its old runner still lives: next pass
+            self._out(f"Trial #{item.trial.number}: run {item.run_id} is lost and cannot be resumed yet: {exc}")
+            return
+        self._out(f"Trial #{item.trial.number} continued: run {item.run_id} was lost ({record.error}); "
+                  "resumed from its checkpoint")
 
     def _finished(self, number: int, record: RunRecord) -> None:
         item = self._in_flight.pop(number)
@@ -385,17 +406,35 @@ class SweepDriver:
         self._out(best_trial_line(self.study, self.spec))
         return 0
 
+    def _registered_run(self, number: int) -> str | None:
+        """The run registered for trial ``number`` by a driver that died before it recorded the
+        run's id in the study (``_start_trial``: the run exists, named ``<sweep> #<number>``)."""
+        label, tag = f"{self.spec.name} #{number}", store.sweep_tag(self.spec.name)
+        for record in self.registry.list_runs(newest_first=True):
+            if record.name == label and record.action == "train_and_evaluate":
+                if tag not in record.tags:
+                    self.registry.set_tags(record.run_id, [*record.tags, tag])
+                return record.run_id
+        return None
+
     def _adopt(self) -> None:
         """Takes over the trials a previous driver left RUNNING (a stopped or dead sweep)."""
         import optuna
         from optuna.trial import TrialState
 
+        # The runs a crashed driver left 'running' have no runner any more: reaped first, they
+        # are 'lost' and resume from their checkpoints below (adopted as live, the next poll
+        # would mark them lost and the trials would fail).
+        reap = getattr(self.launcher, "reap_lost", None)
+        if reap is not None:
+            reap()
         for frozen in self.study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
             trial = optuna.trial.Trial(self.study, frozen._trial_id)
-            run_id = frozen.user_attrs.get("run_id")
+            run_id = frozen.user_attrs.get("run_id") or self._registered_run(frozen.number)
             if not run_id:
                 self._fail(trial, "the sweep stopped before its run was submitted")
                 continue
+            trial.set_user_attr("run_id", run_id)
             try:
                 record = self.registry.get(run_id)
             except RunNotFoundError:

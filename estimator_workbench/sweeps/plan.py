@@ -28,7 +28,7 @@ from estimator_workbench.sweeps.spec import (
     resolve_params,
 )
 
-__all__ = ["default_name", "eval_metric_keys", "plan_sweep"]
+__all__ = ["check_sweep_parallel", "default_name", "eval_metric_keys", "plan_sweep"]
 
 
 def default_name(template: str, dataset: str) -> str:
@@ -43,6 +43,17 @@ def eval_metric_keys(report: Any) -> list[str]:
     """The evaluation metrics a pre-flight report shows the template producing (``loss`` always)."""
     keys = list((report.modes.get("eval") or {}).get("metric_keys") or [])
     return sorted({"loss", *keys})
+
+
+def check_sweep_parallel(parallel: int) -> None:
+    """Refuses (``SweepSpecError``) more trials at once than this machine can run
+    (``store.run_spec.check_parallel_runs``: its cores and memory)."""
+    from estimator_workbench.store.run_spec import RunSpecError, check_parallel_runs
+
+    try:
+        check_parallel_runs(parallel, "--parallel")
+    except RunSpecError as exc:
+        raise SweepSpecError(str(exc)) from None
 
 
 def plan_sweep(root: Any, *, name: str, dataset: Mapping[str, Any], template: Mapping[str, Any],
@@ -85,6 +96,7 @@ def plan_sweep(root: Any, *, name: str, dataset: Mapping[str, Any], template: Ma
                      schedule={**spec.schedule, "max_steps": spec.steps, "eval_every_steps": spec.eval_every})
     except RunSpecError as exc:
         raise SweepSpecError(f"A trial's run would be refused: {exc}") from None
+    check_sweep_parallel(spec.parallel)
     first = {p.name: (p.choices[0] if p.kind == "categorical" else p.low) for p in space}
     try:
         check_params = trial_params(spec, first)

@@ -27,6 +27,7 @@ pre-flight check, runner and bundle as any other template (``CANNED`` lists them
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import difflib
 import linecache
@@ -34,6 +35,7 @@ import math
 import os
 import re
 import sys
+import tempfile
 import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -360,9 +362,15 @@ def save_template(workspace: str | os.PathLike, name: str, code: str, overwrite:
     if target.exists() and not overwrite:
         raise ValueError(f"A template named {key!r} already exists in {str(folder)!r}. Pass "
                          "overwrite=True to replace it, or choose another name.")
-    tmp = folder / f".{key}.py.{os.getpid()}.tmp"
-    tmp.write_text(code, encoding="utf-8")
-    os.replace(tmp, target)
+    # A unique temporary name: sessions of one UI share a process (issue 24 item 7).
+    fd, tmp = tempfile.mkstemp(prefix=f".{key}.py.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(code)
+        os.replace(tmp, target)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
     return TemplateInfo(key, description, code, schema, "user", target, None)
 
 

@@ -339,7 +339,7 @@ def test_commands_mark_a_run_whose_runner_died_lost_with_its_metrics(workspace, 
     assert run_cli("stop", record.run_id) == 2
     assert f"Run {record.run_id!r} is 'lost'; only a running or queued run can be stopped." in capsys.readouterr().err
     lost = reg.get(record.run_id)
-    assert lost.status == "lost" and lost.error == "lost: runner process is gone"
+    assert lost.status == "lost" and lost.error == f"lost: runner process is gone (pid {dead.pid} no longer exists)"
     assert lost.summary["train/loss"] == {"last": 1 / 30, "last_step": 30, "best": 1 / 30, "best_step": 30}
     assert run_cli("runs") == 0
     assert capsys.readouterr().out.splitlines()[1].split()[3:6] == ["lost", "30", f"{1 / 30:.4g}"]

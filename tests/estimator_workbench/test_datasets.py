@@ -123,6 +123,36 @@ def test_save_upload_checks_first_and_keeps_workspace_clean(tmp_path):
     assert again.name == "My_Data_2.csv" and path.read_bytes() == b"a,label\n1,x\n2,y\n"
 
 
+def test_80_concurrent_uploads_are_neither_lost_nor_mixed(tmp_path):
+    """Issue 24 item 7: sessions of one UI share a process, and the temp file was named by the
+    pid: 10 of 80 concurrent uploads failed (9 with a raw FileNotFoundError) and one stored file
+    held another session's data. 40 distinct contents under one name, 40 under their own."""
+    import threading
+
+    uploads = [("data.csv" if i % 2 else f"mine_{i}.csv", f"a,label\n{i},x\n{i + 1},y\n".encode() * (1 + i % 7))
+               for i in range(80)]
+    results: list[object] = [None] * len(uploads)
+    barrier = threading.Barrier(len(uploads))
+
+    def upload(i: int) -> None:
+        barrier.wait()
+        try:
+            results[i] = ds.save_upload(tmp_path, *uploads[i])
+        except Exception as exc:  # recorded: the test counts them
+            results[i] = exc
+
+    threads = [threading.Thread(target=upload, args=(i,)) for i in range(len(uploads))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    failed = [r for r in results if not isinstance(r, Path)]
+    mixed = [i for i, r in enumerate(results) if isinstance(r, Path) and r.read_bytes() != uploads[i][1]]
+    assert (failed, mixed) == ([], [])
+    assert len({r for r in results}) == 80  # every content has its own file
+    assert sorted(p.name for p in (tmp_path / "datasets").iterdir()) == sorted(r.name for r in results)  # no temp left
+
+
 # ------------------------------------------------------------------------------------ schema
 
 

@@ -246,7 +246,7 @@ def test_reaper_from_a_fresh_launcher(workspace, make_launcher):
     os.killpg(pid, signal.SIGKILL)
     wait_for(lambda: not pid_alive(pid))
     assert second.reap_lost() == [run_id]
-    assert first.registry.get(run_id).error == "lost: runner process is gone"
+    assert first.registry.get(run_id).error == f"lost: runner process is gone (pid {pid} no longer exists)"
 
 
 def test_reaper_leaves_ray_runs_alone(workspace, make_launcher):
@@ -301,7 +301,8 @@ def test_invalid_requests(workspace, make_launcher):
         launcher.submit(run_id)
     with pytest.raises(ValueError, match="only a running or queued run can be stopped"):
         launcher.stop(run_id)
-    with pytest.raises(ValueError, match="only a running or queued run can be cancelled"):
+    with pytest.raises(ValueError, match=r"only a running or queued run \(or a lost one whose runner still "
+                                         r"lives\) can be cancelled"):
         launcher.cancel(run_id)
     with pytest.raises(ValueError, match="max_concurrent must be an int >= 1, given: 0"):
         LocalLauncher(workspace, max_concurrent=0)

@@ -73,6 +73,28 @@ def test_formula_injection_is_escaped(tmp_path):
     assert list(esc.columns) == ["'=bad"] and "name" in header.columns
 
 
+@pytest.mark.parametrize(("cell", "escaped"), [
+    (" =1+1", "' =1+1"),                     # a leading space: spreadsheets skip it
+    ("\u3000=1+1", "'\u3000=1+1"),             # the full-width space too
+    ("\uff1dHYPERLINK(\"x\")", "'\uff1dHYPERLINK(\"x\")"),  # full-width =, read as =
+    ("\uff0b1", "'\uff0b1"), ("\uff0d2", "'\uff0d2"), ("\uff20SUM(A1)", "'\uff20SUM(A1)"),
+    ("ok\n=cmd|' /C calc'!A0", "'ok\n'=cmd|' /C calc'!A0"),  # an embedded newline: each line
+    ("\n@x", "'\n'@x"),
+    ("safe text", "safe text"), ("a=b", "a=b"), ("x\ny", "x\ny"), ("", ""),
+])
+def test_formula_cells_hidden_behind_space_newlines_or_full_width_signs(cell, escaped):
+    """Issue 24 item 14: these passed the escaping of prediction downloads."""
+    out = predictions.escape_formulas(pd.DataFrame({"c": [cell]}))
+    assert out["c"].tolist() == [escaped]
+
+
+def test_missing_text_cells_stay_missing():
+    frame = pd.DataFrame({"c": pd.array([None, " =1", "ok"], dtype="string"), "o": [None, "@x", float("nan")]})
+    out = predictions.escape_formulas(frame)
+    assert out["c"].isna().tolist() == [True, False, False] and out["c"].tolist()[1:] == ["' =1", "ok"]
+    assert out["o"].isna().tolist() == [True, False, True] and out["o"][1] == "'@x"
+
+
 def test_row_count_mismatch_leaves_no_file(tmp_path):
     src = pd.DataFrame({"a": range(4)})
     out = tmp_path / "p.csv"

@@ -171,3 +171,104 @@ def test_stall_settings_of_the_schedule():
     with pytest.raises(RunSpecError, match=r"^schedule\.stall_action = 'kill' is not allowed: it must be "
                                            r"'warn' or 'fail'\.$"):
         check_schedule({"stall_action": "kill"})
+
+
+class TestMachineLimit:
+    """Issue 24 item 9: ``sweep --parallel 100000`` and ``--num-processes 64`` on 2 cores were
+    accepted (4 runners measured 1.6 GB). Both are capped by the machine's cores and memory, in
+    the run contract, with the reason in the refusal."""
+
+    @pytest.fixture
+    def small_machine(self, monkeypatch):
+        """2 cores, 1.2 GiB: room for 3 runners of 400 MiB, so the cores decide; 0.7 GiB: 1 runner."""
+        import os
+        from types import SimpleNamespace
+
+        import psutil
+
+        memory = {"total": int(1.2 * 2**30)}
+        monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+        monkeypatch.setattr(psutil, "virtual_memory", lambda: SimpleNamespace(total=memory["total"]))
+        monkeypatch.delenv("WORKBENCH_RAY_ADDRESS", raising=False)
+        return memory
+
+    REASON = "this machine has 2 CPU cores and 1.2 GiB of memory, room for 3 runners of about 400 MiB"
+
+    def test_cli_run_refuses_more_processes_than_cores(self, workspace, capsys, small_machine):
+        cli_refuses(workspace, capsys, [*RUN, "--num-processes", "64"],
+                    f"--num-processes = 64 is more processes than this machine can run at once: at most 2 "
+                    f"({self.REASON}). Use 2 or fewer.")
+
+    def test_memory_caps_too(self, small_machine):
+        from estimator_workbench.store.run_spec import check_num_processes, machine_limit
+
+        small_machine["total"] = int(0.7 * 2**30)
+        assert machine_limit().processes == 1
+        with pytest.raises(RunSpecError, match=r"^n = 2 is more processes than this machine can run at once: at "
+                                               r"most 1 \(this machine has 2 CPU cores and 0\.7 GiB of memory, room "
+                                               r"for 1 runner of about 400 MiB\)\. Use 1 or fewer\.$"):
+            check_num_processes(2, "n")
+
+    def test_ui_gets_the_same_refusal(self, workspace, small_machine):
+        from estimator_workbench.ui import forms, session
+
+        session._launcher.clear()
+        with pytest.raises(RunSpecError, match=r"^'Processes \(torchrun\)' = 4 is more processes than this machine"):
+            forms.launch_run(name="r", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
+                             template={"name": "t", "code": ""}, params={}, run_config={},
+                             schedule={"max_steps": 5}, num_processes=4)
+        assert RunRegistry(workspace).list_runs() == []
+
+    def test_sweep_parallel_is_capped(self, workspace, capsys, small_machine):
+        argv = ["--workspace", str(workspace), "sweep", "--dataset", "iris", "--template", "mlp_classifier",
+                "--steps", "50", "--metric", "accuracy", "--param", "learning_rate=0.001:0.1:log", "--trials", "4",
+                "--parallel", "100000"]
+        assert cli.main(argv) == 2
+        err = capsys.readouterr().err
+        assert (f"--parallel = 100000 is more runs than this machine can run at once: at most 2 ({self.REASON}). "
+                "Use 2 or fewer; the other trials wait in the queue.") in err, err
+        assert "Traceback" not in err
+
+
+class TestBadArguments:
+    """Issue 24 item 15: bad arguments that were accepted, misnamed or crashed."""
+
+    def test_runs_limit_must_be_positive(self, workspace, capsys):
+        for bad in ("-1", "0"):
+            with pytest.raises(SystemExit) as exit_:
+                cli.main(["runs", "--limit", bad])
+            assert exit_.value.code == 2
+            assert f"argument --limit: must be an integer >= 1, given '{bad}'" in capsys.readouterr().err
+
+    def test_a_folder_given_as_dataset_is_called_a_folder(self, workspace, capsys, tmp_path):
+        cli_refuses(workspace, capsys, ["run", "--dataset", str(tmp_path), "--template", "mlp_classifier",
+                                        "--no-preflight", "--detach"],
+                    f"--dataset {str(tmp_path)!r} is a folder, not a data file. Give the path of a .csv or "
+                    ".parquet file (e.g. data/train.csv), or a bundled dataset name.")
+
+    def test_a_deeply_nested_run_file_is_refused_in_one_line(self, workspace, capsys, tmp_path):
+        run_file = tmp_path / "deep.json"
+        run_file.write_text("[" * 100_000 + "]" * 100_000)
+        cli_refuses(workspace, capsys, ["run", "--file", str(run_file), "--detach"],
+                    f"--file {str(run_file)!r} is nested too deeply to read")
+        cli_refuses(workspace, capsys, [*RUN, "--params", "{\"a\": " + "[" * 100_000 + "]" * 100_000 + "}"],
+                    "--params is nested too deeply to read")
+
+    @pytest.mark.parametrize(("filename", "reason"), [
+        ("one_row.csv", "The dataset has 1 row(s); the action 'train' needs at least 2 rows"),
+        ("all_nan_label.csv", "has no values: all 3 rows are missing"),
+        ("one_class.csv", "Label column 'label' has only one class ('x')"),
+        ("nan_label.csv", "Label column 'label' has missing values in 2 of 5 rows"),
+        ("no_feature.csv", "No usable feature"),
+        ("reserved_name.csv", "Column '__label__' has a name the workbench reserves"),
+    ])
+    def test_bad_data_is_refused_before_a_run_is_registered(self, workspace, capsys, filename, reason):
+        from pathlib import Path
+
+        data = Path(__file__).resolve().parents[1] / "data" / "bad" / filename
+        assert cli.main(["--workspace", str(workspace), "run", "--dataset", str(data), "--template",
+                         "mlp_classifier", "--action", "train", "--no-preflight", "--detach"]) == 2
+        err = capsys.readouterr().err
+        assert "error: The dataset cannot be used for 'train': " in err and reason in err, err
+        assert "Traceback" not in err
+        assert RunRegistry(workspace).list_runs() == []  # before: a run registered, then failed

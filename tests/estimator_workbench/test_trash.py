@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
@@ -105,10 +106,11 @@ class TestRegistryTrash:
     def test_a_workspace_of_an_older_schema_is_listed_before_and_migrated_at_the_first_write(self, workspace):
         reg = RunRegistry(workspace)
         rec = finished(reg)
-        # an older workbench's registry: no trashed_at column (the newest migration), one version less
+        # an older workbench's registry: no trashed_at column (version 3) nor what came after it
         with sqlite3.connect(reg.db_path) as conn:
             conn.execute("ALTER TABLE runs DROP COLUMN trashed_at")
-            conn.execute("DELETE FROM schema_version WHERE version = ?", (SCHEMA_VERSION,))
+            conn.execute("ALTER TABLE runs DROP COLUMN heartbeat_uptime")  # version 4 (issue 24)
+            conn.execute("DELETE FROM schema_version WHERE version >= 3")
         old = RunRegistry(workspace)
         assert ids(old.list_runs()) == [rec.run_id]  # readers never write: no migration yet
         assert old.list_runs(trashed=True) == [] and trash.trashed_times(old) == {}
@@ -148,6 +150,41 @@ class TestCommands:
         assert cli.main(["trash", "empty", "--yes"]) == 0
         assert "Deleted 1 runs for good." in capsys.readouterr().out
         assert not reg.exists(gone.run_id) and not reg.run_dir(gone.run_id).exists()
+
+    def test_a_delete_killed_midway_leaves_nothing_unlisted(self, workspace, capsys, monkeypatch):
+        """Issue 24 item 12: SIGKILL during ``trash empty`` right after the row was deleted left a
+        folder that no command listed or removed. Now the folder goes first: killed there, the
+        run is still in the trash and the next ``trash empty`` finishes it."""
+        import shutil
+
+        from estimator_workbench.store import registry as registry_module
+
+        reg = RunRegistry(workspace)
+        run = finished(reg, "killed")
+        assert cli.main(["delete", run.run_id]) == 0
+
+        def killed(*args, **kwargs):
+            raise SystemExit("SIGKILL")  # the process dies at this point of the delete
+
+        with monkeypatch.context() as patch:
+            patch.setattr(registry_module.shutil, "rmtree", killed)
+            with pytest.raises(SystemExit):
+                trash.empty_trash(reg)
+        assert [t.record.run_id for t in trash.trashed_runs(reg)] == [run.run_id]  # still listed
+        assert cli.main(["trash", "empty", "--yes"]) == 0
+        assert not reg.exists(run.run_id) and not reg.run_dir(run.run_id).exists()
+        # A folder an older workbench left behind (row gone, folder kept) is listed and removed.
+        orphan = reg.run_dir(run.run_id)
+        shutil.copytree(reg.run_dir(finished(reg, "model").run_id), orphan)
+        old = time.time() - 120
+        os.utime(orphan, (old, old))
+        capsys.readouterr()
+        assert cli.main(["trash", "list"]) == 0
+        assert f"1 run folder(s) without a registry row (an interrupted delete), removed by " \
+               f"`estimator-workbench trash empty`: {orphan}" in capsys.readouterr().out
+        assert cli.main(["trash", "empty", "--yes"]) == 0
+        assert f"Removed 1 orphan folder(s) (an interrupted delete): {run.run_id}." in capsys.readouterr().out
+        assert not orphan.exists() and len(list(paths.runs_root(workspace).iterdir())) == 1
 
     def test_clear_errors(self, workspace, capsys, monkeypatch):
         reg = RunRegistry(workspace)

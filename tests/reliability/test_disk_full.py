@@ -239,3 +239,83 @@ def test_a_run_whose_log_cannot_be_opened_on_a_full_disk_stays_queued(workspace,
         assert RunRegistry(workspace).get(record.run_id).status == "queued"
     assert launcher.poll() == [record.run_id]  # space again: the queued run starts
     launcher.cancel(record.run_id, grace=0.5)
+
+
+class _FillsUp(sqlite3.Connection):
+    """A connection whose statements starting with one of ``FULL_AT`` fail as on a full disk:
+    SQLite rolls the transaction back itself (SQLITE_FULL), so a later ROLLBACK fails with
+    "cannot rollback - no transaction is active", the traceback the attack saw."""
+
+    FULL_AT: tuple[str, ...] = ()
+
+    def execute(self, sql, *args):
+        if sql.lstrip().upper().startswith(self.FULL_AT):
+            super().execute("ROLLBACK")
+            raise sqlite3.OperationalError("database or disk is full")
+        return super().execute(sql, *args)
+
+
+def disk_fills_at(monkeypatch, *statements: str) -> None:
+    real_connect = sqlite3.connect
+    monkeypatch.setattr(_FillsUp, "FULL_AT", tuple(statements))
+    monkeypatch.setattr(registry_db.sqlite3, "connect",
+                        lambda *args, **kwargs: real_connect(*args, factory=_FillsUp, **kwargs))
+
+
+def one_line_disk_full(capsys) -> str:
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "cannot rollback" not in err, err
+    assert err.startswith("estimator-workbench: error: disk full: ") and err.count("\n") == 1, err
+    return err
+
+
+class TestEveryCommandSaysDiskFull:
+    """Issue 24 item 13: ``export`` and ``trash empty`` crashed with ``sqlite3.OperationalError:
+    cannot rollback`` tracebacks, ``predict`` printed one; now each says "disk full" in one line."""
+
+    def test_trash_empty(self, workspace, capsys, monkeypatch):
+        registry = RunRegistry(workspace)
+        run_id = new_run(workspace).run_id
+        registry.set_status(run_id, "cancelled")
+        assert cli.main(["delete", run_id]) == 0
+        capsys.readouterr()
+        with monkeypatch.context() as patch:
+            disk_fills_at(patch, "DELETE")
+            assert cli.main(["trash", "empty", "--yes"]) == 2
+            assert "could not be written (database or disk is full)" in one_line_disk_full(capsys)
+        assert cli.main(["trash", "empty", "--yes"]) == 0  # space again: it finishes
+        assert not registry.exists(run_id)
+
+    def test_predict_registering_its_run(self, workspace, capsys, monkeypatch, tmp_path):
+        registry = RunRegistry(workspace)
+        parent = new_run(workspace).run_id
+        (registry.run_dir(parent) / "model").mkdir()
+        data = tmp_path / "new.csv"
+        data.write_text("a,b\n1,2\n")
+        monkeypatch.setattr(cli, "_dataset_of", lambda *args: {"name": "new"})
+        disk_fills_at(monkeypatch, "INSERT")
+        assert cli.main(["predict", parent, "--data", str(data), "--out", str(tmp_path / "p.csv")]) == 2
+        one_line_disk_full(capsys)
+
+    def test_export_writing_its_zip(self, workspace, capsys, monkeypatch):
+        import zipfile
+
+        run_id = new_run(workspace).run_id
+
+        def no_space(self, *args, **kwargs):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        monkeypatch.setattr(zipfile.ZipFile, "writestr", no_space)
+        assert cli.main(["export", run_id]) == 2
+        assert one_line_disk_full(capsys).endswith(f"No space left on device. Free space on {workspace}, then retry\n")
+
+    def test_one_rule_for_the_registry_and_the_runner(self, workspace, monkeypatch):
+        """There were two is_disk_full with different rules; the registry's missed a full disk
+        behind "cannot rollback", the runner's an I/O error on a nearly full disk."""
+        masked = sqlite3.OperationalError("cannot rollback - no transaction is active")
+        masked.__context__ = sqlite3.OperationalError("database or disk is full")
+        assert guards.is_disk_full(masked, workspace)
+        assert not guards.is_disk_full(sqlite3.OperationalError("disk I/O error"), workspace)
+        monkeypatch.setattr(guards, "_free_bytes", lambda path: 4096)
+        assert guards.is_disk_full(sqlite3.OperationalError("disk I/O error"), workspace)
+        assert not hasattr(run_process, "is_disk_full") or run_process.is_disk_full is guards.is_disk_full
