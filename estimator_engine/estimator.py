@@ -239,14 +239,22 @@ class _Session:
         return map_fetches(fetches, self.resolve)
 
     def fetcher(self) -> tuple[Callable[[Any], Any], Callable[[], None]]:
-        """``(fetch, new_step)`` for the loop: ``fetch`` resolves each name once per step."""
+        """``(fetch, new_step)`` for the loop: ``fetch`` resolves each name once per step.
+
+        The loop fetches after the step ran; ``'global_step'`` is then the value the step read
+        (before its increment), as TF's hooks see it: TF's model_fn ops depend on the global
+        step's read, so a fetch of it in the training ``session.run`` returns the old value.
+        """
         resolved: dict[str, Any] = {}
         resolve = self.resolve
+        # TRAIN advances the step by exactly one per step, before the fetches are resolved.
+        increment = 1 if self.mode == ModeKeys.TRAIN else 0
 
         def resolve_once(name: str) -> Any:
             value = resolved.get(name, _END)
             if value is _END:
-                value = resolved[name] = resolve(name)
+                value = resolved[name] = (self.state.global_step - increment if name == "global_step"
+                                          else resolve(name))
             return value
 
         def fetch(fetches: Any) -> Any:
