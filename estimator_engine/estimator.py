@@ -39,6 +39,7 @@ from estimator_engine import model_state as _model_state
 from estimator_engine import spec as spec_lib
 from estimator_engine._fn_args import call_with_declared, fn_args
 from estimator_engine._validation import step_count
+from estimator_engine.export_output import string_array
 from estimator_engine.hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -1183,7 +1184,11 @@ def _filter_predictions(predictions: Any, predict_keys: Sequence[str] | str | No
 def _as_numpy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
-    return value
+    if isinstance(value, np.ndarray) and value.dtype.kind not in "OUS":
+        return value
+    # Strings come out as TF's string tensors do: numpy arrays of bytes.
+    strings = string_array(value)
+    return value if strings is None else strings
 
 
 def _numpy_predictions(predictions: Any) -> Any:
