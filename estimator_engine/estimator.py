@@ -503,7 +503,8 @@ class Estimator:
         model_dir: where checkpoints and summaries are written (default: ``config.model_dir``,
             else a new temporary directory).
         config: a ``RunConfig``.
-        params: hyper-parameters passed to ``model_fn`` (deep-copied).
+        params: hyper-parameters passed to ``model_fn`` (deep-copied): a dict, or an object with
+            attributes (TF 1's ``HParams``, a ``SimpleNamespace``), kept as it is.
         warm_start_from: a checkpoint path, a model_dir or ``WarmStartSettings``.
 
     Example:
@@ -524,7 +525,7 @@ class Estimator:
     """
 
     def __init__(self, model_fn: Callable[..., EstimatorSpec], model_dir: str | os.PathLike | None = None,
-                 config: RunConfig | None = None, params: Mapping[str, Any] | None = None,
+                 config: RunConfig | None = None, params: Mapping[str, Any] | Any = None,
                  warm_start_from: str | os.PathLike | WarmStartSettings | None = None) -> None:
         self._check_no_overrides()
         # TF's order: the config (and its model_dir) is checked before the model_fn.
@@ -537,7 +538,10 @@ class Estimator:
             raise ValueError("model_fn must be provided to Estimator.")
         self._model_fn_args = _verify_model_fn_args(model_fn, params)
         self._model_fn = model_fn
-        self._params = copy.deepcopy(dict(params or {}))
+        # A dict is copied as a dict; any other object (TF 1's HParams, a SimpleNamespace) is
+        # deep-copied as it is, as TF does, so model_fn keeps its attribute access.
+        self._params: Any = copy.deepcopy(
+            {} if params is None else dict(params) if isinstance(params, Mapping) else params)
         self._model_dir = model_dir or self._temporary_model_dir()
         self._config = config.replace(model_dir=self._model_dir)
         self._warm_start_settings = warm_start_settings_from(warm_start_from)
@@ -555,7 +559,8 @@ class Estimator:
         return self._config
 
     @property
-    def params(self) -> dict[str, Any]:
+    def params(self) -> Any:
+        """A copy of ``params``: a dict, or the attribute object given (as TF keeps it)."""
         return copy.deepcopy(self._params)
 
     @property
