@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from estimator_engine import checkpoints
+from estimator_engine import checkpoints, learning_rate
 from estimator_engine.mode_keys import ModeKeys
 
 __all__ = ["ModelState", "TrainOp", "get_global_step", "get_module", "get_optimizer", "identity", "minimize",
@@ -539,7 +539,8 @@ class TrainOp:
         0.0
     """
 
-    __slots__ = ("clip_grad_norm", "clip_grad_value", "grad_scaler", "loss", "optimizer", "scheduler")
+    __slots__ = ("clip_grad_norm", "clip_grad_value", "grad_scaler", "learning_rate_schedule", "loss", "optimizer",
+                 "scheduler")
 
     def __init__(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
                  clip_grad_norm: float | None = None, clip_grad_value: float | None = None,
@@ -550,6 +551,7 @@ class TrainOp:
         self.clip_grad_value = clip_grad_value
         self.scheduler = scheduler
         self.grad_scaler = grad_scaler
+        self.learning_rate_schedule = learning_rate.schedule_of(optimizer)  # ee.learning_rate.attach
 
     def _params(self) -> list[torch.Tensor]:
         return [p for group in self.optimizer.param_groups for p in group["params"]]
@@ -567,6 +569,8 @@ class TrainOp:
                 torch.nn.utils.clip_grad_norm_(self._params(), self.clip_grad_norm)
             if self.clip_grad_value is not None:
                 torch.nn.utils.clip_grad_value_(self._params(), self.clip_grad_value)
+        if self.learning_rate_schedule is not None:  # TF: the rate at the step's global step
+            learning_rate.set_learning_rate(optimizer, _active.global_step if _active is not None else 0)
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()
