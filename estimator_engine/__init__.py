@@ -83,7 +83,12 @@ from estimator_engine.model_state import (
 from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec, Scaffold
 from estimator_engine.summary import read_eval_metrics
-from estimator_engine.train_eval import EvalSpec, TrainSpec, train_and_evaluate
+from estimator_engine.train_eval import (
+    EvalSpec,
+    InMemoryEvaluatorHook,
+    TrainSpec,
+    train_and_evaluate,
+)
 from estimator_engine.warm_start import VocabInfo, WarmStartSettings
 
 __all__ = [
@@ -107,6 +112,7 @@ __all__ = [
     "FinalExporter",
     "FinalOpsHook",
     "GlobalStepWaiterHook",
+    "InMemoryEvaluatorHook",
     "LatestExporter",
     "LinearClassifier",
     "LinearRegressor",
