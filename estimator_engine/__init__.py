@@ -9,6 +9,7 @@ Example:
 from __future__ import annotations
 
 from estimator_engine import (
+    canned,
     checkpoints,
     distribute,
     early_stopping,
@@ -16,6 +17,7 @@ from estimator_engine import (
     exporter,
     feature_column,
     inputs,
+    learning_rate,
     metrics,
     summary,
 )
@@ -25,13 +27,23 @@ from estimator_engine.canned import (
     BaselineRegressor,
     BinaryClassHead,
     DNNClassifier,
+    DNNEstimator,
     DNNLinearCombinedClassifier,
+    DNNLinearCombinedEstimator,
     DNNLinearCombinedRegressor,
     DNNRegressor,
+    Head,
     LinearClassifier,
+    LinearEstimator,
     LinearRegressor,
+    LogisticRegressionHead,
     MultiClassHead,
+    MultiHead,
+    MultiLabelHead,
+    PoissonRegressionHead,
     RegressionHead,
+    add_metrics,
+    forward_features,
 )
 from estimator_engine.errors import (
     CheckpointError,
@@ -71,7 +83,12 @@ from estimator_engine.model_state import (
 from estimator_engine.run_config import RunConfig
 from estimator_engine.spec import EstimatorSpec, Scaffold
 from estimator_engine.summary import read_eval_metrics
-from estimator_engine.train_eval import EvalSpec, TrainSpec, train_and_evaluate
+from estimator_engine.train_eval import (
+    EvalSpec,
+    InMemoryEvaluatorHook,
+    TrainSpec,
+    train_and_evaluate,
+)
 from estimator_engine.warm_start import VocabInfo, WarmStartSettings
 
 __all__ = [
@@ -95,6 +112,7 @@ __all__ = [
     "FinalExporter",
     "FinalOpsHook",
     "GlobalStepWaiterHook",
+    "InMemoryEvaluatorHook",
     "LatestExporter",
     "LinearClassifier",
     "LinearRegressor",
@@ -131,6 +149,7 @@ __all__ = [
     "get_optimizer",
     "identity",
     "inputs",
+    "learning_rate",
     "metrics",
     "minimize",
     "read_eval_metrics",
@@ -145,3 +164,6 @@ from estimator_engine.exporter import ExporterError
 from estimator_engine.serving import make_parse_example_spec
 
 __all__ += ["ExporterError", "make_parse_example_spec", "serving"]
+# TF 2's tf.estimator also holds the head-taking estimators, the extra heads and add_metrics.
+__all__ += ["DNNEstimator", "DNNLinearCombinedEstimator", "Head", "LinearEstimator", "LogisticRegressionHead",
+            "MultiHead", "MultiLabelHead", "PoissonRegressionHead", "add_metrics", "canned", "forward_features"]

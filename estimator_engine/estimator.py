@@ -39,6 +39,7 @@ from estimator_engine import model_state as _model_state
 from estimator_engine import spec as spec_lib
 from estimator_engine._fn_args import call_with_declared, fn_args
 from estimator_engine._validation import step_count
+from estimator_engine.export_output import string_array
 from estimator_engine.hooks import (
     CheckpointSaverHook,
     CheckpointSaverListener,
@@ -252,14 +253,22 @@ class _Session:
         self._before_checkpoint.append(callback)
 
     def fetcher(self) -> tuple[Callable[[Any], Any], Callable[[], None]]:
-        """``(fetch, new_step)`` for the loop: ``fetch`` resolves each name once per step."""
+        """``(fetch, new_step)`` for the loop: ``fetch`` resolves each name once per step.
+
+        The loop fetches after the step ran; ``'global_step'`` is then the value the step read
+        (before its increment), as TF's hooks see it: TF's model_fn ops depend on the global
+        step's read, so a fetch of it in the training ``session.run`` returns the old value.
+        """
         resolved: dict[str, Any] = {}
         resolve = self.resolve
+        # TRAIN advances the step by exactly one per step, before the fetches are resolved.
+        increment = 1 if self.mode == ModeKeys.TRAIN else 0
 
         def resolve_once(name: str) -> Any:
             value = resolved.get(name, _END)
             if value is _END:
-                value = resolved[name] = resolve(name)
+                value = resolved[name] = (self.state.global_step - increment if name == "global_step"
+                                          else resolve(name))
             return value
 
         def fetch(fetches: Any) -> Any:
@@ -509,7 +518,8 @@ class Estimator:
         model_dir: where checkpoints and summaries are written (default: ``config.model_dir``,
             else a new temporary directory).
         config: a ``RunConfig``.
-        params: hyper-parameters passed to ``model_fn`` (deep-copied).
+        params: hyper-parameters passed to ``model_fn`` (deep-copied): a dict, or an object with
+            attributes (TF 1's ``HParams``, a ``SimpleNamespace``), kept as it is.
         warm_start_from: a checkpoint path, a model_dir or ``WarmStartSettings``.
 
     Example:
@@ -530,7 +540,7 @@ class Estimator:
     """
 
     def __init__(self, model_fn: Callable[..., EstimatorSpec], model_dir: str | os.PathLike | None = None,
-                 config: RunConfig | None = None, params: Mapping[str, Any] | None = None,
+                 config: RunConfig | None = None, params: Mapping[str, Any] | Any = None,
                  warm_start_from: str | os.PathLike | WarmStartSettings | None = None) -> None:
         self._check_no_overrides()
         # TF's order: the config (and its model_dir) is checked before the model_fn.
@@ -543,7 +553,10 @@ class Estimator:
             raise ValueError("model_fn must be provided to Estimator.")
         self._model_fn_args = _verify_model_fn_args(model_fn, params)
         self._model_fn = model_fn
-        self._params = copy.deepcopy(dict(params or {}))
+        # A dict is copied as a dict; any other object (TF 1's HParams, a SimpleNamespace) is
+        # deep-copied as it is, as TF does, so model_fn keeps its attribute access.
+        self._params: Any = copy.deepcopy(
+            {} if params is None else dict(params) if isinstance(params, Mapping) else params)
         self._model_dir = model_dir or self._temporary_model_dir()
         self._config = config.replace(model_dir=self._model_dir)
         self._warm_start_settings = warm_start_settings_from(warm_start_from)
@@ -561,7 +574,8 @@ class Estimator:
         return self._config
 
     @property
-    def params(self) -> dict[str, Any]:
+    def params(self) -> Any:
+        """A copy of ``params``: a dict, or the attribute object given (as TF keeps it)."""
         return copy.deepcopy(self._params)
 
     @property
@@ -1192,7 +1206,11 @@ def _filter_predictions(predictions: Any, predict_keys: Sequence[str] | str | No
 def _as_numpy(value: Any) -> Any:
     if isinstance(value, torch.Tensor):
         return value.detach().cpu().numpy()
-    return value
+    if isinstance(value, np.ndarray) and value.dtype.kind not in "OUS":
+        return value
+    # Strings come out as TF's string tensors do: numpy arrays of bytes.
+    strings = string_array(value)
+    return value if strings is None else strings
 
 
 def _numpy_predictions(predictions: Any) -> Any:

@@ -14,12 +14,48 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["ClassificationOutput", "ExportOutput", "PredictOutput", "RegressionOutput", "StringLookup"]
+__all__ = ["ClassificationOutput", "ExportOutput", "PredictOutput", "RegressionOutput", "StringLookup",
+           "string_array"]
 
 
 def _check_tensor(value: Any, what: str) -> None:
     if not isinstance(value, torch.Tensor):
         raise ValueError(f"{what} must be a torch.Tensor, given: {value!r}")
+
+
+def _all_text(values: np.ndarray) -> bool:
+    return all(isinstance(v, (str, bytes)) for v in values.flat)
+
+
+def string_array(value: Any) -> np.ndarray | None:
+    """``value`` as TF returns a string tensor (a numpy object array of UTF-8 ``bytes``), or ``None``.
+
+    Strings are what a string feature holds in the engine (a list, or a numpy ``str``/``bytes``/
+    ``object`` array of them, e.g. a record key passed through with ``forward_features``); anything
+    else (a tensor, numbers) gives ``None``.
+
+    Example:
+        >>> string_array(['2024-01-01', b'x']).tolist()
+        [b'2024-01-01', b'x']
+        >>> string_array(torch.zeros(2)) is None
+        True
+    """
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "OUS" or (value.dtype.kind == "O" and not _all_text(value)):
+            return None
+        array = value
+    elif isinstance(value, (list, tuple)) and len(value):
+        try:
+            array = np.array(value, dtype=object)
+        except ValueError:  # ragged rows: not a string tensor
+            return None
+        if not _all_text(array):
+            return None
+    else:
+        return None
+    out = np.empty(array.shape, dtype=object)
+    out.flat[:] = [v if isinstance(v, bytes) else str(v).encode("utf-8") for v in array.flat]
+    return out
 
 
 class StringLookup:
@@ -121,17 +157,25 @@ class PredictOutput(ExportOutput):
         ['y']
     """
 
-    def __init__(self, outputs: torch.Tensor | Mapping[str, torch.Tensor | StringLookup]):
+    def __init__(self, outputs: torch.Tensor | Mapping[str, Any]):
         if isinstance(outputs, torch.Tensor):
             outputs = {"output": outputs}
         if not isinstance(outputs, Mapping):
             raise ValueError(f"PredictOutput outputs must be a tensor or a dict of tensors, given: {outputs!r}")
+        checked: dict[str, Any] = {}
         for key, value in outputs.items():
             if not isinstance(key, str):
                 raise ValueError(f"PredictOutput output keys must be strings, given: {key!r}")
-            if not isinstance(value, StringLookup):
-                _check_tensor(value, f"PredictOutput output {key!r}")
-        self.outputs = dict(outputs)
+            if not isinstance(value, (torch.Tensor, StringLookup)):
+                # A string feature passed through (TF's string tensor): kept as bytes.
+                strings = string_array(value)
+                if strings is None:
+                    raise ValueError(f"PredictOutput output {key!r} must be a torch.Tensor, a StringLookup or "
+                                     f"strings (a list or numpy array of str/bytes), given: {value!r:.200}")
+                value = strings
+            checked[key] = value
+        self.outputs = checked
 
-    def as_signature_outputs(self) -> dict[str, torch.Tensor | StringLookup]:
+    def as_signature_outputs(self) -> dict[str, Any]:
+        """The named outputs; a string output is a numpy array of bytes (not exported: see export.py)."""
         return dict(self.outputs)

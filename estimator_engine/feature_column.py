@@ -28,9 +28,10 @@ String-to-id mapping is vectorised: each batch is factorised (``pandas.factorize
 Hashing: ``categorical_column_with_hash_bucket``, the OOV buckets of vocabulary columns and
 ``crossed_column`` use a pure-Python port of FarmHash ``Fingerprint64`` and TF's
 ``FingerprintCat64``, the functions TF uses, so bucket ids are meant to equal TF's
-(``fingerprint64`` is pinned to published FarmHash test vectors; crossed ids follow TF's
-``SparseCrossOp`` as we read it: strings are fingerprinted, integer ids used as they are, mixed
-starting from ``hash_key`` (default ``0xDECAFCAFFE``)). Ids are stable across processes and
+(``fingerprint64`` is pinned to published FarmHash test vectors; crossed ids equal TF 2.15's
+``SparseCrossOp`` ids for every mix of key kinds, tested against ids TF computed: strings are
+fingerprinted, integer ids used as they are, mixed starting from ``hash_key`` (default
+``0xDECAFCAFFE``), sparse inputs before dense ones). Ids are stable across processes and
 platforms (no use of Python's salted ``hash``).
 
 Variable names: a column's ``name`` is a path component of its variables (``<name>/weights``,
@@ -401,6 +402,20 @@ def _categorical_input(value: Any, key: str) -> np.ndarray:
 
 def _is_text(array: np.ndarray) -> bool:
     return array.dtype.kind in "OUS"
+
+
+def _is_ragged(value: Any) -> bool:
+    """A list of per-row value lists (what ``_categorical_input`` pads): TF's sparse input."""
+    return isinstance(value, (list, tuple)) and any(isinstance(v, (list, tuple, np.ndarray)) for v in value)
+
+
+def _present(array: np.ndarray, key: str) -> np.ndarray:
+    """Which elements of a categorical input hold a value (not ``''``, ``None``/``NaN`` or ``-1``)."""
+    if not _is_text(array):
+        return array != -1
+    codes, uniques = _factorize(array)
+    table = np.array([t is not None for t in _text_uniques(uniques, key)] + [False])
+    return table[codes].reshape(array.shape)
 
 
 def _factorize(array: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -929,27 +944,57 @@ class CrossedColumn(CategoricalColumn):
     def num_buckets(self) -> int:
         return self.hash_bucket_size
 
-    def _hashes(self, key: Any, cache: _Cache) -> tuple[np.ndarray, np.ndarray]:
-        """(uint64 fingerprints [B, K], valid mask [B, K]) of one leaf of the cross."""
+    def _leaf_order(self, cache: _Cache) -> list[tuple[Any, bool]]:
+        """(leaf, is_dense) in TF's crossing order.
+
+        TF's ``sparse_cross_hashed`` passes its sparse inputs first and its dense ones after,
+        each in the order listed: categorical columns give sparse ids, and a raw feature key is
+        sparse only when its input is (in the engine, a list of per-row lists, the counterpart
+        of a ``tf.io.VarLenFeature``); a tensor, array or flat list is dense, so
+        ``['origin', bucketized]`` crosses the bucket ids before ``origin``.
+        """
+        sparse: list[tuple[Any, bool]] = []
+        dense: list[tuple[Any, bool]] = []
+        for key in self._leaf_keys():
+            if isinstance(key, str) and not _is_ragged(_feature(cache.features, key)):
+                dense.append((key, True))
+            else:
+                sparse.append((key, False))
+        return sparse + dense
+
+    def _hashes(self, key: Any, cache: _Cache, dense: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(uint64 values to cross [B, K], valid mask [B, K]) of one leaf of the cross.
+
+        As TF's ``SparseCrossOp``: strings are fingerprinted, ints used as they are (``-1`` as the
+        uint64 ``2**64 - 1``). Every value of a dense raw feature is crossed, ``''`` and ``-1``
+        included; a sparse one drops its padding; a vocabulary column's out-of-vocabulary id
+        ``-1`` (its ``default_value``) is crossed, only missing inputs are dropped.
+        """
         if isinstance(key, str):
             array = _categorical_input(_feature(cache.features, key), key)
             if _is_text(array):
                 codes, uniques = _factorize(array)
-                texts = _text_uniques(uniques, key)
+                texts = _text_uniques(uniques, key)  # '' -> None
+                if dense:  # a dense string tensor's '' is a value like any other
+                    texts = ["" if t is None and isinstance(u, (str, bytes)) else t
+                             for t, u in zip(texts, uniques)]
                 table = np.array([0 if t is None else fingerprint64(t) for t in texts] + [0],
                                  dtype=np.uint64)
                 valid_table = np.array([t is not None for t in texts] + [False])
                 return (table[codes].reshape(array.shape),
                         valid_table[codes].reshape(array.shape))
-            return array.astype(np.uint64), array != -1
+            return array.astype(np.uint64), np.ones(array.shape, bool) if dense else array != -1
         ids = key._ids(cache).ids.cpu().numpy()
+        if isinstance(key, _VocabularyLookup):
+            present = _present(_categorical_input(_feature(cache.features, key.key), key.key), key.key)
+            return ids.astype(np.uint64), present
         return np.where(ids >= 0, ids, 0).astype(np.uint64), ids >= 0
 
     def _build_ids(self, cache: _Cache) -> _Ids:
         hashed: np.ndarray | None = None
         valid: np.ndarray | None = None
-        for key in self._leaf_keys():
-            values, mask = self._hashes(key, cache)
+        for key, dense in self._leaf_order(cache):
+            values, mask = self._hashes(key, cache, dense)
             if hashed is None or valid is None:
                 seed = _DEFAULT_HASH_KEY if self.hash_key is None else self.hash_key
                 hashed = np.full((values.shape[0], 1), seed & _M64, dtype=np.uint64)
@@ -1443,6 +1488,11 @@ def crossed_column(keys: Sequence[str | CategoricalColumn], hash_bucket_size: in
     ``FingerprintCat64`` chain from ``hash_key`` over the values' fingerprints, modulo
     ``hash_bucket_size``. The name joins the sorted key names with ``'_X_'``.
 
+    The values are chained in TF's order, not the listed one: categorical columns and raw
+    features given as lists of per-row lists (TF's sparse inputs) first, then raw features given
+    as a tensor, array or flat list (dense inputs), each group in the listed order. A dense raw
+    feature crosses all its values (``''`` and ``-1`` too), as TF does.
+
     Example:
         >>> crossed_column(["b", "a"], 1000).name
         'a_X_b'
@@ -1459,6 +1509,9 @@ def crossed_column(keys: Sequence[str | CategoricalColumn], hash_bucket_size: in
             raise ValueError("categorical_column_with_hash_bucket is not supported for crossing. "
                              "Hashing before crossing will increase probability of collision. "
                              f"Instead, use the feature name as a string. Given: {key!r}")
+        if isinstance(key, WeightedCategoricalColumn):  # TF raises this when the cross is built
+            raise ValueError("crossed_column does not support weight_tensor, but the given column "
+                             f"populates weight_tensor. Given column: {key.name}")
     if hash_key is not None and not _is_int(hash_key):
         raise ValueError(f"hash_key must be an int or None, got {hash_key!r}.")
     return CrossedColumn(tuple(keys), int(hash_bucket_size), hash_key)

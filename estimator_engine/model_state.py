@@ -18,11 +18,11 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
-from estimator_engine import checkpoints
+from estimator_engine import checkpoints, learning_rate
 from estimator_engine.mode_keys import ModeKeys
 
 __all__ = ["ModelState", "TrainOp", "get_global_step", "get_module", "get_optimizer", "identity", "minimize",
-           "trainable_variables"]
+           "trainable_variables", "use_fastest_kernel"]
 
 _log = logging.getLogger("estimator_engine")
 
@@ -245,12 +245,17 @@ class ModelState:
                                          if self.inference_wrapper else module)
         return self.modules[name]
 
-    def create_optimizer(self, name: str, factory: Callable[[], torch.optim.Optimizer]) -> torch.optim.Optimizer:
+    def create_optimizer(self, name: str, factory: Callable[[], torch.optim.Optimizer],
+                         fastest_kernel: bool = True) -> torch.optim.Optimizer:
         if not callable(factory):
             raise TypeError(f"get_optimizer({name!r}, factory): factory must be a zero-argument callable returning a torch.optim.Optimizer, given: {factory!r}")
         optimizer = factory()
         if not isinstance(optimizer, torch.optim.Optimizer):
             raise TypeError(f"get_optimizer({name!r}, factory): factory must return a torch.optim.Optimizer, returned {type(optimizer).__name__}: {optimizer!r}")
+        # Chosen before the state is restored: load_state_dict places step counters by kernel.
+        if fastest_kernel:
+            use_fastest_kernel(optimizer)
+        optimizer._ee_kernel_chosen = True  # type: ignore[attr-defined]  # minimize leaves it alone
         saved = (self.checkpoint or {}).get("optimizers", {}).get(name) if self.restored else None
         if saved is not None:
             # State (moments, step counts) comes from the checkpoint; hyper-parameters such as
@@ -393,8 +398,64 @@ def get_module(name: str, factory: Callable[[], ModuleT]) -> ModuleT:
     return module  # type: ignore[return-value]
 
 
-def get_optimizer(name: str, factory: Callable[[], OptimizerT]) -> OptimizerT:
+# CPU kernels faster than torch's CPU default for these optimizers (a Python loop over the
+# tensors), with the same update rule (parameters within ~1e-7 after 300 steps). Measured on the
+# mid MLP (20-64-32-3, batch 128, one thread, alternated runs): fused Adam 1.4x, AdamW 1.9x,
+# Adagrad 1.2x, SGD with momentum 1.2x, RMSprop's foreach 1.2x; plain SGD's loop was the fastest.
+# On other devices torch's own default (foreach on CUDA) is kept.
+_CPU_KERNELS: dict[type, str] = {torch.optim.Adam: "fused", torch.optim.AdamW: "fused",
+                                 torch.optim.Adagrad: "fused", torch.optim.SGD: "fused",
+                                 torch.optim.RMSprop: "foreach"}
+
+
+def use_fastest_kernel(optimizer: torch.optim.Optimizer) -> str | None:
+    """Switches ``optimizer`` to torch's fastest kernel for its device when its user chose none.
+
+    ``get_optimizer`` (and ``minimize``, for an optimizer it has not seen) call this, so
+    ``torch.optim.Adam(params, lr)`` written as TF's Adam was ported runs fused on CPU, as TF's
+    ``ApplyAdam`` kernel did. Nothing changes when ``fused`` or ``foreach`` was given (either
+    value), for a subclass, ``differentiable=True``, parameters off the CPU or not floating point,
+    or SGD without momentum. Returns the kernel chosen (``'fused'``/``'foreach'``) or ``None``.
+    Keep torch's default with ``get_optimizer(name, factory, fastest_kernel=False)`` or by
+    passing ``fused=False`` / ``foreach=False`` to the optimizer.
+
+    Example:
+        >>> w = torch.nn.Parameter(torch.ones(2))
+        >>> use_fastest_kernel(torch.optim.Adam([w], lr=0.1))
+        'fused'
+        >>> use_fastest_kernel(torch.optim.Adam([w], lr=0.1, foreach=False)) is None
+        True
+    """
+    kernel = _CPU_KERNELS.get(type(optimizer))
+    groups = optimizer.param_groups
+    if kernel is None or any(g.get("fused") is not None or g.get("foreach") is not None
+                             or g.get("differentiable") for g in groups):
+        return None
+    params = [p for g in groups for p in g["params"]]
+    if not params or any(p.device.type != "cpu" or not p.is_floating_point() or p.is_sparse for p in params):
+        return None
+    if type(optimizer) is torch.optim.SGD and not all(g.get("momentum") for g in groups):
+        return None
+    for group in groups:
+        group[kernel] = True
+    optimizer.defaults[kernel] = True
+    if kernel == "fused":
+        # What the constructors do for fused=True: a dtype/device check of the parameters at the
+        # first step, and Adagrad's eagerly made step counters in the fused kernels' dtype.
+        optimizer._need_device_dtype_check_for_fused = True  # type: ignore[attr-defined]
+        for state in optimizer.state.values():
+            if isinstance(state.get("step"), torch.Tensor) and state["step"].dtype != torch.float32:
+                state["step"] = state["step"].to(torch.float32)
+    return kernel
+
+
+def get_optimizer(name: str, factory: Callable[[], OptimizerT], fastest_kernel: bool = True) -> OptimizerT:
     """Returns the optimizer registered as ``name``, creating it (and restoring its state) once.
+
+    With ``fastest_kernel`` (the default), an optimizer whose ``fused``/``foreach`` were left
+    unset gets torch's fastest kernel for its device with the same update rule (fused Adam, AdamW,
+    Adagrad and momentum SGD, foreach RMSprop on CPU: see ``use_fastest_kernel``); ``False`` keeps
+    torch's default.
 
     Example:
         >>> def model_fn(features, labels, mode):
@@ -406,7 +467,7 @@ def get_optimizer(name: str, factory: Callable[[], OptimizerT]) -> OptimizerT:
         state = _require_active("ee.get_optimizer")
     optimizer = state.optimizers.get(name)
     if optimizer is None:
-        optimizer = state.create_optimizer(name, factory)
+        optimizer = state.create_optimizer(name, factory, fastest_kernel)
     return optimizer  # type: ignore[return-value]
 
 
@@ -478,7 +539,8 @@ class TrainOp:
         0.0
     """
 
-    __slots__ = ("clip_grad_norm", "clip_grad_value", "grad_scaler", "loss", "optimizer", "scheduler")
+    __slots__ = ("clip_grad_norm", "clip_grad_value", "grad_scaler", "learning_rate_schedule", "loss", "optimizer",
+                 "scheduler")
 
     def __init__(self, optimizer: torch.optim.Optimizer, loss: torch.Tensor,
                  clip_grad_norm: float | None = None, clip_grad_value: float | None = None,
@@ -489,6 +551,7 @@ class TrainOp:
         self.clip_grad_value = clip_grad_value
         self.scheduler = scheduler
         self.grad_scaler = grad_scaler
+        self.learning_rate_schedule = learning_rate.schedule_of(optimizer)  # ee.learning_rate.attach
 
     def _params(self) -> list[torch.Tensor]:
         return [p for group in self.optimizer.param_groups for p in group["params"]]
@@ -506,6 +569,8 @@ class TrainOp:
                 torch.nn.utils.clip_grad_norm_(self._params(), self.clip_grad_norm)
             if self.clip_grad_value is not None:
                 torch.nn.utils.clip_grad_value_(self._params(), self.clip_grad_value)
+        if self.learning_rate_schedule is not None:  # TF: the rate at the step's global step
+            learning_rate.set_learning_rate(optimizer, _active.global_step if _active is not None else 0)
         if scaler is not None:
             scaler.step(optimizer)
             scaler.update()
@@ -521,11 +586,13 @@ class TrainOp:
 
 def minimize(optimizer: torch.optim.Optimizer, loss: torch.Tensor, *,
              clip_grad_norm: float | None = None, clip_grad_value: float | None = None,
-             scheduler: Any = None) -> TrainOp:
+             scheduler: Any = None, fastest_kernel: bool = True) -> TrainOp:
     """The ``train_op`` for ``EstimatorSpec``: minimises ``loss`` with ``optimizer`` (TF's ``minimize``).
 
     The Estimator advances ``global_step`` after running it, so there is no ``global_step``
     argument. ``scheduler`` (a ``torch.optim.lr_scheduler``) is stepped once per training step.
+    An optimizer not made by ``get_optimizer`` that has not stepped yet gets torch's fastest
+    kernel for its device as there (``use_fastest_kernel``), unless ``fastest_kernel=False``.
 
     Example:
         >>> # in model_fn, TRAIN mode:
@@ -536,6 +603,11 @@ def minimize(optimizer: torch.optim.Optimizer, loss: torch.Tensor, *,
                         "Create it with ee.get_optimizer(name, factory).")
     if not isinstance(loss, torch.Tensor):
         raise TypeError(f"minimize: loss must be a scalar torch.Tensor, given: {loss!r}.")
+    if not getattr(optimizer, "_ee_kernel_chosen", False):
+        # Not once it has stepped (Adagrad makes its state, at step 0, in its constructor).
+        if fastest_kernel and not any(float(s.get("step", 0)) for s in optimizer.state.values()):
+            use_fastest_kernel(optimizer)
+        optimizer._ee_kernel_chosen = True  # type: ignore[attr-defined]
     state = _active
     scaler = getattr(state, "grad_scaler", None) if state is not None else None
     return TrainOp(optimizer, loss, clip_grad_norm, clip_grad_value, scheduler, scaler)

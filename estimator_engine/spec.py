@@ -6,7 +6,8 @@ PyTorch meaning of the fields (decided once, here):
 * ``train_op`` is what ``estimator_engine.minimize`` returns, or any zero-argument callable. The
   Estimator calls it once per training step and then advances ``global_step`` by one.
 * ``predictions`` is a tensor or a dict of tensors (numpy arrays are accepted as values, e.g. the
-  class names of a canned head).
+  class names of a canned head, and strings, e.g. a string feature passed through: ``predict``
+  yields them as TF yields string tensors, numpy arrays of ``bytes``).
 * ``eval_metric_ops`` values are ``MetricOp`` objects from ``estimator_engine.metrics``.
 * ``export_outputs`` values are ``ExportOutput`` objects (``PredictOutput``, ...).
 * The four hook fields hold ``SessionRunHook`` instances; ``scaffold`` is a ``Scaffold``.
@@ -26,7 +27,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from estimator_engine.export_output import ExportOutput, PredictOutput
+from estimator_engine.export_output import ExportOutput, PredictOutput, string_array
 from estimator_engine.hooks.base import SessionRunHook
 from estimator_engine.metric_op import MetricOp
 from estimator_engine.mode_keys import ModeKeys
@@ -125,7 +126,7 @@ def _validate_predictions(mode: Any, predictions: Any) -> Any:
         for key, value in predictions.items():
             if not isinstance(key, str):
                 raise TypeError(f"{_mode_tag(mode)}: prediction keys must be strings, given: {key!r}")
-            if not isinstance(value, allowed):
+            if not isinstance(value, allowed) and string_array(value) is None:
                 raise TypeError(
                     f"{_mode_tag(mode)}: predictions[{key!r}] must be Tensor, given: {value!r}"
                 )

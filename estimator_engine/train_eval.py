@@ -41,7 +41,7 @@ from estimator_engine.hooks.base import (
 from estimator_engine.hooks.timer import SecondOrStepTimer
 from estimator_engine.mode_keys import ModeKeys
 
-__all__ = ["EvalSpec", "TrainSpec", "train_and_evaluate"]
+__all__ = ["EvalSpec", "InMemoryEvaluatorHook", "TrainSpec", "train_and_evaluate"]
 
 _log = logging.getLogger("estimator_engine")
 
@@ -308,6 +308,76 @@ class _InProcessEvaluatorHook(SessionRunHook):
     def end(self, session: Session) -> None:
         if not self._failed and self._evaluator.evaluated_step != session.global_step:
             self._evaluator.evaluate_live(session)
+
+
+class InMemoryEvaluatorHook(SessionRunHook):
+    """Evaluates the model being trained, without a checkpoint (TF's
+    ``tf.estimator.experimental.InMemoryEvaluatorHook``).
+
+    As TF's: once when training starts (the model before its first step), every ``every_n_iter``
+    iterations of this training call, and at its end (the final model); results go to
+    ``model_dir/eval`` (``eval_<name>``) as ``evaluate``'s do. ``estimator`` supplies the EVAL
+    ``model_fn``; the variables are the training ones as they are in memory (TF copies them by
+    name). The training RNG streams are left where they were.
+
+    Args:
+        estimator: the Estimator whose ``model_fn`` evaluates (usually the one training).
+        input_fn, steps, hooks, name: as in ``Estimator.evaluate``.
+        every_n_iter: evaluate every N training iterations, >= 1.
+
+    Raises:
+        ValueError: ``every_n_iter`` is not positive, or the training is distributed.
+
+    Example:
+        >>> # evaluator = ee.InMemoryEvaluatorHook(estimator, eval_input_fn, every_n_iter=100)
+        >>> # estimator.train(train_input_fn, hooks=[evaluator])
+    """
+
+    def __init__(self, estimator: Any, input_fn: Callable[..., Any], steps: int | None = None,
+                 hooks: Iterable[SessionRunHook] | None = None, name: str | None = None,
+                 every_n_iter: int = 100) -> None:
+        if every_n_iter is None or not isinstance(every_n_iter, int) or every_n_iter <= 0:
+            raise ValueError(f"invalid every_n_iter={every_n_iter}.")  # TF's message
+        config = estimator.config
+        if config.num_ps_replicas > 0 or config.num_worker_replicas > 1:
+            raise ValueError("InMemoryEvaluator supports only single machine (aka Local) setting.")
+        self._spec = EvalSpec(input_fn, steps=steps, name=name, hooks=hooks, throttle_secs=0)
+        self._evaluator = _Evaluator(estimator, self._spec, max_training_steps=None)
+        self._every_n_iter = every_n_iter
+        self._timer = SecondOrStepTimer(every_steps=every_n_iter)
+        self._iter_count = 0
+        self._failed = False
+
+    @property
+    def eval_result(self) -> dict[str, Any] | None:
+        """The last evaluation's results."""
+        return self._evaluator.eval_result
+
+    def begin(self) -> None:
+        self._timer.reset()
+        self._iter_count = 0
+        self._failed = False
+
+    def after_create_session(self, session: Any, coord: Any = None) -> None:
+        self._evaluate(session)  # the metrics before training
+
+    def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
+        self._iter_count += 1
+        if self._timer.should_trigger_for_step(self._iter_count):
+            self._evaluate(run_context.session)
+
+    def on_exception(self, exception: BaseException) -> None:
+        self._failed = True
+
+    def end(self, session: Session) -> None:
+        if not self._failed:  # TF's end is not reached after an error; the engine's always is
+            self._evaluate(session)
+
+    def _evaluate(self, session: Any) -> None:
+        if session is None or not hasattr(session, "state"):
+            raise RuntimeError("InMemoryEvaluatorHook runs only as a hook of Estimator.train.")
+        self._evaluator.evaluate_live(session)
+        self._timer.update_last_triggered_step(self._iter_count)
 
 
 def train_and_evaluate(estimator: Any, train_spec: TrainSpec,

@@ -4,7 +4,7 @@ MLP 20-64-32-3 (ReLU), Adam(1e-3), cross-entropy, batch 128, 2000 train steps on
 rows, custom ``model_fn``, default ``RunConfig``, then ``evaluate`` and ``predict`` on 2,000 rows.
 Prints one JSON line with the same keys as ``tf_mlp.py``.
 
-    .venv/bin/python benchmarks/tf_peer/engine_mlp.py [--steps 2000] [--threads 1] [--loop-adam]
+    .venv/bin/python benchmarks/tf_peer/engine_mlp.py [--steps 2000] [--threads 1] [--adam fused|as-ported|loop]
         [--model custom|canned] [--size tiny|mid]
 """
 
@@ -60,10 +60,14 @@ def model_fn(features, labels, mode, params):
     if mode == ee.ModeKeys.EVAL:
         return ee.EstimatorSpec(mode, loss=loss, eval_metric_ops={
             "accuracy": ee.metrics.accuracy(labels=labels, predictions=class_ids)})
-    # fused=True, as README's example: one kernel per parameter, like TF's ApplyAdam op (torch's CPU
-    # default loops over the tensors in Python); --loop-adam measures that default.
-    optimizer = ee.get_optimizer("adam", lambda: torch.optim.Adam(net.parameters(), lr=1e-3,
-                                                                  fused=params["fused_adam"] or None))
+    # --adam fused: fused=True, as README's example (one kernel per parameter, like TF's ApplyAdam
+    # op); as-ported: torch.optim.Adam(params, lr) as a TF user writes it (the engine then picks
+    # the fused kernel itself); loop: torch's CPU default, a Python loop over the tensors.
+    adam = params["adam"]
+    optimizer = ee.get_optimizer(
+        "adam", lambda: (torch.optim.Adam(net.parameters(), lr=1e-3, fused=True) if adam == "fused"
+                         else torch.optim.Adam(net.parameters(), lr=1e-3)),
+        fastest_kernel=adam != "loop")
     return ee.EstimatorSpec(mode, loss=loss, train_op=ee.minimize(optimizer, loss))
 
 
@@ -72,11 +76,15 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (0: torch default)")
     parser.add_argument("--loop-adam", action="store_true",
-                        help="torch.optim.Adam's CPU default (a Python loop over tensors) instead of fused=True")
+                        help="torch.optim.Adam's CPU default (a Python loop over tensors): --adam loop")
+    parser.add_argument("--adam", choices=("fused", "as-ported", "loop"), default="fused",
+                        help="fused=True; as-ported: Adam(params, lr) with the engine's kernel choice; loop")
     parser.add_argument("--model", choices=("custom", "canned"), default="custom",
                         help="custom model_fn, or the canned ee.DNNClassifier (default Adagrad, as TF's)")
     parser.add_argument("--size", choices=tuple(SIZES), default="mid")
     args = parser.parse_args()
+    if args.loop_adam:
+        args.adam = "loop"
     global N_FEATURES, HIDDEN, N_CLASSES, BATCH
     N_FEATURES, HIDDEN, N_CLASSES, BATCH = SIZES[args.size]
     logging.getLogger("estimator_engine").setLevel(logging.WARNING)
@@ -92,7 +100,7 @@ def main() -> None:
                 feature_columns=[ee.feature_column.numeric_column("x", shape=(N_FEATURES,))])
         else:
             estimator = ee.Estimator(model_fn, model_dir=model_dir, config=ee.RunConfig(),
-                                     params={"fused_adam": not args.loop_adam})
+                                     params={"adam": args.adam})
         estimator.train(ee.inputs.numpy_input_fn({"x": x}, y, batch_size=BATCH, num_epochs=None, shuffle=True),
                         steps=args.steps)
         train_s = time.perf_counter() - start
@@ -115,7 +123,7 @@ def main() -> None:
         shutil.rmtree(model_dir, ignore_errors=True)
     print(json.dumps({"system": f"estimator_engine {ee.__version__} (torch {torch.__version__})",
                       "model": args.model, "size": args.size,
-                      "input": "numpy_input_fn", "threads": args.threads, "fused_adam": not args.loop_adam, "steps": args.steps,
+                      "input": "numpy_input_fn", "threads": args.threads, "fused_adam": args.adam != "loop", "adam": args.adam, "steps": args.steps,
                       "train_s": train_s, "train_steps_per_sec": args.steps / train_s,
                       "evaluate_s": evaluate_s, "predict_s": predict_s, "predicted": n,
                       "accuracy": float(metrics["accuracy"]), "script_s": script_s,

@@ -49,6 +49,10 @@ WORKLOADS: dict[str, dict[str, tuple[str, list[str]]]] = {
     "custom_mid": {"tf": ("tf_mlp.py", ["--model", "custom", "--size", "mid"]),
                    "engine": ("engine_mlp.py", ["--model", "custom", "--size", "mid"]),
                    "plain": ("plain_mlp.py", ["--size", "mid"])},
+    # The custom model_fn as a TF user ports it: torch.optim.Adam(params, lr), no fused=True.
+    "custom_mid_as_ported": {"tf": ("tf_mlp.py", ["--model", "custom", "--size", "mid"]),
+                             "engine": ("engine_mlp.py", ["--model", "custom", "--size", "mid",
+                                                          "--adam", "as-ported"])},
     "canned_tiny": {"tf": ("tf_mlp.py", ["--model", "canned", "--size", "tiny"]),
                     "engine": ("engine_mlp.py", ["--model", "canned", "--size", "tiny"])},
     "canned_mid": {"tf": ("tf_mlp.py", ["--model", "canned", "--size", "mid"]),
@@ -127,6 +131,8 @@ def main() -> None:
         workloads[workload] = {"systems": {name: rs[0]["system"] for name, rs in runs.items()},
                                "summary": summary, "ratios": ratios, "load_1m": list(load), "runs": runs}
         kind = "custom model_fn" if workload.startswith("custom") else f"canned DNNClassifier {workload.split('_')[1]}"
+        if workload.endswith("as_ported"):
+            kind += " as ported (Adam(params, lr))"
         targets.append(c.target_row(f"peer_{workload}_steady", f"{kind} / tf.estimator, steady state "
                                     "(second train() steps/s)", ratios["train2_steps_per_sec engine/tf"], ">= 2",
                                     unit="x", higher_is_better=True, threshold=2.0, load=load))

@@ -320,9 +320,25 @@ class Head:
         """The prediction dict for ``logits``."""
         raise NotImplementedError
 
-    def metrics(self, labels: Any, logits: torch.Tensor, features: Any = None,
+    def metrics(self, labels: Any = None, logits: torch.Tensor | None = None, features: Any = None,
                 regularization_losses: Sequence[torch.Tensor] | None = None) -> dict[str, MetricOp]:
-        """The eval metric ops (TF's keys) for one batch."""
+        """The eval metric ops (TF's keys) for one batch.
+
+        Called without logits it is TF 2's ``Head.metrics(regularization_losses=None)``: an empty
+        dict for ``update_metrics`` to fill (``head.metrics()`` then
+        ``head.update_metrics(eval_metrics, features, logits, labels)``, as a TF 2 model_fn does).
+
+        Example:
+            >>> head = BinaryClassHead()
+            >>> ops = head.update_metrics(head.metrics(), None, torch.tensor([[2.0], [-1.0]]),
+            ...                           torch.tensor([[1], [1]]))
+            >>> round(float(ops['accuracy'].result()), 2)
+            0.5
+        """
+        if logits is None:
+            if labels is not None and regularization_losses is None:
+                regularization_losses = labels  # TF 2's positional metrics(regularization_losses)
+            return {}
         logits = self._check_logits(logits)
         self._require_labels(labels)
         labels_t = self._labels(labels, logits)
@@ -332,6 +348,20 @@ class Head:
             ops = self._all_metric_ops(labels_t, logits, self.predictions(logits), unweighted, weights,
                                        regularization_losses)
         return {self._key(k): v for k, v in ops.items()}
+
+    def update_metrics(self, eval_metrics: dict[str, MetricOp], features: Any, logits: torch.Tensor,
+                       labels: Any, regularization_losses: Sequence[torch.Tensor] | None = None,
+                       mode: Any = None) -> dict[str, MetricOp]:
+        """TF 2's ``Head.update_metrics``: adds one batch to ``eval_metrics`` and returns it.
+
+        A key already in ``eval_metrics`` is merged with the batch (the metric over both), so the
+        dict can be updated batch after batch outside an Estimator too; in a ``model_fn`` it is
+        what ``eval_metric_ops`` takes.
+        """
+        del mode
+        for key, op in self.metrics(labels, logits, features, regularization_losses).items():
+            eval_metrics[key] = eval_metrics[key].merge(op) if key in eval_metrics else op
+        return eval_metrics
 
     def _all_metric_ops(self, labels, logits, predictions, unweighted, weights,
                         regularization_losses) -> dict[str, MetricOp]:
@@ -519,7 +549,9 @@ class BinaryClassHead(_ClassHead):
 
     Args:
         weight_column: feature key (or numeric_column) of per-example weights.
-        thresholds: accepted for TF compatibility; only 0.5 is reported.
+        thresholds: probabilities in (0, 1); each ``t`` adds TF's ``accuracy/positive_threshold_<t>``,
+            ``precision/positive_threshold_<t>`` and ``recall/positive_threshold_<t>`` (the logistic
+            above ``t`` counts as the positive class).
         label_vocabulary: two class names (labels are then strings).
         loss_reduction: ``'sum_over_batch_size'`` (default) or ``'sum'``.
         name: suffix of the metric keys (``accuracy/<name>``).
@@ -537,7 +569,11 @@ class BinaryClassHead(_ClassHead):
                  label_vocabulary: Sequence[str] | None = None,
                  loss_reduction: str = LossReduction.SUM_OVER_BATCH_SIZE, name: str | None = None) -> None:
         super().__init__(2, weight_column, label_vocabulary, loss_reduction, name)
-        self.thresholds = tuple(thresholds or ())
+        thresholds = tuple(thresholds) if thresholds else ()
+        for threshold in thresholds:
+            if threshold <= 0.0 or threshold >= 1.0:
+                raise ValueError(f"thresholds not in (0, 1): {(thresholds,)}.")  # TF's message
+        self.thresholds = thresholds
 
     def _labels(self, labels: Any, logits: torch.Tensor, check_range: bool = True) -> torch.Tensor:
         labels_t = self._check_label_shape(self._label_ids(labels, logits), logits, 1)
@@ -571,7 +607,7 @@ class BinaryClassHead(_ClassHead):
         logistic = predictions[PredictionKeys.LOGISTIC]
         class_ids = predictions[PredictionKeys.CLASS_IDS]
         label_mean = metrics.mean(labels, weights=weights)
-        return {
+        ops = {
             MetricKeys.LOSS_MEAN: metrics.mean(unweighted, weights=weights),
             MetricKeys.ACCURACY: metrics.accuracy(labels, class_ids, weights=weights),
             MetricKeys.PRECISION: metrics.precision(labels, class_ids, weights=weights),
@@ -582,6 +618,12 @@ class BinaryClassHead(_ClassHead):
             MetricKeys.AUC: metrics.auc(labels, logistic, weights=weights, curve="ROC"),
             MetricKeys.AUC_PR: metrics.auc(labels, logistic, weights=weights, curve="PR"),
         }
+        for threshold in self.thresholds:  # Keras' BinaryAccuracy/Precision/Recall(threshold)
+            above = (logistic > threshold).to(labels.dtype)
+            ops[f"accuracy/positive_threshold_{threshold:g}"] = metrics.accuracy(labels, above, weights=weights)
+            ops[f"precision/positive_threshold_{threshold:g}"] = metrics.precision(labels, above, weights=weights)
+            ops[f"recall/positive_threshold_{threshold:g}"] = metrics.recall(labels, above, weights=weights)
+        return ops
 
     def _export_outputs(self, predictions: Mapping[str, Any]) -> dict[str, Any]:
         outputs = self._class_export_outputs(predictions)
@@ -986,8 +1028,10 @@ class MultiHead(Head):
         return {f"{name}/{key}": value for name, head in zip(self._names, self.heads)
                 for key, value in head.predictions(logits_dict[name]).items()}
 
-    def metrics(self, labels: Any, logits: Any, features: Any = None,
+    def metrics(self, labels: Any = None, logits: Any = None, features: Any = None,
                 regularization_losses: Sequence[torch.Tensor] | None = None) -> dict[str, MetricOp]:
+        if logits is None:  # TF 2's metrics(regularization_losses): filled by update_metrics
+            return {}
         logits_dict = self._split_logits(logits)
         labels = self._split_labels(labels)
         ops: dict[str, MetricOp] = {}

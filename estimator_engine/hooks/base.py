@@ -37,7 +37,9 @@ timer is looked at when a step starts: one that falls due during a step acts on 
 
 End of input (``StopIteration``) ends the loop normally. ``run_context.request_stop()`` stops the
 loop after the current step. Fetches are *names*, resolved against the step's ``EstimatorSpec``:
-``'loss'``, ``'global_step'`` (the step count after this step ran), ``'predictions'`` (the whole
+``'loss'``, ``'global_step'`` (the value this step read: before its increment, as TF's hooks get it
+from ``training_util._get_or_create_global_step_read()``; ``session.global_step`` in ``after_run`` is
+the value after), ``'predictions'`` (the whole
 dict) and each of its keys, also as ``'predictions/<key>'``, ``'labels'``, ``'features'`` and
 ``'features/<key>'``, and in EVAL each ``eval_metric_ops`` key (the value over the batches seen so
 far). A fetch may be one name or a list, tuple or dict of names; ``SessionRunValues.results`` has

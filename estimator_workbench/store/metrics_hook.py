@@ -200,7 +200,9 @@ class MetricsWriterHook(SessionRunHook):
         self._last_beat = 0.0
         self._next_stop_check = 0.0
         self._fd: int | None = None
-        self._fetches = SessionRunArgs({"loss": "loss", "global_step": "global_step"})
+        # The step is read from the session after the step (a fetched 'global_step' is the value
+        # before the step's increment, as in TF).
+        self._fetches = SessionRunArgs({"loss": "loss"})
 
     # -- protocol ----------------------------------------------------------------------------
 
@@ -230,8 +232,8 @@ class MetricsWriterHook(SessionRunHook):
         logged = False
         now = time.monotonic()
         if self._train:
-            if isinstance(results, Mapping) and "global_step" in results:
-                self._step = int(results["global_step"])
+            if isinstance(results, Mapping) and "loss" in results:
+                self._step = self._global_step(self._step + 1)
                 self._log_train(results.get("loss"))
                 logged = True
             else:

@@ -559,7 +559,7 @@ class TestHooks:
         est.train(_linear_input_fn(), steps=2, hooks=[first, second])
         assert first.calls == ["a:begin", "a:after_create_session", "a:before_run", "a:after_run",
                                "a:before_run", "a:after_run", "a:end"]
-        assert [r["step"] for r in first.results] == [1, 2]
+        assert [r["step"] for r in first.results] == [0, 1]  # before each step's increment, as in TF
         assert isinstance(first.results[0]["loss"], float)
         assert first.results[0]["x"].shape == (16, 1)
 

@@ -418,12 +418,15 @@ class TestCrossed:
         column = fc.crossed_column(["b", "a"], 100)
         assert column.name == "a_X_b" and column.num_buckets == 100
         features = {"b": ["x", "y", ""], "a": np.array([3, 4, 5])}
-        # Leaves crossed in the given order: fingerprint of strings, integers as they are.
+        # Two dense raw keys: crossed in the given order, fingerprint of strings, integers as they
+        # are; a dense string's '' is a value like any other (TF's SparseCrossOp).
         seed = 0xDECAFCAFFE
         expected = [fc.fingerprint_cat64(fc.fingerprint_cat64(seed, fc.fingerprint64(b)), a) % 100
-                    for b, a in [("x", 3), ("y", 4)]]
+                    for b, a in [("x", 3), ("y", 4), ("", 5)]]
         cache = fc._Cache(features, torch.device("cpu"))
-        assert column._ids(cache).ids.tolist() == [[expected[0]], [expected[1]], [-1]]
+        assert column._ids(cache).ids.tolist() == [[expected[0]], [expected[1]], [expected[2]]]
+        ragged = fc._Cache({"b": [["x"], ["y"], []], "a": np.array([3, 4, 5])}, torch.device("cpu"))
+        assert column._ids(ragged).ids.tolist() == [[expected[0]], [expected[1]], [-1]]  # sparse: no value
 
     def test_cross_with_categorical_column_uses_ids(self):
         job = fc.categorical_column_with_vocabulary_list("job", VOCAB)

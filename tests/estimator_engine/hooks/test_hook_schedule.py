@@ -231,6 +231,7 @@ def test_logging_counts_local_iterations_it_sat_out(tmp_path, caplog, every_n_it
         est.train(_input_fn(), steps=7, hooks=[hook])
     steps = [int(m.split("=")[1].split()[0]) for m in (r.getMessage() for r in caplog.records)
              if m.startswith("step =")]
-    logged = [s for s in range(1, 8) if (s - 1) % every_n_iter == 0]
-    # Per call: iterations 0, n, 2n, ... (global steps 1, 1 + n, ...), then once at the end.
+    logged = [s for s in range(0, 7) if s % every_n_iter == 0]
+    # Per call: iterations 0, n, 2n, ... (fetched global steps 0, n, ...: the value before each
+    # step's increment, as in TF), then once at the end (a session.run after training: 7).
     assert steps == [*logged, 7, *(s + 7 for s in logged), 14]
