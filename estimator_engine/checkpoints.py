@@ -30,6 +30,14 @@ What this module does better than TF's Saver (reference §7, §10.6):
   damaged file is reported by name together with the next older checkpoint to fall back to;
 * a restore that does not fit the model fails with every missing, unexpected and mis-shaped
   variable named, before anything in the model is changed.
+
+TensorFlow's own checkpoints (``<prefix>.index`` + ``<prefix>.data-*``, read by
+``estimator_engine.tf_checkpoint`` without TensorFlow) are read wherever a checkpoint is: a TF
+model_dir's ``checkpoint`` file lists them, ``list_variables``/``load_variable`` show them as
+``tf.train.list_variables``/``load_variable`` do, and ``load_checkpoint`` turns one into the dict
+above (its numeric variables, TF's ``global_step``, no optimizer state), so a canned estimator
+restores from it. A SavedModel directory (or its ``variables/`` folder) stands for the checkpoint
+it holds. New checkpoints are never written in TF's format, and pruning never deletes TF's files.
 """
 
 from __future__ import annotations
@@ -52,6 +60,7 @@ import numpy as np
 import torch
 
 from estimator_engine.errors import CheckpointError, CheckpointNotFoundError
+from estimator_engine.tf_checkpoint import TFCheckpoint, is_tf_checkpoint, saved_model_prefix
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -117,6 +126,11 @@ def _is_int(value: Any) -> TypeGuard[int | np.integer]:
 def _same_dir(path: str, directory: str) -> bool:
     return os.path.normcase(os.path.abspath(os.path.dirname(path))) == os.path.normcase(
         os.path.abspath(directory))
+
+
+def _exists(path: str) -> bool:
+    """Whether a checkpoint exists at ``path``: an engine file or a TF checkpoint prefix."""
+    return os.path.isfile(path) or is_tf_checkpoint(path)
 
 
 def _fsync_dir(directory: str) -> None:
@@ -318,9 +332,9 @@ def _write_state(checkpoint_dir: str, entries: list[tuple[str, float]],
 def _resolve_entry(checkpoint_dir: str, raw: str) -> str:
     """Absolute path of a state-file entry; relative entries are relative to the directory."""
     if os.path.isabs(raw):
-        if not os.path.exists(raw):
+        if not _exists(raw):
             moved = os.path.join(checkpoint_dir, os.path.basename(raw))
-            if os.path.exists(moved):  # the model_dir was moved or copied
+            if _exists(moved):  # the model_dir was moved or copied
                 return os.path.abspath(moved)
         return os.path.abspath(raw)
     return os.path.abspath(os.path.join(checkpoint_dir, raw))
@@ -335,7 +349,7 @@ def _entry_time(path: str, recorded: float | None) -> float:
     if recorded is not None and math.isfinite(recorded):
         return recorded
     try:
-        return os.path.getmtime(path)
+        return os.path.getmtime(path if os.path.isfile(path) else path + ".index")
     except OSError:
         return time.time()
 
@@ -463,6 +477,11 @@ def save_checkpoint(
         if not _same_dir(old, directory):
             logger.info("Not deleting %s: it lies outside the model_dir %s.", old, directory)
             continue
+        if not os.path.isfile(old) and is_tf_checkpoint(old):
+            # TensorFlow's files (a model_dir imported from TF) are never the engine's to delete.
+            logger.info("Not deleting TensorFlow checkpoint %s (no longer listed in %s).", old,
+                        _state_path(directory))
+            continue
         with contextlib.suppress(FileNotFoundError):
             os.remove(old)
     return path
@@ -504,7 +523,7 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike[str]) -> str | None:
     newest = _resolve_entry(directory, state.newest or state.paths[-1])
     ordered = [newest] + [c for c in reversed(candidates) if c != newest]
     for candidate in ordered:
-        if os.path.isfile(candidate):
+        if _exists(candidate):
             if candidate != newest:
                 logger.warning("The newest checkpoint listed in %s, %s, is missing; using %s.",
                                _state_path(directory), newest, candidate)
@@ -557,15 +576,19 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> str:
     if os.path.isdir(target):
         latest = latest_checkpoint(target)
         if latest is None:
+            saved_model = saved_model_prefix(target)
+            if saved_model is not None:  # a TF SavedModel dir or its variables/ folder
+                return os.path.abspath(saved_model)
             raise CheckpointNotFoundError(
                 f"Could not find trained model in model_dir: {target}. Train first, or pass a "
                 "checkpoint file path.")
         return latest
-    if os.path.isfile(target):
+    if _exists(target):
         return os.path.abspath(target)
     raise CheckpointNotFoundError(
         f"Checkpoint {target!r} does not exist: pass a model_dir holding a 'checkpoint' state "
-        "file, or the path of a checkpoint file such as '<model_dir>/model.ckpt-100'.")
+        "file, the path of a checkpoint file such as '<model_dir>/model.ckpt-100', a TF "
+        "checkpoint prefix (the part before '.index') or a SavedModel directory.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -592,6 +615,14 @@ def _invalid(path: str, problem: str) -> CheckpointError:
 
 
 def _load(path: str, map_location: Any = "cpu", mmap: bool = False) -> dict[str, Any]:
+    if not os.path.isfile(path) and is_tf_checkpoint(path):
+        return _load_tf(path)
+    if _is_tf_v1(path):
+        raise CheckpointError(
+            f"Checkpoint file {path} is a TensorFlow V1 checkpoint (the single-file TensorSlice "
+            "format of Saver(write_version=SaverDef.V1)); only TF's V2 format (<prefix>.index + "
+            "<prefix>.data-*) is read. Re-save it as V2 with TensorFlow: "
+            "tf.compat.v1.train.Saver().save(session, prefix) after restoring it.")
     try:
         data = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
@@ -616,6 +647,43 @@ def _load(path: str, map_location: Any = "cpu", mmap: bool = False) -> dict[str,
     if not _is_int(data.get("global_step")) or not isinstance(data.get("variables"), dict):
         raise _invalid(path, "it lacks an int 'global_step' or a 'variables' dict")
     return data
+
+
+def _is_tf_v1(path: str) -> bool:
+    """A TF V1 checkpoint: one SSTable file (it ends in the table magic), not a torch zip."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() < 48:
+                return False
+            handle.seek(-8, os.SEEK_END)
+            return handle.read(8) == bytes.fromhex("57fb808b247547db")
+    except OSError:
+        return False
+
+
+def _tf_variables(reader: TFCheckpoint) -> dict[str, torch.Tensor]:
+    """The numeric variables of a TF checkpoint as tensors (strings and unsigned ints left out)."""
+    variables: dict[str, torch.Tensor] = {}
+    for name in reader.shapes():
+        if name == GLOBAL_STEP_NAME or reader.dtype_name(name) not in _TF_TORCH_DTYPES:
+            continue
+        variables[name] = torch.from_numpy(reader.read(name))
+    return variables
+
+
+# TF dtypes a module variable can have (bfloat16 arrives as float32: numpy has no bfloat16).
+_TF_TORCH_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "int8", "int16",
+                              "int32", "int64", "uint8", "bool", "complex64", "complex128"})
+
+
+def _load_tf(prefix: str) -> dict[str, Any]:
+    """A TF checkpoint as the engine's checkpoint dict: variables and TF's global_step."""
+    reader = TFCheckpoint(prefix)
+    step = int(reader.read(GLOBAL_STEP_NAME)) if GLOBAL_STEP_NAME in reader else 0
+    return {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION,
+            "global_step": step, "variables": _tf_variables(reader), "optimizers": {},
+            "rng": {}, "input": None, "hooks": {}, "tf_checkpoint": prefix}
 
 
 def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu",
@@ -648,11 +716,21 @@ def read_global_step(model_dir: str | os.PathLike[str]) -> int:
 
 
 def list_variables(checkpoint: str | os.PathLike[str]) -> list[tuple[str, list[int]]]:
-    """(name, shape) of every variable of a checkpoint (file or dir), sorted by name.
+    """(name, shape) of every variable of a checkpoint, sorted by name (``tf.train.list_variables``).
 
-    ``global_step`` is included with shape ``[]``, as in TF.
+    ``checkpoint`` is a model_dir (its latest checkpoint), an engine checkpoint file, a TF
+    checkpoint prefix, or a TF SavedModel directory (or its ``variables/`` folder). ``global_step``
+    is included with shape ``[]``, as in TF; a TF checkpoint lists everything it holds (optimizer
+    slots, strings) as ``tf.train.list_variables`` does.
+
+    Example:
+        >>> list_variables("/tf_model_dir")  # doctest: +SKIP
+        [('dnn/hiddenlayer_0/bias', [8]), ('dnn/hiddenlayer_0/kernel', [4, 8]), ...]
     """
-    data = load_checkpoint(checkpoint, mmap=True)
+    path = resolve_checkpoint(checkpoint)
+    if not os.path.isfile(path) and is_tf_checkpoint(path):
+        return sorted(TFCheckpoint(path).shapes().items())
+    data = _load(path, mmap=True)
     pairs = [(name, list(value.shape)) for name, value in data["variables"].items()]
     pairs.append((GLOBAL_STEP_NAME, []))
     return sorted(pairs)
@@ -666,22 +744,34 @@ def _to_numpy(value: torch.Tensor) -> np.ndarray:
 
 
 def load_variable(checkpoint: str | os.PathLike[str], name: str) -> np.ndarray:
-    """The value of one variable of a checkpoint (file or dir) as a numpy array.
+    """The value of one variable of a checkpoint as a numpy array (``tf.train.load_variable``).
+
+    ``checkpoint`` is any of what :func:`list_variables` takes. From a TF checkpoint, strings come
+    back as an object array of ``bytes``, bfloat16 as float32, and a partitioned variable
+    (``part_0``, ``part_1``, ... in TF's graph) as the full tensor.
 
     Raises:
         ValueError: no variable of that name (close names are listed).
     """
     path = resolve_checkpoint(checkpoint)
+    if not os.path.isfile(path) and is_tf_checkpoint(path):
+        reader = TFCheckpoint(path)
+        if name not in reader:
+            _raise_unknown(name, list(reader.shapes()), path)
+        return reader.read(name)
     data = _load(path, mmap=True)
     if name == GLOBAL_STEP_NAME:
         return np.array(data["global_step"], dtype=np.int64)
     variables = data["variables"]
     if name not in variables:
-        names = [*variables, GLOBAL_STEP_NAME]
-        close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
-        hint = f" Close names: {close}." if close else f" It holds: {sorted(names)[:20]}."
-        raise ValueError(f"Variable {name!r} not found in checkpoint {path}.{hint}")
+        _raise_unknown(name, [*variables, GLOBAL_STEP_NAME], path)
     return _to_numpy(variables[name])
+
+
+def _raise_unknown(name: str, names: list[str], path: str) -> None:
+    close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
+    hint = f" Close names: {close}." if close else f" It holds: {sorted(names)[:20]}."
+    raise ValueError(f"Variable {name!r} not found in checkpoint {path}.{hint}")
 
 
 def _as_tensor(name: str, value: Any) -> torch.Tensor:

@@ -1,0 +1,218 @@
+"""Canned estimators pointed at a TensorFlow 2.15 model_dir predict and evaluate as TF did.
+
+The model_dirs, rows, TF's predictions and TF's metrics are test data written by
+``tests/estimator_engine/fixtures/tf_checkpoints/make_fixtures.py`` (TF 2.15.1, 5 training steps).
+Each case builds the engine's estimator with the same columns and hidden units as the TF one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import estimator_engine as ee
+from estimator_engine import feature_column as fc
+
+MODELS = Path(__file__).resolve().parents[1] / "fixtures" / "tf_checkpoints" / "models"
+IRIS = ["sepal_length_cm", "sepal_width_cm", "petal_length_cm", "petal_width_cm"]
+TF_FILE = re.compile(r"model\.ckpt-\d+\.(index|data-\d{5}-of-\d{5})")
+SPECIES = ["setosa", "versicolor", "virginica"]
+
+
+def _mixed_columns() -> dict:
+    x1 = fc.numeric_column("x1")
+    color = fc.categorical_column_with_vocabulary_list("color", ["red", "green", "blue"],
+                                                       num_oov_buckets=1)
+    city = fc.categorical_column_with_hash_bucket("city", 7)
+    idx = fc.categorical_column_with_identity("idx", 5)
+    bucket = fc.bucketized_column(x1, [-0.5, 0.0, 0.5])
+    return {"x1": x1, "x2": fc.numeric_column("x2"), "color": color, "city": city, "idx": idx,
+            "bucket": bucket, "weighted": fc.weighted_categorical_column(color, "wt"),
+            "cross": fc.crossed_column([bucket, "color"], 11)}
+
+
+def _build(case: str, model_dir, **kwargs) -> ee.Estimator:
+    """The engine's estimator of each TF case (the same arguments as make_fixtures.py)."""
+    numeric = [fc.numeric_column(n) for n in IRIS]
+    c = _mixed_columns()
+    if case == "dnn_classifier_2":
+        return ee.DNNClassifier([8, 4], numeric, model_dir, n_classes=2, **kwargs)
+    if case == "dnn_classifier_3":
+        return ee.DNNClassifier([6], numeric, model_dir, n_classes=3, label_vocabulary=SPECIES,
+                                **kwargs)
+    if case == "linear_classifier_3":
+        return ee.LinearClassifier(numeric, model_dir, n_classes=3, **kwargs)
+    if case == "baseline_classifier_3":
+        return ee.BaselineClassifier(model_dir, n_classes=3, **kwargs)
+    if case == "dnn_regressor_mixed":
+        dense = [c["x1"], c["x2"], c["bucket"], fc.indicator_column(c["color"]),
+                 fc.embedding_column(c["city"], 3), fc.embedding_column(c["idx"], 2),
+                 fc.embedding_column(c["weighted"], 2), fc.indicator_column(c["cross"])]
+        return ee.DNNRegressor([5, 3], dense, model_dir, **kwargs)
+    if case == "linear_classifier_mixed":
+        sparse = [c["x1"], c["x2"], c["bucket"], c["color"], c["city"], c["idx"], c["cross"]]
+        return ee.LinearClassifier(sparse, model_dir, **kwargs)
+    if case == "linear_regressor_weighted":
+        return ee.LinearRegressor([c["x1"], c["weighted"]], model_dir, **kwargs)
+    if case == "dnn_linear_combined_classifier":
+        return ee.DNNLinearCombinedClassifier(
+            model_dir, linear_feature_columns=[c["color"], c["cross"], c["idx"]],
+            dnn_feature_columns=[c["x1"], c["x2"], fc.embedding_column(c["city"], 2)],
+            dnn_hidden_units=[4], n_classes=2, **kwargs)
+    if case == "dnn_linear_combined_regressor":
+        return ee.DNNLinearCombinedRegressor(
+            model_dir, linear_feature_columns=[c["x1"], c["bucket"]],
+            dnn_feature_columns=[c["x2"], fc.indicator_column(c["color"])],
+            dnn_hidden_units=[3], **kwargs)
+    if case == "baseline_regressor":
+        return ee.BaselineRegressor(model_dir, **kwargs)
+    raise AssertionError(case)
+
+
+CASES = ["dnn_classifier_2", "dnn_classifier_3", "dnn_regressor_mixed", "linear_classifier_3",
+         "linear_classifier_mixed", "linear_regressor_weighted", "dnn_linear_combined_classifier",
+         "dnn_linear_combined_regressor", "baseline_classifier_3", "baseline_regressor"]
+
+
+def _reference(case: str) -> dict:
+    return json.loads((MODELS / f"{case}.json").read_text())
+
+
+def _rows(reference: dict) -> tuple[dict, np.ndarray]:
+    features = {}
+    for key, column in reference["features"].items():
+        kind = column["dtype"]
+        values = column["values"]
+        features[key] = (np.array(values, np.float32) if kind == "f" else
+                         np.array(values, np.int64) if kind == "i" else np.array(values, dtype=object))
+    labels = reference["labels"]
+    label_array = (np.array(labels, dtype=object) if isinstance(labels[0], str)
+                   else np.array(labels, np.float32 if isinstance(labels[0], float) else np.int64))
+    return features, label_array
+
+
+def _input_fn(reference: dict, with_labels: bool = True):
+    features, labels = _rows(reference)
+    return ee.inputs.numpy_input_fn(features, labels if with_labels else None,
+                                    batch_size=len(labels), num_epochs=1, shuffle=False)
+
+
+def _copy(case: str, tmp_path: Path) -> str:
+    target = tmp_path / case
+    shutil.copytree(MODELS / case, target)
+    return str(target)
+
+
+def _digest(directory: str) -> dict[str, str]:
+    """SHA-256 of TF's checkpoint files in a model_dir (.index and .data-* shards)."""
+    digests = {name: hashlib.sha256(Path(directory, name).read_bytes()).hexdigest()
+               for name in sorted(os.listdir(directory)) if TF_FILE.match(name)}
+    assert digests
+    return digests
+
+
+def _assert_predictions(predictions: list[dict], reference: dict) -> float:
+    """Every numeric prediction key equals TF's to 1e-5 relative; returns the max |engine - TF|."""
+    worst = 0.0
+    for key, expected in reference["predictions"].items():
+        got = [p[key] for p in predictions]
+        if key in ("classes", "all_classes"):
+            got = [[v.decode() if isinstance(v, bytes) else str(v)
+                    for v in np.asarray(g).reshape(-1)] for g in got]
+            assert got == [list(np.asarray(e).reshape(-1)) for e in expected], key
+            continue
+        got_array = np.asarray(got, np.float64)
+        expected_array = np.asarray(expected, np.float64).reshape(got_array.shape)
+        np.testing.assert_allclose(got_array, expected_array, rtol=1e-5, atol=1e-6, err_msg=key)
+        worst = max(worst, float(np.abs(got_array - expected_array).max()))
+    return worst
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_predicts_and_evaluates_from_tf_model_dir(case, tmp_path):
+    reference = _reference(case)
+    model_dir = _copy(case, tmp_path)
+    before = _digest(model_dir)
+    estimator = _build(case, model_dir)
+    assert estimator.latest_checkpoint().endswith(f"model.ckpt-{reference['global_step']}")
+    predictions = list(estimator.predict(_input_fn(reference, with_labels=False)))
+    _assert_predictions(predictions, reference)
+    metrics = estimator.evaluate(_input_fn(reference))
+    expected = reference["metrics"]
+    assert metrics["global_step"] == reference["global_step"]
+    for key, value in expected.items():
+        assert metrics[key] == pytest.approx(value, rel=1e-5, abs=1e-6), key
+    assert _digest(model_dir) == before  # TF's files untouched
+
+
+def test_training_continues_from_tf_step_and_keeps_tf_files(tmp_path):
+    case = "dnn_classifier_3"
+    reference = _reference(case)
+    model_dir = _copy(case, tmp_path)
+    before = _digest(model_dir)
+    config = ee.RunConfig(save_checkpoints_steps=1, keep_checkpoint_max=1)
+    estimator = _build(case, model_dir, config=config)
+    features, labels = _rows(reference)
+    estimator.train(ee.inputs.numpy_input_fn(features, labels, batch_size=10, num_epochs=None,
+                                             shuffle=False), steps=3)
+    assert estimator.get_variable_value("global_step") == reference["global_step"] + 3
+    latest = estimator.latest_checkpoint()
+    assert latest.endswith(f"model.ckpt-{reference['global_step'] + 3}") and os.path.isfile(latest)
+    assert _digest(model_dir) == before  # keep_checkpoint_max=1 deleted none of TF's files
+    # The engine's own checkpoints were pruned to one.
+    engine_files = [n for n in os.listdir(model_dir) if re.fullmatch(r"model\.ckpt-\d+", n)]
+    assert engine_files == [os.path.basename(latest)]
+    trained = np.array([p["logits"] for p in estimator.predict(_input_fn(reference, False))])
+    assert not np.allclose(trained, np.array(reference["predictions"]["logits"]))
+
+
+@pytest.mark.parametrize("case", ["dnn_classifier_3", "linear_classifier_mixed",
+                                  "dnn_linear_combined_regressor"])
+@pytest.mark.parametrize("as_settings", [False, True])
+def test_warm_start_from_tf_model_dir(case, as_settings, tmp_path):
+    reference = _reference(case)
+    source = _copy(case, tmp_path)
+    warm = ee.WarmStartSettings(source) if as_settings else source
+    estimator = _build(case, str(tmp_path / "new"), warm_start_from=warm)
+    predictions = list(estimator.predict(_input_fn(reference, with_labels=False)))
+    _assert_predictions(predictions, reference)
+
+
+def test_saved_model_variables_import(tmp_path):
+    reference = _reference("dnn_classifier_3")
+    saved_model = MODELS.parent / "saved_model" / "dnn_classifier_3"
+    for source in (saved_model, saved_model / "variables"):
+        estimator = _build("dnn_classifier_3", str(tmp_path / source.name), warm_start_from=str(source))
+        _assert_predictions(list(estimator.predict(_input_fn(reference, False))), reference)
+
+
+def test_mismatched_columns_name_both_sides(tmp_path):
+    model_dir = _copy("dnn_classifier_3", tmp_path)
+    numeric = [fc.numeric_column(n) for n in IRIS[:3]]
+    estimator = ee.DNNClassifier([6], numeric, model_dir, n_classes=3, label_vocabulary=SPECIES)
+    features, _ = _rows(_reference("dnn_classifier_3"))
+    with pytest.raises(ee.CheckpointError, match=r"dnn/hiddenlayer_0/kernel' has shape \[4, 6\] "
+                                                 r"in the checkpoint .*model\.ckpt-5 but \[3, 6\]"):
+        next(estimator.predict(ee.inputs.numpy_input_fn(features, shuffle=False)))
+
+
+def test_engine_reads_no_optimizer_state_from_tf_and_says_so(tmp_path, caplog):
+    model_dir = _copy("linear_classifier_3", tmp_path)
+    estimator = _build("linear_classifier_3", model_dir)
+    reference = _reference("linear_classifier_3")
+    features, labels = _rows(reference)
+    with caplog.at_level("INFO", logger="estimator_engine"):
+        estimator.train(ee.inputs.numpy_input_fn(features, labels, batch_size=30, shuffle=False),
+                        steps=1)
+    assert "has no state for optimizer 'linear'" in caplog.text
+    assert estimator.get_variable_value("global_step") == 6
+    assert torch.is_tensor(torch.as_tensor(estimator.get_variable_value(
+        "linear/linear_model/bias_weights")))
