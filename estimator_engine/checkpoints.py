@@ -662,9 +662,39 @@ def _is_tf_v1(path: str) -> bool:
         return False
 
 
+class _TFVariables(dict):
+    """A TF checkpoint's variables, also found under the engine's name of a shared embedding.
+
+    TF 2's ``shared_embeddings`` keep their table as a top-level variable named after the
+    collection (``idx_last_idx_shared_embedding``); the engine keeps it, as TF 1 did, in the
+    ``DenseFeatures`` that uses it (``.../input_layer/idx_last_idx_shared_embedding/
+    embedding_weights``). A lookup of the latter finds the former.
+    """
+
+    _SUFFIX = "/embedding_weights"
+
+    def _alias(self, key: object) -> str | None:
+        if not isinstance(key, str) or not key.endswith(self._SUFFIX):
+            return None
+        collection = key[:-len(self._SUFFIX)].rsplit("/", 1)[-1]
+        return collection if dict.__contains__(self, collection) else None
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or self._alias(key) is not None
+
+    def __missing__(self, key: str) -> torch.Tensor:
+        alias = self._alias(key)
+        if alias is None:
+            raise KeyError(key)
+        return dict.__getitem__(self, alias)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+
 def _tf_variables(reader: TFCheckpoint) -> dict[str, torch.Tensor]:
     """The numeric variables of a TF checkpoint as tensors (strings and unsigned ints left out)."""
-    variables: dict[str, torch.Tensor] = {}
+    variables: dict[str, torch.Tensor] = _TFVariables()
     for name in reader.shapes():
         if name == GLOBAL_STEP_NAME or reader.dtype_name(name) not in _TF_TORCH_DTYPES:
             continue

@@ -74,12 +74,24 @@ def _build(case: str, model_dir, **kwargs) -> ee.Estimator:
             dnn_hidden_units=[3], **kwargs)
     if case == "baseline_regressor":
         return ee.BaselineRegressor(model_dir, **kwargs)
+    color_file = fc.categorical_column_with_vocabulary_file(
+        "color", str(MODELS.parent / "colors.txt"), num_oov_buckets=2)
+    if case == "dnn_classifier_shared_vocab":
+        shared = fc.shared_embeddings([fc.categorical_column_with_identity("idx", 5),
+                                       fc.categorical_column_with_identity("last_idx", 5)], 3)
+        dense = [c["x1"], c["x2"], fc.embedding_column(color_file, 2), *shared]
+        return ee.DNNClassifier([4], dense, model_dir, n_classes=3,
+                                label_vocabulary=["low", "mid", "high"], batch_norm=True, **kwargs)
+    if case == "linear_classifier_vocab_file":
+        return ee.LinearClassifier([c["x1"], color_file], model_dir, n_classes=2,
+                                   label_vocabulary=["no", "yes"], **kwargs)
     raise AssertionError(case)
 
 
 CASES = ["dnn_classifier_2", "dnn_classifier_3", "dnn_regressor_mixed", "linear_classifier_3",
          "linear_classifier_mixed", "linear_regressor_weighted", "dnn_linear_combined_classifier",
-         "dnn_linear_combined_regressor", "baseline_classifier_3", "baseline_regressor"]
+         "dnn_linear_combined_regressor", "baseline_classifier_3", "baseline_regressor",
+         "dnn_classifier_shared_vocab", "linear_classifier_vocab_file"]
 
 
 def _reference(case: str) -> dict:
@@ -174,13 +186,18 @@ def test_training_continues_from_tf_step_and_keeps_tf_files(tmp_path):
     assert not np.allclose(trained, np.array(reference["predictions"]["logits"]))
 
 
-@pytest.mark.parametrize("case", ["dnn_classifier_3", "linear_classifier_mixed",
-                                  "dnn_linear_combined_regressor"])
-@pytest.mark.parametrize("as_settings", [False, True])
-def test_warm_start_from_tf_model_dir(case, as_settings, tmp_path):
+@pytest.mark.parametrize("case, how", [
+    ("dnn_classifier_3", "path"), ("dnn_classifier_3", "settings"),
+    ("linear_classifier_mixed", "path"), ("linear_classifier_mixed", "settings"),
+    ("dnn_linear_combined_regressor", "path"), ("dnn_linear_combined_regressor", "settings"),
+    # Batch norm's moving statistics are not trainable: as in TF, only a list of patterns (over
+    # all variables) warm-starts them.
+    ("dnn_classifier_shared_vocab", "all variables")])
+def test_warm_start_from_tf_model_dir(case, how, tmp_path):
     reference = _reference(case)
     source = _copy(case, tmp_path)
-    warm = ee.WarmStartSettings(source) if as_settings else source
+    warm = {"path": source, "settings": ee.WarmStartSettings(source),
+            "all variables": ee.WarmStartSettings(source, vars_to_warm_start=[".*"])}[how]
     estimator = _build(case, str(tmp_path / "new"), warm_start_from=warm)
     predictions = list(estimator.predict(_input_fn(reference, with_labels=False)))
     _assert_predictions(predictions, reference)
