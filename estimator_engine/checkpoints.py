@@ -35,8 +35,9 @@ TensorFlow's own checkpoints (``<prefix>.index`` + ``<prefix>.data-*``, read by
 ``estimator_engine.tf_checkpoint`` without TensorFlow) are read wherever a checkpoint is: a TF
 model_dir's ``checkpoint`` file lists them, ``list_variables``/``load_variable`` show them as
 ``tf.train.list_variables``/``load_variable`` do, and ``load_checkpoint`` turns one into the dict
-above (its numeric variables, TF's ``global_step``, no optimizer state), so a canned estimator
-restores from it. A SavedModel directory (or its ``variables/`` folder) stands for the checkpoint
+above (its numeric variables, TF's ``global_step``), so a canned estimator restores from it;
+the optimizer slots of TF's canned defaults (Adagrad, Ftrl, Adam) fill the torch optimizers' state
+(:func:`restore_tf_optimizer_state`). A SavedModel directory (or its ``variables/`` folder) stands for the checkpoint
 it holds. New checkpoints are never written in TF's format, and pruning never deletes TF's files.
 """
 
@@ -81,6 +82,7 @@ __all__ = [
     "rebuild_checkpoint_state",
     "remove_stale_temp_files",
     "resolve_checkpoint",
+    "restore_tf_optimizer_state",
     "save_checkpoint",
     "trainable_variable_names",
 ]
@@ -714,6 +716,57 @@ def _load_tf(prefix: str) -> dict[str, Any]:
     return {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION,
             "global_step": step, "variables": _tf_variables(reader), "optimizers": {},
             "rng": {}, "input": None, "hooks": {}, "tf_checkpoint": prefix}
+
+
+# torch optimizer class name -> (TF 2.15's slot scope, {torch state key: TF slot name}); the
+# canned estimators' optimizers, which TF saves as training/<scope>/<variable>/<slot>.
+_TF_SLOTS: dict[str, tuple[str, dict[str, str]]] = {
+    "Adagrad": ("Adagrad", {"sum": "accumulator"}),
+    "Ftrl": ("Ftrl", {"accumulator": "accumulator", "linear": "linear"}),
+    "TFAdam": ("Adam", {"exp_avg": "m", "exp_avg_sq": "v"}),
+    "Adam": ("Adam", {"exp_avg": "m", "exp_avg_sq": "v"}),
+}
+
+
+def restore_tf_optimizer_state(optimizer: torch.optim.Optimizer,
+                               parameter_names: Mapping[int, str],
+                               checkpoint: Mapping[str, Any]) -> list[str]:
+    """Fills ``optimizer``'s state from a TF checkpoint's slots; returns the variables it filled.
+
+    TF 2.15's canned estimators save optimizer state as ``training/<Opt>/<variable>/<slot>``
+    (Adagrad ``accumulator``; Ftrl ``accumulator``, ``linear``; Adam ``m``, ``v``), and Adam's
+    bias correction counts from ``global_step``. ``parameter_names`` maps ``id(parameter)`` to
+    its variable name. Parameters without all their slots (or of an optimizer kind not listed
+    here) keep a fresh state.
+
+    Example:
+        >>> restore_tf_optimizer_state(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))]),
+        ...                            {}, {"variables": {}, "global_step": 0})
+        []
+    """
+    kind = _TF_SLOTS.get(type(optimizer).__name__)
+    if kind is None:
+        return []
+    scope, slots = kind
+    variables = checkpoint["variables"]
+    step = float(checkpoint.get("global_step", 0))
+    restored = []
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            name = parameter_names.get(id(param))
+            if name is None:
+                continue
+            values = {key: variables.get(f"training/{scope}/{name}/{slot}")
+                      for key, slot in slots.items()}
+            if any(v is None or tuple(v.shape) != tuple(param.shape) for v in values.values()):
+                continue
+            state = optimizer.state[param]
+            for key, value in values.items():
+                state[key] = value.to(device=param.device, dtype=param.dtype).clone()
+            if scope != "Ftrl":  # torch's Adagrad and Adam count steps per parameter
+                state["step"] = torch.tensor(step)
+            restored.append(name)
+    return restored
 
 
 def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu",
