@@ -74,6 +74,8 @@ def _build(case: str, model_dir, **kwargs) -> ee.Estimator:
             dnn_hidden_units=[3], **kwargs)
     if case == "baseline_regressor":
         return ee.BaselineRegressor(model_dir, **kwargs)
+    if case == "dnn_regressor_adam":
+        return ee.DNNRegressor([4], [c["x1"], c["x2"]], model_dir, optimizer="Adam", **kwargs)
     color_file = fc.categorical_column_with_vocabulary_file(
         "color", str(MODELS.parent / "colors.txt"), num_oov_buckets=2)
     if case == "dnn_classifier_shared_vocab":
@@ -91,7 +93,7 @@ def _build(case: str, model_dir, **kwargs) -> ee.Estimator:
 CASES = ["dnn_classifier_2", "dnn_classifier_3", "dnn_regressor_mixed", "linear_classifier_3",
          "linear_classifier_mixed", "linear_regressor_weighted", "dnn_linear_combined_classifier",
          "dnn_linear_combined_regressor", "baseline_classifier_3", "baseline_regressor",
-         "dnn_classifier_shared_vocab", "linear_classifier_vocab_file"]
+         "dnn_classifier_shared_vocab", "linear_classifier_vocab_file", "dnn_regressor_adam"]
 
 
 def _reference(case: str) -> dict:
