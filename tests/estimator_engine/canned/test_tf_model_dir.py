@@ -279,3 +279,14 @@ def test_n_tf_steps_plus_m_engine_steps_equal_n_plus_m_tf_steps(case, tmp_path):
     assert estimator.get_variable_value("global_step") == continued["global_step"]
     predictions = list(estimator.predict(_input_fn(reference, with_labels=False)))
     _assert_predictions(predictions, continued)
+
+
+def test_export_saved_model_from_tf_model_dir(tmp_path):
+    model_dir = _copy("dnn_classifier_3", tmp_path)
+    estimator = _build("dnn_classifier_3", model_dir)
+    assert "training/Adagrad/dnn/logits/kernel/accumulator" in estimator.get_variable_names()
+    spec = ee.make_parse_example_spec([fc.numeric_column(n) for n in IRIS])
+    export = estimator.export_saved_model(str(tmp_path / "export"),
+                                          ee.export.build_parsing_serving_input_receiver_fn(spec))
+    assert os.path.isdir(export)
+    assert _digest(model_dir) == _digest(str(MODELS / "dnn_classifier_3"))
