@@ -585,6 +585,9 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> str:
                 f"Could not find trained model in model_dir: {target}. Train first, or pass a "
                 "checkpoint file path.")
         return latest
+    tf_file = re.match(r"^(.*)\.(?:index|data-\d{5}-of-\d{5})$", target)
+    if tf_file and not os.path.isfile(tf_file.group(1)) and is_tf_checkpoint(tf_file.group(1)):
+        return os.path.abspath(tf_file.group(1))  # one of a TF checkpoint's files: its prefix
     if _exists(target):
         return os.path.abspath(target)
     raise CheckpointNotFoundError(

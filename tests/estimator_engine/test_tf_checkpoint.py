@@ -81,6 +81,10 @@ class TestAgainstTensorFlow:
             assert names["dnn/logits/kernel"] == [6, 3]
             assert np.array_equal(load_variable(path, "dnn/logits/kernel"), expected)
 
+    def test_a_file_of_the_checkpoint_stands_for_its_prefix(self):
+        for name in ("model.ckpt-7.index", "model.ckpt-7.data-00001-of-00002"):
+            assert dict(list_variables(FORMAT / "sharded" / name))["shard1/b"] == [3]
+
     def test_model_dir_reads_latest_of_two(self):
         # TF saved model.ckpt-0 and model.ckpt-5; the `checkpoint` file names -5 the latest.
         assert load_variable(MODELS / "dnn_classifier_2", "global_step") == 5
