@@ -26,6 +26,7 @@ from estimator_engine.checkpoints import list_variables, load_variable
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tf_checkpoints"
 FORMAT = FIXTURES / "format"
 MODELS = FIXTURES / "models"
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _expected(value: dict) -> np.ndarray:
@@ -212,6 +213,6 @@ def test_reader_imports_no_tensorflow():
         print("ok")
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            timeout=120, env={**os.environ, "PYTHONPATH": os.getcwd()})
+                            timeout=120, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
