@@ -700,11 +700,20 @@ class _TFVariables(dict):
 def _tf_variables(reader: TFCheckpoint) -> dict[str, torch.Tensor]:
     """The numeric variables of a TF checkpoint as tensors (strings and unsigned ints left out)."""
     variables: dict[str, torch.Tensor] = _TFVariables()
+    names = set(reader.shapes())
     for name in reader.shapes():
         if name == GLOBAL_STEP_NAME or reader.dtype_name(name) not in _TF_TORCH_DTYPES:
             continue
+        if any(name[:at] in names for at in _slashes(name)):
+            # Named under another variable: a TF 1 optimizer slot (<var>/Adagrad, <var>/Adam_1,
+            # <var>/t_0/Adagrad of a partitioned one), not a model variable.
+            continue
         variables[name] = torch.from_numpy(reader.read(name))
     return variables
+
+
+def _slashes(name: str) -> list[int]:
+    return [index for index, char in enumerate(name) if char == "/"]
 
 
 # TF dtypes a module variable can have (bfloat16 arrives as float32: numpy has no bfloat16).
