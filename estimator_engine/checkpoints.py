@@ -804,6 +804,8 @@ def read_global_step(model_dir: str | os.PathLike[str]) -> int:
         latest = latest_checkpoint(model_dir)
         if latest is None:
             return 0
+        if not os.path.isfile(latest) and is_tf_checkpoint(latest):
+            return int(TFCheckpoint(latest).read(GLOBAL_STEP_NAME))  # not the whole model
         return int(_load(latest, mmap=True)["global_step"])
     except Exception:  # TF: any failure to read counts as step 0
         logger.debug("Could not read the global step of %r; using 0.", model_dir, exc_info=True)

@@ -88,6 +88,7 @@ class TestAgainstTensorFlow:
 
     def test_model_dir_reads_latest_of_two(self):
         # TF saved model.ckpt-0 and model.ckpt-5; the `checkpoint` file names -5 the latest.
+        assert ee.checkpoints.read_global_step(MODELS / "dnn_classifier_2") == 5
         assert load_variable(MODELS / "dnn_classifier_2", "global_step") == 5
         assert load_variable(MODELS / "dnn_classifier_2" / "model.ckpt-0", "global_step") == 0
 
