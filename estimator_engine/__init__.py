@@ -20,6 +20,7 @@ from estimator_engine import (
     learning_rate,
     metrics,
     summary,
+    warm_start,
 )
 from estimator_engine._version import __version__ as __version__
 from estimator_engine.canned import (
@@ -156,6 +157,7 @@ __all__ = [
     "summary",
     "train_and_evaluate",
     "trainable_variables",
+    "warm_start",
 ]
 
 # Serving exports of string/categorical feature columns, and the exporter error of train_and_evaluate.

@@ -30,6 +30,15 @@ What this module does better than TF's Saver (reference §7, §10.6):
   damaged file is reported by name together with the next older checkpoint to fall back to;
 * a restore that does not fit the model fails with every missing, unexpected and mis-shaped
   variable named, before anything in the model is changed.
+
+TensorFlow's own checkpoints (``<prefix>.index`` + ``<prefix>.data-*``, read by
+``estimator_engine.tf_checkpoint`` without TensorFlow) are read wherever a checkpoint is: a TF
+model_dir's ``checkpoint`` file lists them, ``list_variables``/``load_variable`` show them as
+``tf.train.list_variables``/``load_variable`` do, and ``load_checkpoint`` turns one into the dict
+above (its numeric variables, TF's ``global_step``), so a canned estimator restores from it;
+the optimizer slots of TF's canned defaults (Adagrad, Ftrl, Adam) fill the torch optimizers' state
+(:func:`restore_tf_optimizer_state`). A SavedModel directory (or its ``variables/`` folder) stands for the checkpoint
+it holds. New checkpoints are never written in TF's format, and pruning never deletes TF's files.
 """
 
 from __future__ import annotations
@@ -52,6 +61,7 @@ import numpy as np
 import torch
 
 from estimator_engine.errors import CheckpointError, CheckpointNotFoundError
+from estimator_engine.tf_checkpoint import TFCheckpoint, is_tf_checkpoint, saved_model_prefix
 
 __all__ = [
     "CHECKPOINT_FORMAT",
@@ -72,6 +82,7 @@ __all__ = [
     "rebuild_checkpoint_state",
     "remove_stale_temp_files",
     "resolve_checkpoint",
+    "restore_tf_optimizer_state",
     "save_checkpoint",
     "trainable_variable_names",
 ]
@@ -117,6 +128,11 @@ def _is_int(value: Any) -> TypeGuard[int | np.integer]:
 def _same_dir(path: str, directory: str) -> bool:
     return os.path.normcase(os.path.abspath(os.path.dirname(path))) == os.path.normcase(
         os.path.abspath(directory))
+
+
+def _exists(path: str) -> bool:
+    """Whether a checkpoint exists at ``path``: an engine file or a TF checkpoint prefix."""
+    return os.path.isfile(path) or is_tf_checkpoint(path)
 
 
 def _fsync_dir(directory: str) -> None:
@@ -318,9 +334,9 @@ def _write_state(checkpoint_dir: str, entries: list[tuple[str, float]],
 def _resolve_entry(checkpoint_dir: str, raw: str) -> str:
     """Absolute path of a state-file entry; relative entries are relative to the directory."""
     if os.path.isabs(raw):
-        if not os.path.exists(raw):
+        if not _exists(raw):
             moved = os.path.join(checkpoint_dir, os.path.basename(raw))
-            if os.path.exists(moved):  # the model_dir was moved or copied
+            if _exists(moved):  # the model_dir was moved or copied
                 return os.path.abspath(moved)
         return os.path.abspath(raw)
     return os.path.abspath(os.path.join(checkpoint_dir, raw))
@@ -335,7 +351,7 @@ def _entry_time(path: str, recorded: float | None) -> float:
     if recorded is not None and math.isfinite(recorded):
         return recorded
     try:
-        return os.path.getmtime(path)
+        return os.path.getmtime(path if os.path.isfile(path) else path + ".index")
     except OSError:
         return time.time()
 
@@ -463,6 +479,11 @@ def save_checkpoint(
         if not _same_dir(old, directory):
             logger.info("Not deleting %s: it lies outside the model_dir %s.", old, directory)
             continue
+        if not os.path.isfile(old) and is_tf_checkpoint(old):
+            # TensorFlow's files (a model_dir imported from TF) are never the engine's to delete.
+            logger.info("Not deleting TensorFlow checkpoint %s (no longer listed in %s).", old,
+                        _state_path(directory))
+            continue
         with contextlib.suppress(FileNotFoundError):
             os.remove(old)
     return path
@@ -504,7 +525,7 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike[str]) -> str | None:
     newest = _resolve_entry(directory, state.newest or state.paths[-1])
     ordered = [newest] + [c for c in reversed(candidates) if c != newest]
     for candidate in ordered:
-        if os.path.isfile(candidate):
+        if _exists(candidate):
             if candidate != newest:
                 logger.warning("The newest checkpoint listed in %s, %s, is missing; using %s.",
                                _state_path(directory), newest, candidate)
@@ -557,15 +578,22 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> str:
     if os.path.isdir(target):
         latest = latest_checkpoint(target)
         if latest is None:
+            saved_model = saved_model_prefix(target)
+            if saved_model is not None:  # a TF SavedModel dir or its variables/ folder
+                return os.path.abspath(saved_model)
             raise CheckpointNotFoundError(
                 f"Could not find trained model in model_dir: {target}. Train first, or pass a "
                 "checkpoint file path.")
         return latest
-    if os.path.isfile(target):
+    tf_file = re.match(r"^(.*)\.(?:index|data-\d{5}-of-\d{5})$", target)
+    if tf_file and not os.path.isfile(tf_file.group(1)) and is_tf_checkpoint(tf_file.group(1)):
+        return os.path.abspath(tf_file.group(1))  # one of a TF checkpoint's files: its prefix
+    if _exists(target):
         return os.path.abspath(target)
     raise CheckpointNotFoundError(
         f"Checkpoint {target!r} does not exist: pass a model_dir holding a 'checkpoint' state "
-        "file, or the path of a checkpoint file such as '<model_dir>/model.ckpt-100'.")
+        "file, the path of a checkpoint file such as '<model_dir>/model.ckpt-100', a TF "
+        "checkpoint prefix (the part before '.index') or a SavedModel directory.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -592,6 +620,14 @@ def _invalid(path: str, problem: str) -> CheckpointError:
 
 
 def _load(path: str, map_location: Any = "cpu", mmap: bool = False) -> dict[str, Any]:
+    if not os.path.isfile(path) and is_tf_checkpoint(path):
+        return _load_tf(path)
+    if _is_tf_v1(path):
+        raise CheckpointError(
+            f"Checkpoint file {path} is a TensorFlow V1 checkpoint (the single-file TensorSlice "
+            "format of Saver(write_version=SaverDef.V1)); only TF's V2 format (<prefix>.index + "
+            "<prefix>.data-*) is read. Re-save it as V2 with TensorFlow: "
+            "tf.compat.v1.train.Saver().save(session, prefix) after restoring it.")
     try:
         data = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
@@ -618,6 +654,133 @@ def _load(path: str, map_location: Any = "cpu", mmap: bool = False) -> dict[str,
     return data
 
 
+def _is_tf_v1(path: str) -> bool:
+    """A TF V1 checkpoint: one SSTable file (it ends in the table magic), not a torch zip."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            if handle.tell() < 48:
+                return False
+            handle.seek(-8, os.SEEK_END)
+            return handle.read(8) == bytes.fromhex("57fb808b247547db")
+    except OSError:
+        return False
+
+
+class _TFVariables(dict):
+    """A TF checkpoint's variables, also found under the engine's name of a shared embedding.
+
+    TF 2's ``shared_embeddings`` keep their table as a top-level variable named after the
+    collection (``idx_last_idx_shared_embedding``); the engine keeps it, as TF 1 did, in the
+    ``DenseFeatures`` that uses it (``.../input_layer/idx_last_idx_shared_embedding/
+    embedding_weights``). A lookup of the latter finds the former.
+    """
+
+    _SUFFIX = "/embedding_weights"
+
+    def _alias(self, key: object) -> str | None:
+        if not isinstance(key, str) or not key.endswith(self._SUFFIX):
+            return None
+        collection = key[:-len(self._SUFFIX)].rsplit("/", 1)[-1]
+        return collection if dict.__contains__(self, collection) else None
+
+    def __contains__(self, key: object) -> bool:
+        return dict.__contains__(self, key) or self._alias(key) is not None
+
+    def __missing__(self, key: str) -> torch.Tensor:
+        alias = self._alias(key)
+        if alias is None:
+            raise KeyError(key)
+        return dict.__getitem__(self, alias)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self else default
+
+
+def _tf_variables(reader: TFCheckpoint) -> dict[str, torch.Tensor]:
+    """The numeric variables of a TF checkpoint as tensors (strings and unsigned ints left out)."""
+    variables: dict[str, torch.Tensor] = _TFVariables()
+    names = set(reader.shapes())
+    for name in reader.shapes():
+        if name == GLOBAL_STEP_NAME or reader.dtype_name(name) not in _TF_TORCH_DTYPES:
+            continue
+        if any(name[:at] in names for at in _slashes(name)):
+            # Named under another variable: a TF 1 optimizer slot (<var>/Adagrad, <var>/Adam_1,
+            # <var>/t_0/Adagrad of a partitioned one), not a model variable.
+            continue
+        variables[name] = torch.from_numpy(reader.read(name))
+    return variables
+
+
+def _slashes(name: str) -> list[int]:
+    return [index for index, char in enumerate(name) if char == "/"]
+
+
+# TF dtypes a module variable can have (bfloat16 arrives as float32: numpy has no bfloat16).
+_TF_TORCH_DTYPES = frozenset({"float16", "bfloat16", "float32", "float64", "int8", "int16",
+                              "int32", "int64", "uint8", "bool", "complex64", "complex128"})
+
+
+def _load_tf(prefix: str) -> dict[str, Any]:
+    """A TF checkpoint as the engine's checkpoint dict: variables and TF's global_step."""
+    reader = TFCheckpoint(prefix)
+    step = int(reader.read(GLOBAL_STEP_NAME)) if GLOBAL_STEP_NAME in reader else 0
+    return {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION,
+            "global_step": step, "variables": _tf_variables(reader), "optimizers": {},
+            "rng": {}, "input": None, "hooks": {}, "tf_checkpoint": prefix}
+
+
+# torch optimizer class name -> (TF 2.15's slot scope, {torch state key: TF slot name}); the
+# canned estimators' optimizers, which TF saves as training/<scope>/<variable>/<slot>.
+_TF_SLOTS: dict[str, tuple[str, dict[str, str]]] = {
+    "Adagrad": ("Adagrad", {"sum": "accumulator"}),
+    "Ftrl": ("Ftrl", {"accumulator": "accumulator", "linear": "linear"}),
+    "TFAdam": ("Adam", {"exp_avg": "m", "exp_avg_sq": "v"}),
+    "Adam": ("Adam", {"exp_avg": "m", "exp_avg_sq": "v"}),
+}
+
+
+def restore_tf_optimizer_state(optimizer: torch.optim.Optimizer,
+                               parameter_names: Mapping[int, str],
+                               checkpoint: Mapping[str, Any]) -> list[str]:
+    """Fills ``optimizer``'s state from a TF checkpoint's slots; returns the variables it filled.
+
+    TF 2.15's canned estimators save optimizer state as ``training/<Opt>/<variable>/<slot>``
+    (Adagrad ``accumulator``; Ftrl ``accumulator``, ``linear``; Adam ``m``, ``v``), and Adam's
+    bias correction counts from ``global_step``. ``parameter_names`` maps ``id(parameter)`` to
+    its variable name. Parameters without all their slots (or of an optimizer kind not listed
+    here) keep a fresh state.
+
+    Example:
+        >>> restore_tf_optimizer_state(torch.optim.SGD([torch.nn.Parameter(torch.ones(1))]),
+        ...                            {}, {"variables": {}, "global_step": 0})
+        []
+    """
+    kind = _TF_SLOTS.get(type(optimizer).__name__)
+    if kind is None:
+        return []
+    scope, slots = kind
+    variables = checkpoint["variables"]
+    step = float(checkpoint.get("global_step", 0))
+    restored = []
+    for group in optimizer.param_groups:
+        for param in group["params"]:
+            name = parameter_names.get(id(param))
+            if name is None:
+                continue
+            values = {key: variables.get(f"training/{scope}/{name}/{slot}")
+                      for key, slot in slots.items()}
+            if any(v is None or tuple(v.shape) != tuple(param.shape) for v in values.values()):
+                continue
+            state = optimizer.state[param]
+            for key, value in values.items():
+                state[key] = value.to(device=param.device, dtype=param.dtype).clone()
+            if scope != "Ftrl":  # torch's Adagrad and Adam count steps per parameter
+                state["step"] = torch.tensor(step)
+            restored.append(name)
+    return restored
+
+
 def load_checkpoint(path: str | os.PathLike[str], map_location: Any = "cpu",
                     mmap: bool = False) -> dict[str, Any]:
     """Loads a checkpoint (a file, or a directory's latest) with ``torch.load(weights_only=True)``.
@@ -641,6 +804,8 @@ def read_global_step(model_dir: str | os.PathLike[str]) -> int:
         latest = latest_checkpoint(model_dir)
         if latest is None:
             return 0
+        if not os.path.isfile(latest) and is_tf_checkpoint(latest):
+            return int(TFCheckpoint(latest).read(GLOBAL_STEP_NAME))  # not the whole model
         return int(_load(latest, mmap=True)["global_step"])
     except Exception:  # TF: any failure to read counts as step 0
         logger.debug("Could not read the global step of %r; using 0.", model_dir, exc_info=True)
@@ -648,11 +813,21 @@ def read_global_step(model_dir: str | os.PathLike[str]) -> int:
 
 
 def list_variables(checkpoint: str | os.PathLike[str]) -> list[tuple[str, list[int]]]:
-    """(name, shape) of every variable of a checkpoint (file or dir), sorted by name.
+    """(name, shape) of every variable of a checkpoint, sorted by name (``tf.train.list_variables``).
 
-    ``global_step`` is included with shape ``[]``, as in TF.
+    ``checkpoint`` is a model_dir (its latest checkpoint), an engine checkpoint file, a TF
+    checkpoint prefix, or a TF SavedModel directory (or its ``variables/`` folder). ``global_step``
+    is included with shape ``[]``, as in TF; a TF checkpoint lists everything it holds (optimizer
+    slots, strings) as ``tf.train.list_variables`` does.
+
+    Example:
+        >>> list_variables("/tf_model_dir")  # doctest: +SKIP
+        [('dnn/hiddenlayer_0/bias', [8]), ('dnn/hiddenlayer_0/kernel', [4, 8]), ...]
     """
-    data = load_checkpoint(checkpoint, mmap=True)
+    path = resolve_checkpoint(checkpoint)
+    if not os.path.isfile(path) and is_tf_checkpoint(path):
+        return sorted(TFCheckpoint(path).shapes().items())
+    data = _load(path, mmap=True)
     pairs = [(name, list(value.shape)) for name, value in data["variables"].items()]
     pairs.append((GLOBAL_STEP_NAME, []))
     return sorted(pairs)
@@ -666,22 +841,34 @@ def _to_numpy(value: torch.Tensor) -> np.ndarray:
 
 
 def load_variable(checkpoint: str | os.PathLike[str], name: str) -> np.ndarray:
-    """The value of one variable of a checkpoint (file or dir) as a numpy array.
+    """The value of one variable of a checkpoint as a numpy array (``tf.train.load_variable``).
+
+    ``checkpoint`` is any of what :func:`list_variables` takes. From a TF checkpoint, strings come
+    back as an object array of ``bytes``, bfloat16 as float32, and a partitioned variable
+    (``part_0``, ``part_1``, ... in TF's graph) as the full tensor.
 
     Raises:
         ValueError: no variable of that name (close names are listed).
     """
     path = resolve_checkpoint(checkpoint)
+    if not os.path.isfile(path) and is_tf_checkpoint(path):
+        reader = TFCheckpoint(path)
+        if name not in reader:
+            _raise_unknown(name, list(reader.shapes()), path)
+        return reader.read(name)
     data = _load(path, mmap=True)
     if name == GLOBAL_STEP_NAME:
         return np.array(data["global_step"], dtype=np.int64)
     variables = data["variables"]
     if name not in variables:
-        names = [*variables, GLOBAL_STEP_NAME]
-        close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
-        hint = f" Close names: {close}." if close else f" It holds: {sorted(names)[:20]}."
-        raise ValueError(f"Variable {name!r} not found in checkpoint {path}.{hint}")
+        _raise_unknown(name, [*variables, GLOBAL_STEP_NAME], path)
     return _to_numpy(variables[name])
+
+
+def _raise_unknown(name: str, names: list[str], path: str) -> None:
+    close = difflib.get_close_matches(str(name), names, n=5, cutoff=0.5)
+    hint = f" Close names: {close}." if close else f" It holds: {sorted(names)[:20]}."
+    raise ValueError(f"Variable {name!r} not found in checkpoint {path}.{hint}")
 
 
 def _as_tensor(name: str, value: Any) -> torch.Tensor:

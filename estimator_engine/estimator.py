@@ -136,7 +136,8 @@ def _set_rng_state(state: Mapping[str, Any]) -> None:
 
 
 def _file_marker(path: str) -> tuple[str, int, int]:
-    stat = os.stat(path)
+    # A TensorFlow checkpoint is a prefix, not a file: its .index stands for it.
+    stat = os.stat(path if os.path.isfile(path) or not os.path.isfile(path + ".index") else path + ".index")
     return (os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
 
 

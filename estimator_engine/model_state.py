@@ -265,10 +265,24 @@ class ModelState:
             optimizer.load_state_dict(saved)
             for group, values in zip(optimizer.param_groups, hyperparameters):
                 group.update(values)
+        elif self.restored and (self.checkpoint or {}).get("tf_checkpoint"):
+            self._restore_tf_optimizer(name, optimizer)
         elif self.restored:
             _log.info("Checkpoint %s has no state for optimizer %r; it starts fresh.", self.checkpoint_path, name)
         self.optimizers[name] = optimizer
         return optimizer
+
+    def _restore_tf_optimizer(self, name: str, optimizer: torch.optim.Optimizer) -> None:
+        """Carries a TF checkpoint's optimizer slots (training/<Opt>/<variable>/<slot>) over."""
+        names = {id(parameter): f"{module_name}/{path.replace('.', '/')}"
+                 for module_name, module in self._raw_modules.items()
+                 for path, parameter in module.named_parameters()}
+        restored = checkpoints.restore_tf_optimizer_state(optimizer, names, self._restored_checkpoint())
+        wanted = sum(len(group["params"]) for group in optimizer.param_groups)
+        if len(restored) < wanted:
+            _log.info("TF checkpoint %s holds the %s state of %d of the %d parameters of optimizer %r; "
+                      "the others start fresh.", self.checkpoint_path, type(optimizer).__name__,
+                      len(restored), wanted, name)
 
     def variables(self) -> dict[str, torch.Tensor]:
         """All module variables by TF-style name (``<module>/<param path>``), detached."""

@@ -18,6 +18,16 @@ Selection (``vars_to_warm_start``), matched with ``re.match`` (anchored at the s
 ``global_step`` is never warm-started (it is not a module variable): a warm-started model trains
 from step 0. A selected variable missing from the source checkpoint, or of another shape, is an
 error, as in TF. Optimizer state is never warm-started.
+
+From TensorFlow: ``ckpt_to_initialize_from`` may be a TF model_dir, checkpoint prefix or SavedModel
+(read without TensorFlow). Canned estimators use TF's names and layouts and need nothing more. A
+custom ``model_fn`` of torch layers maps its names to TF's with ``var_name_to_prev_var_name``
+(:func:`tf_variable_names` builds it from ``{submodule: TF scope}``), and the warm start converts
+TF's layouts for torch layers (:func:`from_tf_layout`: dense ``[in, out]`` -> ``Linear.weight``
+``[out, in]``, conv HWIO -> OIHW)::
+
+    names = tf_variable_names("mlp", make_mlp(), {"0": "dense", "2": "dense_1"})
+    WarmStartSettings("/tf_model_dir", var_name_to_prev_var_name=names)
 """
 
 from __future__ import annotations
@@ -46,6 +56,8 @@ __all__ = [
     "WarmStartSettings",
     "WarmStarter",
     "compare_variables",
+    "from_tf_layout",
+    "tf_variable_names",
     "warm_start_settings_from",
 ]
 
@@ -377,6 +389,8 @@ class WarmStarter:
             return
         source = self._source_checkpoint()
         variables = source["variables"]
+        # TF's layouts (dense kernel [in, out], conv HWIO) become torch's for torch layers.
+        from_tf = bool(source.get("tf_checkpoint"))
         # Both are dicts after WarmStartSettings.__post_init__; `or {}` only tells the type checker.
         prev_names = self.settings.var_name_to_prev_var_name or {}
         vocab_infos = self.settings.var_name_to_vocab_info or {}
@@ -392,6 +406,13 @@ class WarmStarter:
                                 f"checkpoint {self.checkpoint_path}{hint}")
                 continue
             old = variables[source_name]
+            if from_tf:
+                owner, parameter = _owner(module, name[len(module_name) + 1:])
+                converted = from_tf_layout(old, owner, parameter)
+                if list(converted.shape) != list(old.shape):
+                    source_name = (f"{source_name} (TF layout {list(old.shape)}, as "
+                                   f"{type(owner).__name__}.{parameter})")
+                old = converted
             info = vocab_infos.get(name)
             if info is not None:
                 if name not in self._vocab_tokens:
@@ -454,6 +475,104 @@ class WarmStarter:
             renamed=dict(self._renamed),
             vocab_remapped=tuple(self._remapped),
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# TF / Keras layouts and names for torch layers (a custom model_fn warm-started from TF)
+
+_CONVOLUTIONS = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d)
+_TRANSPOSED = (torch.nn.ConvTranspose1d, torch.nn.ConvTranspose2d, torch.nn.ConvTranspose3d)
+_NORMS = (torch.nn.modules.batchnorm._NormBase, torch.nn.LayerNorm, torch.nn.GroupNorm)
+# torch parameter/buffer name -> Keras / tf.compat.v1.layers variable name, per layer kind.
+_KERAS_NAMES: list[tuple[tuple[type, ...], dict[str, str]]] = [
+    ((torch.nn.Linear, *_CONVOLUTIONS, *_TRANSPOSED), {"weight": "kernel", "bias": "bias"}),
+    (_NORMS, {"weight": "gamma", "bias": "beta", "running_mean": "moving_mean",
+              "running_var": "moving_variance"}),
+    ((torch.nn.Embedding,), {"weight": "embeddings"}),
+]
+
+
+def from_tf_layout(value: torch.Tensor, layer: torch.nn.Module, parameter: str) -> torch.Tensor:
+    """A TF variable's value in the layout torch's ``layer`` keeps its ``parameter`` in.
+
+    The rules (TF / Keras layout -> torch layout):
+
+    * ``nn.Linear.weight``: dense ``kernel`` ``[in, out]`` -> ``[out, in]`` (transposed);
+    * ``nn.Conv{1,2,3}d.weight``: ``[*spatial, in, out]`` (HWIO) -> ``[out, in, *spatial]`` (OIHW);
+    * ``nn.ConvTranspose{1,2,3}d.weight``: ``[*spatial, out, in]`` -> ``[in, out, *spatial]``;
+    * everything else (biases, batch-norm ``gamma``/``beta``/``moving_*``, embeddings, the engine's
+      own TF-layout ``Dense``) is kept as it is.
+
+    Warm-starting from a TF checkpoint applies these rules by itself; call this to load TF values
+    by hand (e.g. from ``ee.checkpoints.load_variable``).
+
+    Example:
+        >>> kernel = torch.arange(6.0).reshape(3, 2)  # TF dense kernel [in=3, out=2]
+        >>> from_tf_layout(kernel, torch.nn.Linear(3, 2), "weight").shape
+        torch.Size([2, 3])
+    """
+    tensor = torch.as_tensor(value)
+    if parameter != "weight":
+        return tensor
+    if isinstance(layer, torch.nn.Linear) and tensor.dim() == 2:
+        return tensor.t().contiguous()
+    if isinstance(layer, (*_CONVOLUTIONS, *_TRANSPOSED)) and tensor.dim() >= 3:
+        spatial = list(range(tensor.dim() - 2))
+        return tensor.permute(tensor.dim() - 1, tensor.dim() - 2, *spatial).contiguous()
+    return tensor
+
+
+def _owner(module: torch.nn.Module, path: str) -> tuple[torch.nn.Module, str]:
+    """(the submodule holding ``path``'s variable, the variable's own name); path uses '/'."""
+    *parents, leaf = path.split("/")
+    owner = module
+    for part in parents:
+        child = owner._modules.get(part)
+        if child is None:
+            return module, path
+        owner = child
+    return owner, leaf
+
+
+def tf_variable_names(module_name: str, module: torch.nn.Module,
+                      scopes: Mapping[str, str]) -> dict[str, str]:
+    """``var_name_to_prev_var_name`` for torch layers warm-started from Keras/``tf.layers`` ones.
+
+    Args:
+        module_name: the name given to ``ee.get_module``.
+        module: the module (e.g. an ``nn.Sequential``).
+        scopes: ``{submodule path ('.' or '/' separated, '' for the module itself): TF scope}``,
+            e.g. ``{"0": "dense", "2": "dense_1"}`` for TF's ``dense/kernel``, ``dense_1/kernel``.
+
+    Returns:
+        ``{engine variable: TF variable}``: ``weight`` -> ``kernel`` (Linear, Conv), ``gamma``
+        (norms) or ``embeddings`` (Embedding); ``bias`` -> ``bias`` or ``beta``;
+        ``running_mean``/``running_var`` -> ``moving_mean``/``moving_variance``. Layouts are
+        converted by the warm start itself (:func:`from_tf_layout`).
+
+    Raises:
+        ValueError: a path in ``scopes`` names no submodule (the submodules are listed).
+
+    Example:
+        >>> net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 3))
+        >>> tf_variable_names("mlp", net, {"0": "hidden", "2": "logits"})["mlp/0/weight"]
+        'hidden/kernel'
+    """
+    names: dict[str, str] = {}
+    available = dict(module.named_modules())
+    for path, scope in scopes.items():
+        key = path.replace("/", ".")
+        layer = available.get(key)
+        if layer is None:
+            raise ValueError(f"tf_variable_names: {path!r} is not a submodule of {module_name!r}; "
+                             f"its submodules are {sorted(k for k in available if k)}.")
+        rename = next((table for kinds, table in _KERAS_NAMES if isinstance(layer, kinds)), {})
+        for local, value in layer.state_dict(keep_vars=True).items():
+            if "." in local or not isinstance(value, torch.Tensor) or local == "num_batches_tracked":
+                continue
+            prefix = f"{module_name}/{key.replace('.', '/')}/" if key else f"{module_name}/"
+            names[prefix + local] = f"{scope}/{rename.get(local, local)}"
+    return names
 
 
 def compare_variables(checkpoint: str | os.PathLike,
