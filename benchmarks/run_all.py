@@ -50,10 +50,11 @@ BENCHMARKS: dict[str, tuple[str, list[str]]] = {
     "workbench": ("bench_workbench.py", []),
     "scale": ("bench_scale.py", []),
     "tf_peer": ("tf_peer/run_peer.py", []),
+    "optimizer_kernel": ("bench_optimizer_kernel.py", ["--cpu-time"]),
 }
 # The order of RESULTS.md's sections (issue 16's targets first).
-ORDER = ("train_overhead", "tf_peer", "repeated_eval", "predict_csv", "input_pipeline", "workbench",
-         "metrics_hook", "scale")
+ORDER = ("train_overhead", "tf_peer", "optimizer_kernel", "repeated_eval", "predict_csv", "input_pipeline",
+         "workbench", "metrics_hook", "scale")
 
 
 def load_limits(path: Path = LIMITS_MD) -> dict[str, str]:

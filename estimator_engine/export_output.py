@@ -41,6 +41,8 @@ def string_array(value: Any) -> np.ndarray | None:
         True
     """
     if isinstance(value, np.ndarray):
+        if value.dtype.kind == "O" and all(isinstance(v, bytes) for v in value.flat):
+            return value  # already TF's form (e.g. a canned head's class names): no copy
         if value.dtype.kind not in "OUS" or (value.dtype.kind == "O" and not _all_text(value)):
             return None
         array = value

@@ -109,7 +109,8 @@ def test_every_missed_target_key_of_the_scripts_has_a_note():
 
 
 SCRIPTS = ["bench_train_overhead.py", "bench_input_pipeline.py", "bench_repeated_eval.py",
-           "bench_predict_csv.py", "bench_metrics_hook.py", "bench_workbench.py", "bench_scale.py"]
+           "bench_predict_csv.py", "bench_metrics_hook.py", "bench_workbench.py", "bench_scale.py",
+           "bench_optimizer_kernel.py"]
 
 
 @pytest.mark.slow
