@@ -10,6 +10,7 @@
     estimator-workbench stop|cancel|resume RUN
     estimator-workbench predict RUN --data new.csv --out predictions.csv
     estimator-workbench export RUN            a reproducible zip bundle
+    estimator-workbench serve RUN|EXPORT_DIR  serve the model over TF Serving's REST API (--port 8501)
 
 ``--workspace DIR`` (before the command) picks the workspace (else ``$WORKBENCH_HOME``, else
 ``./workspace``). Bad input prints one clear line on stderr and exits with code 2, never a
@@ -32,6 +33,8 @@ from estimator_workbench.cli import trash_commands
 from estimator_workbench.cli.data_flags import add_data_arguments, apply_data_flags
 from estimator_workbench.cli.follow import _follow
 from estimator_workbench.cli.serve import _cmd_ui
+from estimator_workbench.cli.serve_model import add_parser as _add_serve_parser
+from estimator_workbench.cli.serve_model import cmd_serve as _cmd_serve
 from estimator_workbench.cli.sweep import add_parser as _add_sweep_parser
 from estimator_workbench.cli.sweep import cmd_sweep as _cmd_sweep
 from estimator_workbench.cli.usage import PROG as _PROG
@@ -479,13 +482,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--with-checkpoint", action="store_true")
     trash_commands.add_parsers(sub)
     _add_sweep_parser(sub)
+    _add_serve_parser(sub)
     return parser
 
 
 _COMMANDS = {"ui": _cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
              "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
-             "sweep": _cmd_sweep}
+             "sweep": _cmd_sweep, "serve": _cmd_serve}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
