@@ -182,9 +182,17 @@ def _cmd_run(args: argparse.Namespace, root: Path) -> int:
     print(f"Run {record.run_id} submitted ({record.action}); folder {launcher.registry.run_dir(record.run_id)}",
           file=sys.stderr, flush=True)
     if args.detach:
-        print(record.run_id)
+        print(_record_json(launcher.registry.get(record.run_id)) if args.json else record.run_id)
         return 0
-    return _follow(launcher, record.run_id)
+    code = _follow(launcher, record.run_id)
+    if args.json:
+        print(_record_json(launcher.registry.get(record.run_id)))
+    return code
+
+
+def _record_json(record: RunRecord, **extra: Any) -> str:
+    """A run as ``runs --json`` prints it (one object), plus ``extra`` keys."""
+    return json.dumps(record.to_dict() | extra, default=str)
 
 
 # Run-contract field -> the flag that sets it, so a refusal names the flag the user typed.
@@ -390,10 +398,15 @@ def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
     if code != 0 or not produced.exists():
         print(f"No predictions written (run {record.run_id} {reg.get(record.run_id).status}).",
               file=sys.stderr)
+        if args.json:
+            print(_record_json(reg.get(record.run_id), predictions_file=None))
         return 1
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(produced, out)
-    print(f"Predictions of run {record.run_id} written to {out}.")
+    if args.json:
+        print(_record_json(reg.get(record.run_id), predictions_file=str(out.resolve())))
+    else:
+        print(f"Predictions of run {record.run_id} written to {out}.")
     return 0
 
 
@@ -426,7 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dataset", help="bundled dataset name (e.g. iris) or a CSV/Parquet file")
     run.add_argument("--label", help="the label column (default: inferred)")
     run.add_argument("--template", help="template name (see the UI or estimator_workbench/templates/)")
-    run.add_argument("--action", choices=ACTIONS)
+    run.add_argument("--action", choices=ACTIONS,
+                     help="default: train (the UI's Train page starts with train_and_evaluate, which "
+                          "needs --steps and evaluation rows); the submitted line says which")
     run.add_argument("--from", dest="from_run", metavar="RUN",
                      help="evaluate/predict: the trained run whose model to use; train: warm start from it")
     run.add_argument("--checkpoint", help="with --from: a checkpoint of that run (default: its newest)")
@@ -453,6 +468,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--early-stopping-patience", type=int, help="evaluations without improvement")
     run.add_argument("--early-stopping-min-delta", type=float, help="smallest change that counts as improvement")
     run.add_argument("--detach", action="store_true", help="print the run id and return")
+    run.add_argument("--json", action="store_true",
+                     help="print the finished run (with --detach: the submitted run) as JSON, as `runs --json` does")
 
     runs = sub.add_parser("runs", help="list runs")
     runs.add_argument("--status")
@@ -475,6 +492,8 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--data", required=True)
     predict.add_argument("--out", required=True)
     predict.add_argument("--checkpoint", help="a checkpoint of the run (default: the latest)")
+    predict.add_argument("--json", action="store_true",
+                         help="print the predict run as JSON (as `runs --json`) with its predictions_file")
 
     export = sub.add_parser("export", help="write a reproducible zip bundle of a run")
     export.add_argument("run")
