@@ -883,11 +883,14 @@ class LoadedModel:
         return parse_records(records, spec)
 
 
-def load(path: str | os.PathLike, signature: str = DEFAULT_SERVING_SIGNATURE_DEF_KEY) -> LoadedModel:
+def load(path: str | os.PathLike, signature: str = DEFAULT_SERVING_SIGNATURE_DEF_KEY,
+         runtime: str = "torch") -> LoadedModel:
     """Loads an export written by ``export_saved_model`` and returns a callable for ``signature``.
 
     Needs neither the model_fn's source nor this package's Estimator; the program is loaded with
     ``torch.export.load`` (after checking the archive has nothing to unpickle) or ``torch.jit.load``.
+    ``runtime="onnxruntime"`` runs the export's ``model.onnx`` instead (``format="onnx"`` exports);
+    the preprocessing stage and the string lookups are the same.
 
     Example:
         >>> # outputs = load(path)({'x': np.ones((3, 1), np.float32)})
@@ -904,8 +907,18 @@ def load(path: str | os.PathLike, signature: str = DEFAULT_SERVING_SIGNATURE_DEF
                          f"this version reads {EXPORT_FORMAT!r} up to version {EXPORT_FORMAT_VERSION}.")
     if signature not in meta["signatures"]:
         raise ValueError(f"Unknown signature {signature!r}; this export has {sorted(meta['signatures'])}.")
+    if runtime not in ("torch", "onnxruntime"):
+        raise ValueError(f"runtime must be 'torch' or 'onnxruntime', given: {runtime!r}.")
     program_file = os.path.join(path, meta["program"])
-    if meta["program"] == EXPORT_PROGRAM_FILENAME:
+    module: Any
+    if runtime == "onnxruntime":
+        if not meta.get("onnx"):
+            raise ValueError(f"{path} has no ONNX model; export it with export_saved_model(..., format='onnx') "
+                             "or load it with runtime='torch'.")
+        from estimator_engine.onnx_export import onnxruntime_program
+
+        module = onnxruntime_program(path, meta["onnx"])
+    elif meta["program"] == EXPORT_PROGRAM_FILENAME:
         _check_export_archive(program_file)
         module = torch.export.load(program_file).module()
     elif meta["program"] == TORCHSCRIPT_PROGRAM_FILENAME:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["ONNX_FILENAME", "check_onnx_available", "write_onnx"]
+__all__ = ["ONNX_FILENAME", "check_onnx_available", "onnxruntime_program", "write_onnx"]
 
 ONNX_FILENAME = "model.onnx"
 _TOLERANCE = 1e-5
@@ -109,3 +109,19 @@ def write_onnx(exported: Any, inputs: dict[str, torch.Tensor], output_names: Seq
     return {"file": ONNX_FILENAME, "inputs": input_names, "outputs": list(output_names),
             "opset": int(program.model.opset_imports.get("", 0)),
             "onnxruntime_version": onnxruntime.__version__}
+
+
+def onnxruntime_program(path: str, info: dict[str, Any]) -> Callable[[dict[str, torch.Tensor]], tuple[torch.Tensor, ...]]:
+    """The export's ``model.onnx`` under onnxruntime, called as the torch program is: a dict of
+    input tensors -> the tuple of outputs (``export.load(path, runtime="onnxruntime")`` uses it)."""
+    check_onnx_available()
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(os.path.join(path, info["file"]), providers=["CPUExecutionProvider"])
+    names, outputs = list(info["inputs"]), list(info["outputs"])
+
+    def run(inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        feeds = {name: inputs[name].detach().cpu().numpy() for name in names}
+        return tuple(torch.from_numpy(value) for value in session.run(outputs, feeds))
+
+    return run

@@ -13,6 +13,7 @@ checkpoint. Stop the server with Ctrl-C or SIGTERM (requests in flight finish fi
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -39,11 +40,14 @@ def add_parser(sub: Any) -> None:
     cmd.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
     cmd.add_argument("--max-request-bytes", type=int, default=32 * 1024 * 1024,
                      help="larger request bodies are refused with 413 (default 32 MiB)")
+    cmd.add_argument("--runtime", choices=("torch", "onnxruntime"), default="torch",
+                     help="run the torch.export program (default) or the export's model.onnx (made with "
+                          "format='onnx'; needs the onnx extra)")
     cmd.add_argument("--max-concurrency", type=int, default=256,
                      help="concurrent connections beyond this are answered 503 (default 256)")
 
 
-def _resolve(root: Path, target: str) -> tuple[Path, str | None]:
+def _resolve(root: Path, target: str, runtime: str) -> tuple[Path, str | None]:
     """(export folder, run id or None) for ``target``."""
     candidate = Path(target).expanduser()
     if candidate.is_dir():
@@ -60,7 +64,7 @@ def _resolve(root: Path, target: str) -> tuple[Path, str | None]:
     from estimator_workbench.serve.run_export import export_run_in_child
 
     print(f"{_PROG}: exporting run {target} for serving ...", file=sys.stderr, flush=True)
-    return export_run_in_child(registry.run_dir(target)), target
+    return export_run_in_child(registry.run_dir(target), format="onnx" if runtime == "onnxruntime" else "torch.export"), target
 
 
 def cmd_serve(args: argparse.Namespace, root: Path) -> int:
@@ -74,12 +78,21 @@ def cmd_serve(args: argparse.Namespace, root: Path) -> int:
     except ImportError as exc:
         raise UsageError(f"serving needs the 'serve' extra ({exc.name} is missing): "
                          "pip install 'estimator-workbench[serve]'") from None
-    folder, run_id = _resolve(root, args.target)
+    folder, run_id = _resolve(root, args.target, args.runtime)
+    if args.runtime == "onnxruntime":
+        from estimator_workbench.serve.repository import find_versions
+
+        without = [str(p) for p in find_versions(folder).values() if "onnx" not in
+                   json.loads((p / "signature.json").read_text("utf-8"))]
+        if without:
+            raise UsageError(f"--runtime onnxruntime: {', '.join(without)} has no model.onnx; export with "
+                             "export_saved_model(..., format='onnx'), or serve with --runtime torch.")
     name = args.name or run_id or _DEFAULT_NAME
     if "/" in name or ":" in name or not name.strip():
         raise UsageError(f"--name {name!r} cannot hold '/' or ':' (they separate the parts of the URL).")
     url = f"http://{args.host if ':' not in args.host else f'[{args.host}]'}:{args.port}/v1/models/{name}"
     print(f"{_PROG}: serving {folder} as {url}  (POST {url}:predict; Ctrl-C stops)", file=sys.stderr, flush=True)
     server.serve({name: folder}, host=args.host, port=args.port, workers=args.workers,
-                 max_request_bytes=args.max_request_bytes, limit_concurrency=args.max_concurrency)
+                 max_request_bytes=args.max_request_bytes, limit_concurrency=args.max_concurrency,
+                 runtime=args.runtime)
     return 0

@@ -134,7 +134,7 @@ def create_app(repository: ModelRepository, max_request_bytes: int = DEFAULT_MAX
 
 def app_from_environment() -> Starlette:
     """uvicorn's factory: loads the models named in ``$WORKBENCH_SERVE_CONFIG`` (JSON: ``models``
-    {name: export folder}, ``max_request_bytes``); each worker process calls it once."""
+    {name: export folder}, ``max_request_bytes``, ``runtime``); each worker process calls it once."""
     config = json.loads(os.environ[CONFIG_ENV])
-    repository = ModelRepository.load(config["models"])
+    repository = ModelRepository.load(config["models"], runtime=config.get("runtime") or "torch")
     return create_app(repository, int(config.get("max_request_bytes") or DEFAULT_MAX_REQUEST_BYTES))

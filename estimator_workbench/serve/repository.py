@@ -67,12 +67,13 @@ class ModelVersion:
         return str(self.meta.get("default_signature") or export_lib.DEFAULT_SERVING_SIGNATURE_DEF_KEY)
 
     @classmethod
-    def load(cls, version: int, path: Path) -> ModelVersion:
-        first = export_lib.load(path)
+    def load(cls, version: int, path: Path, runtime: str = "torch") -> ModelVersion:
+        """Loads every signature of the export in ``path`` (``runtime``: 'torch' or 'onnxruntime')."""
+        first = export_lib.load(path, runtime=runtime)
         signatures = {first.signature_key: first}
         for key in first.signature["signatures"]:
             if key not in signatures:
-                signatures[key] = export_lib.load(path, signature=key)
+                signatures[key] = export_lib.load(path, signature=key, runtime=runtime)
         return cls(version, path, dict(first.signature), signatures)
 
 
@@ -88,8 +89,8 @@ class ModelRepository:
         self.models = models
 
     @classmethod
-    def load(cls, paths: dict[str, str | os.PathLike[str]]) -> ModelRepository:
-        return cls({name: {version: ModelVersion.load(version, folder)
+    def load(cls, paths: dict[str, str | os.PathLike[str]], runtime: str = "torch") -> ModelRepository:
+        return cls({name: {version: ModelVersion.load(version, folder, runtime)
                            for version, folder in find_versions(path).items()}
                     for name, path in paths.items()})
 

@@ -63,8 +63,9 @@ def _latest_checkpoint(run_dir: Path) -> str | None:
     return checkpoints.latest_checkpoint(model_dir) if model_dir.is_dir() else None
 
 
-def export_run(run_dir: str | os.PathLike[str]) -> Path:
-    """Exports the run in ``run_dir`` (runs its template: call it in a child process only)."""
+def export_run(run_dir: str | os.PathLike[str], format: str = "torch.export") -> Path:
+    """Exports the run in ``run_dir`` (runs its template: call it in a child process only);
+    ``format="onnx"`` adds model.onnx."""
     from estimator_engine import export as export_lib
     from estimator_workbench.execution.build import build_estimator
     from estimator_workbench.execution.run_context import SCHEDULE_KEYS
@@ -88,14 +89,17 @@ def export_run(run_dir: str | os.PathLike[str]) -> Path:
     receiver_fn = export_lib.build_parsing_serving_input_receiver_fn(parse_spec_for_task(spec["task_info"]))
     base = saved_model_base(run_dir)
     try:
-        path = estimator.export_saved_model(str(base), receiver_fn, checkpoint_path=checkpoint)
+        path = estimator.export_saved_model(str(base), receiver_fn, checkpoint_path=checkpoint, format=format)
     except (ValueError, TypeError) as exc:
-        raise ValueError(f"Run {run_dir.name} cannot be exported for serving: {exc}") from exc
+        raise ValueError(f"Run {run_dir.name} cannot be exported for serving: {exc} Templates whose model_fn "
+                         "maps categorical columns itself (InputLayer) serve numeric columns only; the canned "
+                         "templates' feature columns serve both.") from exc
     return Path(path)
 
 
-def _up_to_date(run_dir: Path) -> Path | None:
-    """The newest export of the run when it was made from the run's latest checkpoint."""
+def _up_to_date(run_dir: Path, with_onnx: bool) -> Path | None:
+    """The newest export of the run when it was made from the run's latest checkpoint (and has
+    model.onnx when ``with_onnx``)."""
     base = saved_model_base(run_dir)
     if not base.is_dir():
         return None
@@ -106,17 +110,18 @@ def _up_to_date(run_dir: Path) -> Path | None:
     checkpoint = _latest_checkpoint(run_dir)
     meta = json.loads((versions[-1] / "signature.json").read_text("utf-8"))
     same = checkpoint is not None and os.path.abspath(meta.get("checkpoint_path", "")) == os.path.abspath(checkpoint)
-    return versions[-1] if same else None
+    return versions[-1] if same and (meta.get("onnx") or not with_onnx) else None
 
 
-def export_run_in_child(run_dir: str | os.PathLike[str], timeout: float = 600.0) -> Path:
+def export_run_in_child(run_dir: str | os.PathLike[str], timeout: float = 600.0, format: str = "torch.export") -> Path:
     """The run's up-to-date export, made in a child process when there is none; ValueError with
     the child's reason when the run cannot be exported."""
     run_dir = Path(run_dir)
-    existing = _up_to_date(run_dir)
+    existing = _up_to_date(run_dir, with_onnx=format == "onnx")
     if existing is not None:
         return existing
-    proc = subprocess.run([sys.executable, "-m", "estimator_workbench.serve.run_export", str(run_dir)],
+    proc = subprocess.run([sys.executable, "-m", "estimator_workbench.serve.run_export", str(run_dir),
+                           "--format", format],
                           capture_output=True, text=True, timeout=timeout, check=False)
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     if proc.returncode != 0 or not lines:
@@ -129,10 +134,11 @@ def export_run_in_child(run_dir: str | os.PathLike[str], timeout: float = 600.0)
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Exports a workbench run for serving; prints the folder.")
     parser.add_argument("run_dir")
+    parser.add_argument("--format", choices=("torch.export", "onnx"), default="torch.export")
     args = parser.parse_args(argv)
     try:
-        print(export_run(args.run_dir), flush=True)
-    except ValueError as exc:
+        print(export_run(args.run_dir, args.format), flush=True)
+    except (ValueError, ImportError) as exc:
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
     return 0

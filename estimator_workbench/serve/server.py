@@ -23,9 +23,10 @@ DEFAULT_PORT = 8501  # TF Serving's REST port
 
 def serve(models: Mapping[str, str | os.PathLike[str]], host: str = "127.0.0.1", port: int = DEFAULT_PORT,
           workers: int = 1, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES, limit_concurrency: int = 256,
-          graceful_timeout: float = 30.0, log_level: str = "info") -> None:
+          graceful_timeout: float = 30.0, log_level: str = "info", runtime: str = "torch") -> None:
     """Serves ``models`` ({name: export folder}) until SIGTERM or Ctrl-C.
 
+    ``runtime="onnxruntime"`` serves the exports' ``model.onnx`` (made with ``format="onnx"``).
     Raises ValueError (before anything starts) when a folder holds no export.
 
     Example:
@@ -37,7 +38,7 @@ def serve(models: Mapping[str, str | os.PathLike[str]], host: str = "127.0.0.1",
         find_versions(path)
     os.environ[CONFIG_ENV] = json.dumps({
         "models": {name: os.path.abspath(os.fspath(path)) for name, path in models.items()},
-        "max_request_bytes": int(max_request_bytes)})
+        "max_request_bytes": int(max_request_bytes), "runtime": runtime})
     uvicorn.run("estimator_workbench.serve.app:app_from_environment", factory=True, host=host, port=int(port),
                 workers=int(workers), limit_concurrency=int(limit_concurrency),
                 timeout_graceful_shutdown=float(graceful_timeout), log_level=log_level, access_log=False)

@@ -64,6 +64,10 @@ def test_canned_classifier_with_a_categorical_column(tmp_path):
     for name in ("probabilities", "logits"):
         np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-5)
     assert got["class_ids"].tolist() == expected["class_ids"].tolist()
+    # export.load(runtime="onnxruntime"): records in, predict()'s outputs out (strings looked up)
+    served = export_lib.load(path, signature="predict", runtime="onnxruntime")(records)
+    np.testing.assert_allclose(served["probabilities"], expected["probabilities"], rtol=1e-5, atol=1e-5)
+    assert served["classes"].tolist() == expected["classes"].tolist()
 
 
 def _custom_model_fn(features, labels, mode, params):
@@ -115,6 +119,18 @@ def test_a_model_torch_export_cannot_trace_is_refused_with_the_reason(tmp_path):
         estimator.export_saved_model(str(tmp_path / "export"),
                                      export_lib.build_raw_serving_input_receiver_fn({"x": x[:2]}), format="onnx")
     assert [p for p in os.listdir(tmp_path / "export")] == []  # nothing half-written
+
+
+def test_onnxruntime_loading_needs_an_onnx_export(tmp_path):
+    x = np.random.RandomState(0).randn(8, 3).astype(np.float32)
+    estimator = ee.Estimator(_custom_model_fn, model_dir=str(tmp_path / "model"))
+    estimator.train(ee.inputs.numpy_input_fn({"x": x}, x.sum(1), batch_size=4, num_epochs=None, shuffle=False), steps=1)
+    path = estimator.export_saved_model(str(tmp_path / "export"),
+                                        export_lib.build_raw_serving_input_receiver_fn({"x": x[:2]}))
+    with pytest.raises(ValueError, match=r"has no ONNX model; export it with export_saved_model\(\.\.\., format='onnx'\)"):
+        export_lib.load(path, runtime="onnxruntime")
+    with pytest.raises(ValueError, match=r"runtime must be 'torch' or 'onnxruntime', given: 'tvm'"):
+        export_lib.load(path, runtime="tvm")
 
 
 def test_unknown_format_is_refused(tmp_path):

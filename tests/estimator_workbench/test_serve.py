@@ -354,6 +354,37 @@ def test_a_body_over_the_size_limit_is_refused_with_413(regressor):
     assert status == 413 and "larger than the limit of 4096 bytes" in body["error"]
 
 
+def test_serve_the_onnx_model_with_onnxruntime(classifier, tmp_path):
+    """--runtime onnxruntime serves the export's model.onnx (format="onnx"): the same answers."""
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")
+    estimator, _, _ = classifier
+    columns = [fc.numeric_column("size"),
+               fc.indicator_column(fc.categorical_column_with_vocabulary_list("color", COLORS[:2], num_oov_buckets=1))]
+    receiver = export_lib.build_parsing_serving_input_receiver_fn(serving.make_parse_example_spec(columns))
+    path = estimator.export_saved_model(str(tmp_path / "export"), receiver, format="onnx")
+    frame = _serving_frame()
+    expected = _predict(estimator, frame)
+    server = Server(path, "--name", "shapes", "--runtime", "onnxruntime", log=tmp_path / "server.log")
+    try:
+        status, body = TFServingClient(server.port, "shapes").post(
+            "predict", {"signature_name": "predict", "instances": _records(frame)})
+        assert status == 200, body
+        np.testing.assert_allclose([r["probabilities"] for r in body["predictions"]], expected["probabilities"],
+                                   rtol=1e-5, atol=1e-5)
+        assert [r["classes"] for r in body["predictions"]] == [[c.decode() for c in row] for row in expected["classes"]]
+    finally:
+        server.close()
+
+
+def test_onnxruntime_needs_an_onnx_export(regressor, tmp_path, capsys):
+    from estimator_workbench.cli import commands
+
+    _, (first, _), _ = regressor
+    assert commands.main(["--workspace", str(tmp_path / "ws"), "serve", str(first), "--runtime", "onnxruntime"]) == 2
+    assert f"--runtime onnxruntime: {first} has no model.onnx" in capsys.readouterr().err
+
+
 # -- the command line and its process ---------------------------------------------------------------
 
 
