@@ -7,6 +7,9 @@ A TF SavedModel cannot be reproduced on PyTorch, so an export is a directory wit
                            with a dynamic batch dimension. Runs without the model_fn's source.
     program.torchscript.pt only when torch.export failed: a torch.jit.trace of the same function
                            (signature.json says why).
+    model.onnx             only with ``format="onnx"``: the torch.export program as ONNX, checked
+                           with onnxruntime (``estimator_engine.onnx_export``; ``signature.json``
+                           names its inputs and outputs under ``onnx``).
     signature.json         inputs (names, dtypes, shapes with -1 for the batch), and per signature
                            key (default ``serving_default``) its method and named outputs with
                            dtypes; a string output (``classes``) has dtype ``string`` and a
@@ -724,7 +727,7 @@ def _trace(program: _ServingProgram, inputs: dict[str, torch.Tensor], static_bat
         if onnx_output_names is not None:
             from estimator_engine.onnx_export import write_onnx
 
-            onnx_info = write_onnx(exported, inputs, onnx_output_names, directory)
+            onnx_info = write_onnx(exported, inputs, onnx_output_names, directory, static_batch)
         return EXPORT_PROGRAM_FILENAME, None, dynamic, onnx_info
     with warnings.catch_warnings():  # TorchScript is deprecated, but it is the fallback we have
         warnings.simplefilter("ignore")  # deprecation, and "treated as a constant": checked below

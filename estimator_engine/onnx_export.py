@@ -43,14 +43,14 @@ def check_onnx_available() -> None:
                           "pip install 'estimator-workbench[onnx]'")
 
 
-def _batch_variant(inputs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The example inputs with one more row (other values too), to check the dynamic batch."""
+def _variant(inputs: dict[str, torch.Tensor], grow: bool) -> dict[str, torch.Tensor]:
+    """The example inputs with other values and, when ``grow`` (a dynamic batch), one more row."""
     out = {}
     for name, tensor in inputs.items():
         if tensor.dim() == 0:
             out[name] = tensor
             continue
-        grown = torch.cat([tensor, tensor[:1]], dim=0)
+        grown = torch.cat([tensor, tensor[:1]], dim=0) if grow else tensor
         out[name] = grown.flip(0) + 0.5 if grown.is_floating_point() else grown.flip(0)
     return out
 
@@ -70,9 +70,10 @@ def _compare(expected: Sequence[torch.Tensor], got: Sequence[np.ndarray], names:
 
 
 def write_onnx(exported: Any, inputs: dict[str, torch.Tensor], output_names: Sequence[str],
-               directory: str) -> dict[str, Any]:
+               directory: str, static_batch: bool = False) -> dict[str, Any]:
     """Converts ``exported`` (a ``torch.export.ExportedProgram`` over the dict ``inputs``) to
-    ``directory/model.onnx``; returns its description for ``signature.json``.
+    ``directory/model.onnx``; returns its description for ``signature.json``. The check runs a
+    batch of another size too, unless the program's batch is ``static_batch``.
 
     Raises ValueError with the reason when the conversion fails or onnxruntime disagrees with torch.
     """
@@ -93,7 +94,7 @@ def write_onnx(exported: Any, inputs: dict[str, torch.Tensor], output_names: Seq
     try:
         session = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])
         module = exported.module()
-        for variant in (inputs, _batch_variant(inputs)):
+        for variant in (inputs, _variant(inputs, grow=not static_batch)):
             with torch.no_grad():
                 expected = module(variant)
             feeds = {name: variant[name].detach().cpu().numpy() for name in input_names}

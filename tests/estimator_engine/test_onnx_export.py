@@ -121,6 +121,17 @@ def test_a_model_torch_export_cannot_trace_is_refused_with_the_reason(tmp_path):
     assert [p for p in os.listdir(tmp_path / "export")] == []  # nothing half-written
 
 
+def test_a_static_batch_export(tmp_path):
+    x = np.random.RandomState(1).randn(8, 3).astype(np.float32)
+    estimator = ee.Estimator(_custom_model_fn, model_dir=str(tmp_path / "model"))
+    estimator.train(ee.inputs.numpy_input_fn({"x": x}, x.sum(1), batch_size=4, num_epochs=None, shuffle=False), steps=2)
+    receiver = export_lib.build_raw_serving_input_receiver_fn({"x": x[:4]}, default_batch_size=4)
+    path = estimator.export_saved_model(str(tmp_path / "export"), receiver, format="onnx")
+    expected = next(estimator.predict(ee.inputs.numpy_input_fn({"x": x[4:]}, batch_size=4, shuffle=False),
+                                      yield_single_examples=False))
+    np.testing.assert_allclose(_onnx_outputs(path, {"x": x[4:]})["mean"], expected["mean"], rtol=1e-5, atol=1e-5)
+
+
 def test_onnxruntime_loading_needs_an_onnx_export(tmp_path):
     x = np.random.RandomState(0).randn(8, 3).astype(np.float32)
     estimator = ee.Estimator(_custom_model_fn, model_dir=str(tmp_path / "model"))
