@@ -5,3 +5,5 @@
 * ``app``: the Starlette application (routes, error JSON, request size limit, ``/healthz``);
 * ``run_export``: exports a workbench run for serving (in a child process: it runs template code).
 """
+
+__all__: list[str] = []
