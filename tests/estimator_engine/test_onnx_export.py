@@ -18,6 +18,7 @@ from estimator_engine import serving
 
 ort = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")
+pytestmark = pytest.mark.slow  # trains and converts models (seconds each)
 
 fc = ee.feature_column
 COLORS = ["red", "green", "blue"]

@@ -33,6 +33,7 @@ from estimator_engine import export as export_lib
 from estimator_engine import serving
 
 pytest.importorskip("uvicorn")
+pytestmark = pytest.mark.slow  # starts servers / converts models (seconds each)
 pytest.importorskip("starlette")
 
 fc = ee.feature_column
@@ -407,7 +408,6 @@ def test_serve_refuses_a_folder_without_an_export(tmp_path, capsys):
     assert "is neither an export folder nor a run of the workspace" in capsys.readouterr().err
 
 
-@pytest.mark.slow
 def test_serve_a_workbench_run_with_categorical_columns(tmp_path):
     """A run of the canned DNNClassifier template on penguins (numbers and strings) is exported in a
     child process and served; its answers equal the run's Estimator.predict() on the same rows."""
