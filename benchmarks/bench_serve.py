@@ -21,6 +21,7 @@ Nothing is asserted: the figures are for the report (``--json`` writes them).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import os
@@ -82,7 +83,7 @@ def _start(path: str, workers: int, log: Path) -> tuple[subprocess.Popen, int]:
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "estimator_workbench", "serve", path, "--name", "bench",
                                  "--port", str(port), "--workers", str(workers)], stdout=out, stderr=subprocess.STDOUT,
-                                env=env)
+                                env=env, start_new_session=True)  # its group holds uvicorn's workers
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -92,17 +93,20 @@ def _start(path: str, workers: int, log: Path) -> tuple[subprocess.Popen, int]:
                 return proc, port
         except OSError:
             time.sleep(0.2)
-    proc.kill()
+    _stop(proc)
     raise RuntimeError("server did not start")
 
 
 def _stop(proc: subprocess.Popen) -> None:
+    """SIGTERM (uvicorn stops its workers), then SIGKILL to whatever is left of its group."""
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(timeout=60)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        pass
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _percentiles(latencies: list[float]) -> tuple[float, float]:

@@ -12,6 +12,7 @@ The answers are compared with ``Estimator.predict()`` on the same rows.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -89,7 +90,9 @@ class Server:
         command += ["serve", str(target), "--port", str(self.port), *args]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
         self._log_file = open(log, "wb")  # closed in close()
-        self.proc = subprocess.Popen(command, stdout=self._log_file, stderr=subprocess.STDOUT, env=env)
+        # Its own process group: uvicorn's worker processes are in it, and close() can end them all.
+        self.proc = subprocess.Popen(command, stdout=self._log_file, stderr=subprocess.STDOUT, env=env,
+                                     start_new_session=True)
         self._wait_healthy(timeout=180)
 
     def _wait_healthy(self, timeout: float) -> None:
@@ -108,16 +111,24 @@ class Server:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def terminate(self, timeout: float = 60) -> int:
-        self.proc.send_signal(signal.SIGTERM)
+    def group_alive(self) -> bool:
         try:
-            return self.proc.wait(timeout=timeout)
-        finally:
-            self.close()
+            os.killpg(self.proc.pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
 
     def close(self) -> None:
+        """SIGTERM (uvicorn stops its workers), then SIGKILL to whatever is left of the group."""
         if self.proc.poll() is None:
-            self.proc.kill()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                pass
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.proc.poll() is None:
             self.proc.wait(timeout=30)
         self._log_file.close()
 
@@ -389,14 +400,21 @@ def test_onnxruntime_needs_an_onnx_export(regressor, tmp_path, capsys):
 # -- the command line and its process ---------------------------------------------------------------
 
 
-def test_sigterm_stops_the_server_gracefully(tmp_path, regressor):
+def test_sigterm_stops_the_server_and_its_workers_gracefully(tmp_path, regressor):
     _, (first, _), _ = regressor
-    server = Server(first, log=tmp_path / "server.log")
+    server = Server(first, "--workers", "2", log=tmp_path / "server.log")
     assert TFServingClient(server.port, "default").get()[0] == 200
-    # uvicorn shuts down (no new connections, requests in flight finish), then re-raises SIGTERM
-    assert server.terminate() == -signal.SIGTERM
+    pid = server.proc.pid
+    server.proc.send_signal(signal.SIGTERM)
+    # uvicorn's supervisor stops its workers (each finishes its requests in flight) and exits 0
+    assert server.proc.wait(timeout=60) == 0
+    deadline = time.monotonic() + 30
+    while server.group_alive() and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling for the workers' exit
+    assert not server.group_alive(), f"worker processes of {pid} are left running"
     log = server.output()
-    assert "Shutting down" in log and "Finished server process" in log
+    server.close()
+    assert log.count("Finished server process") == 2 and "Stopping parent process" in log
 
 
 def test_serve_refuses_a_folder_without_an_export(tmp_path, capsys):
