@@ -604,17 +604,19 @@ class Estimator:
     def export_saved_model(self, export_dir_base: str | bytes | os.PathLike, serving_input_receiver_fn: Callable[[], Any],
                            assets_extra: Mapping[str, str] | None = None, as_text: bool = False,
                            checkpoint_path: str | None = None,
-                           experimental_mode: ModeKeys = ModeKeys.PREDICT) -> str:
+                           experimental_mode: ModeKeys = ModeKeys.PREDICT, format: str = "torch.export") -> str:
         """Exports the model for serving to ``<export_dir_base>/<timestamp>/``; returns that path.
 
-        The folder holds a program that runs without the model_fn's source (see ``ee.export``).
+        The folder holds a program that runs without the model_fn's source (see ``ee.export``);
+        ``format="onnx"`` adds ``model.onnx`` (checked with onnxruntime).
         ``as_text`` is accepted for TF compatibility (there is no text form of a program).
         """
         from estimator_engine.export import export_saved_model
 
         del as_text
         return export_saved_model(self, export_dir_base, serving_input_receiver_fn, assets_extra=assets_extra,
-                                  checkpoint_path=checkpoint_path, experimental_mode=experimental_mode)
+                                  checkpoint_path=checkpoint_path, experimental_mode=experimental_mode,
+                                  format=format)
 
     @property
     def export_savedmodel(self) -> Any:

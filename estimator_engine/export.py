@@ -7,6 +7,9 @@ A TF SavedModel cannot be reproduced on PyTorch, so an export is a directory wit
                            with a dynamic batch dimension. Runs without the model_fn's source.
     program.torchscript.pt only when torch.export failed: a torch.jit.trace of the same function
                            (signature.json says why).
+    model.onnx             only with ``format="onnx"``: the torch.export program as ONNX, checked
+                           with onnxruntime (``estimator_engine.onnx_export``; ``signature.json``
+                           names its inputs and outputs under ``onnx``).
     signature.json         inputs (names, dtypes, shapes with -1 for the batch), and per signature
                            key (default ``serving_default``) its method and named outputs with
                            dtypes; a string output (``classes``) has dtype ``string`` and a
@@ -100,6 +103,7 @@ TORCHSCRIPT_PROGRAM_FILENAME = "program.torchscript.pt"
 ASSETS_EXTRA_DIRNAME = "assets.extra"
 _SINGLE_FEATURE_DEFAULT_NAME = "feature"
 _SINGLE_RECEIVER_DEFAULT_NAME = "input"
+EXPORT_FORMATS = ("torch.export", "onnx")
 _METHODS = {ClassificationOutput: "classify", RegressionOutput: "regress", PredictOutput: "predict"}
 
 
@@ -485,7 +489,7 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
                        serving_input_receiver_fn: Callable[[], _AnyReceiver] | None,
                        assets_extra: Mapping[str, str] | None = None,
                        checkpoint_path: str | os.PathLike | None = None,
-                       experimental_mode: ModeKeys = ModeKeys.PREDICT) -> str:
+                       experimental_mode: ModeKeys = ModeKeys.PREDICT, format: str = "torch.export") -> str:
     """Exports ``estimator``'s model for serving; returns the new ``<export_dir_base>/<timestamp>`` (a str).
 
     The checkpoint is ``checkpoint_path``, else the latest in ``model_dir``, else the warm-start
@@ -493,10 +497,20 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
     on its features and every entry of ``spec.export_outputs`` becomes a signature. The program is
     traced on CPU, so it loads on machines without the training device.
 
+    ``format="onnx"`` also writes ``model.onnx``, converted from the torch.export program and
+    checked with onnxruntime against it (``estimator_engine.onnx_export``; needs the ``onnx``
+    extra); a model that torch.export or ONNX cannot express is refused with the reason.
+
     Example:
         >>> # path = export_saved_model(est, '/tmp/export', build_raw_serving_input_receiver_fn({'x': x}))
         >>> # load(path)({'x': x})['y']
     """
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"format must be one of {list(EXPORT_FORMATS)}, given: {format!r}.")
+    if format == "onnx":
+        from estimator_engine.onnx_export import check_onnx_available
+
+        check_onnx_available()
     if not serving_input_receiver_fn:
         raise ValueError("An input_receiver_fn must be defined.")
     if not callable(serving_input_receiver_fn):
@@ -588,8 +602,9 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
             program = _ServingProgram(state, call, features, program_inputs,  # modules now exist
                                       features_from=plan.features_from if plan else None)
             program.eval()
-            program_file, fallback_reason, dynamic_outputs = _trace(
-                program, program_inputs, static_batch, temp_dir, plan.ids_inputs if plan else ())
+            program_file, fallback_reason, dynamic_outputs, onnx_info = _trace(
+                program, program_inputs, static_batch, temp_dir, plan.ids_inputs if plan else (),
+                onnx_output_names=_onnx_output_names(layout, len(tensors)) if format == "onnx" else None)
             if layouts[-1] != layout:
                 raise RuntimeError("model_fn returned different export_outputs while tracing than when called "
                                    f"eagerly ({layouts[-1]} vs {layout}); it must be deterministic in PREDICT mode.")
@@ -629,6 +644,8 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
             "checkpoint_path": path,
             "torch_version": torch.__version__,
         }
+        if onnx_info is not None:
+            signature["onnx"] = onnx_info
         if plan is not None:
             signature["preprocessing"] = serving.PREPROCESSING_FILENAME
             signature["program_inputs"] = {
@@ -656,12 +673,28 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
     return final
 
 
+def _onnx_output_names(layout: list[_OutputLayout], count: int) -> list[str]:
+    """A readable, unique name per program output: its name in the ``predict`` signature (else the
+    first signature naming it), with ``_<index>`` added on a clash."""
+    names: dict[int, str] = {}
+    for _key, name, index, _ in sorted(layout, key=lambda entry: entry[0] != "predict"):
+        names.setdefault(index, name)
+    out: list[str] = []
+    for index in range(count):
+        name = names.get(index, f"output_{index}")
+        out.append(name if name not in out else f"{name}_{index}")
+    return out
+
+
 def _trace(program: _ServingProgram, inputs: dict[str, torch.Tensor], static_batch: bool,
-           directory: str, ids_inputs: Iterable[str] = ()) -> tuple[str, str | None, list[bool] | None]:
-    """Writes the program; returns (file name, why torch.export failed or None, dynamic batch per output).
+           directory: str, ids_inputs: Iterable[str] = (), onnx_output_names: list[str] | None = None
+           ) -> tuple[str, str | None, list[bool] | None, dict[str, Any] | None]:
+    """Writes the program; returns (file name, why torch.export failed or None, dynamic batch per
+    output, the ONNX model's description or None).
 
     The batch dimension is dynamic unless ``static_batch``; so is the width (values per row) of the
-    categorical id inputs ``ids_inputs``.
+    categorical id inputs ``ids_inputs``. With ``onnx_output_names`` the program is also written as
+    ONNX (``onnx_export.write_onnx``), which needs torch.export to succeed.
     """
     ids_inputs = set(ids_inputs)
     batch = None if static_batch else torch.export.Dim("batch", min=1)
@@ -683,16 +716,25 @@ def _trace(program: _ServingProgram, inputs: dict[str, torch.Tensor], static_bat
         for node in output_node.args[0]:
             value = getattr(node, "meta", {}).get("val")
             dynamic.append(bool(value is not None and value.dim() > 0 and isinstance(value.shape[0], torch.SymInt)))
-        return EXPORT_PROGRAM_FILENAME, None, dynamic
     except Exception as exc:
         reason = f"torch.export failed: {type(exc).__name__}: {str(exc).strip()[:2000]}"
+        if onnx_output_names is not None:
+            raise ValueError(f"Cannot export this model to ONNX: the ONNX model is converted from the "
+                             f"torch.export program, and {reason.splitlines()[0]}") from exc
         _log.warning("%s; falling back to torch.jit.trace.", reason.splitlines()[0])
+    else:
+        onnx_info = None
+        if onnx_output_names is not None:
+            from estimator_engine.onnx_export import write_onnx
+
+            onnx_info = write_onnx(exported, inputs, onnx_output_names, directory, static_batch)
+        return EXPORT_PROGRAM_FILENAME, None, dynamic, onnx_info
     with warnings.catch_warnings():  # TorchScript is deprecated, but it is the fallback we have
         warnings.simplefilter("ignore")  # deprecation, and "treated as a constant": checked below
         traced = torch.jit.trace(program, (inputs,), strict=False, check_trace=False)
     _check_trace_generalises(program, traced, inputs, static_batch, reason)
     traced.save(os.path.join(directory, TORCHSCRIPT_PROGRAM_FILENAME))
-    return TORCHSCRIPT_PROGRAM_FILENAME, reason, None
+    return TORCHSCRIPT_PROGRAM_FILENAME, reason, None, None
 
 
 def _check_trace_generalises(program: _ServingProgram, traced: Any, inputs: dict[str, torch.Tensor],
@@ -844,11 +886,14 @@ class LoadedModel:
         return parse_records(records, spec)
 
 
-def load(path: str | os.PathLike, signature: str = DEFAULT_SERVING_SIGNATURE_DEF_KEY) -> LoadedModel:
+def load(path: str | os.PathLike, signature: str = DEFAULT_SERVING_SIGNATURE_DEF_KEY,
+         runtime: str = "torch") -> LoadedModel:
     """Loads an export written by ``export_saved_model`` and returns a callable for ``signature``.
 
     Needs neither the model_fn's source nor this package's Estimator; the program is loaded with
     ``torch.export.load`` (after checking the archive has nothing to unpickle) or ``torch.jit.load``.
+    ``runtime="onnxruntime"`` runs the export's ``model.onnx`` instead (``format="onnx"`` exports);
+    the preprocessing stage and the string lookups are the same.
 
     Example:
         >>> # outputs = load(path)({'x': np.ones((3, 1), np.float32)})
@@ -865,8 +910,18 @@ def load(path: str | os.PathLike, signature: str = DEFAULT_SERVING_SIGNATURE_DEF
                          f"this version reads {EXPORT_FORMAT!r} up to version {EXPORT_FORMAT_VERSION}.")
     if signature not in meta["signatures"]:
         raise ValueError(f"Unknown signature {signature!r}; this export has {sorted(meta['signatures'])}.")
+    if runtime not in ("torch", "onnxruntime"):
+        raise ValueError(f"runtime must be 'torch' or 'onnxruntime', given: {runtime!r}.")
     program_file = os.path.join(path, meta["program"])
-    if meta["program"] == EXPORT_PROGRAM_FILENAME:
+    module: Any
+    if runtime == "onnxruntime":
+        if not meta.get("onnx"):
+            raise ValueError(f"{path} has no ONNX model; export it with export_saved_model(..., format='onnx') "
+                             "or load it with runtime='torch'.")
+        from estimator_engine.onnx_export import onnxruntime_program
+
+        module = onnxruntime_program(path, meta["onnx"])
+    elif meta["program"] == EXPORT_PROGRAM_FILENAME:
         _check_export_archive(program_file)
         module = torch.export.load(program_file).module()
     elif meta["program"] == TORCHSCRIPT_PROGRAM_FILENAME:

@@ -10,6 +10,7 @@
     estimator-workbench stop|cancel|resume RUN
     estimator-workbench predict RUN --data new.csv --out predictions.csv
     estimator-workbench export RUN            a reproducible zip bundle
+    estimator-workbench serve RUN|EXPORT_DIR  serve the model over TF Serving's REST API (--port 8501)
 
 ``--workspace DIR`` (before the command) picks the workspace (else ``$WORKBENCH_HOME``, else
 ``./workspace``). Bad input prints one clear line on stderr and exits with code 2, never a
@@ -32,6 +33,8 @@ from estimator_workbench.cli import trash_commands
 from estimator_workbench.cli.data_flags import add_data_arguments, apply_data_flags
 from estimator_workbench.cli.follow import _follow
 from estimator_workbench.cli.serve import _cmd_ui
+from estimator_workbench.cli.serve_model import add_parser as _add_serve_parser
+from estimator_workbench.cli.serve_model import cmd_serve as _cmd_serve
 from estimator_workbench.cli.sweep import add_parser as _add_sweep_parser
 from estimator_workbench.cli.sweep import cmd_sweep as _cmd_sweep
 from estimator_workbench.cli.usage import PROG as _PROG
@@ -184,9 +187,17 @@ def _cmd_run(args: argparse.Namespace, root: Path) -> int:
     print(f"Run {record.run_id} submitted ({record.action}); folder {launcher.registry.run_dir(record.run_id)}",
           file=sys.stderr, flush=True)
     if args.detach:
-        print(record.run_id)
+        print(_record_json(launcher.registry.get(record.run_id)) if args.json else record.run_id)
         return 0
-    return _follow(launcher, record.run_id)
+    code = _follow(launcher, record.run_id)
+    if args.json:
+        print(_record_json(launcher.registry.get(record.run_id)))
+    return code
+
+
+def _record_json(record: RunRecord, **extra: Any) -> str:
+    """A run as ``runs --json`` prints it (one object), plus ``extra`` keys."""
+    return json.dumps(record.to_dict() | extra, default=str)
 
 
 # Run-contract field -> the flag that sets it, so a refusal names the flag the user typed.
@@ -399,10 +410,15 @@ def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
     if code != 0 or not produced.exists():
         print(f"No predictions written (run {record.run_id} {reg.get(record.run_id).status}).",
               file=sys.stderr)
+        if args.json:
+            print(_record_json(reg.get(record.run_id), predictions_file=None))
         return 1
     out.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(produced, out)
-    print(f"Predictions of run {record.run_id} written to {out}.")
+    if args.json:
+        print(_record_json(reg.get(record.run_id), predictions_file=str(out.resolve())))
+    else:
+        print(f"Predictions of run {record.run_id} written to {out}.")
     return 0
 
 
@@ -435,7 +451,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dataset", help="bundled dataset name (e.g. iris) or a CSV/Parquet file")
     run.add_argument("--label", help="the label column (default: inferred)")
     run.add_argument("--template", help="template name (see the UI or estimator_workbench/templates/)")
-    run.add_argument("--action", choices=ACTIONS)
+    run.add_argument("--action", choices=ACTIONS,
+                     help="default: train (the UI's Train page starts with train_and_evaluate, which "
+                          "needs --steps and evaluation rows); the submitted line says which")
     run.add_argument("--from", dest="from_run", metavar="RUN",
                      help="evaluate/predict: the trained run whose model to use; train: warm start from it")
     run.add_argument("--checkpoint", help="with --from: a checkpoint of that run (default: its newest)")
@@ -462,6 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--early-stopping-patience", type=int, help="evaluations without improvement")
     run.add_argument("--early-stopping-min-delta", type=float, help="smallest change that counts as improvement")
     run.add_argument("--detach", action="store_true", help="print the run id and return")
+    run.add_argument("--json", action="store_true",
+                     help="print the finished run (with --detach: the submitted run) as JSON, as `runs --json` does")
 
     runs = sub.add_parser("runs", help="list runs")
     runs.add_argument("--status")
@@ -484,6 +504,8 @@ def build_parser() -> argparse.ArgumentParser:
     predict.add_argument("--data", required=True)
     predict.add_argument("--out", required=True)
     predict.add_argument("--checkpoint", help="a checkpoint of the run (default: the latest)")
+    predict.add_argument("--json", action="store_true",
+                         help="print the predict run as JSON (as `runs --json`) with its predictions_file")
 
     export = sub.add_parser("export", help="write a reproducible zip bundle of a run")
     export.add_argument("run")
@@ -491,13 +513,14 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--with-checkpoint", action="store_true")
     trash_commands.add_parsers(sub)
     _add_sweep_parser(sub)
+    _add_serve_parser(sub)
     return parser
 
 
 _COMMANDS = {"ui": _cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
              "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
-             "sweep": _cmd_sweep}
+             "sweep": _cmd_sweep, "serve": _cmd_serve}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

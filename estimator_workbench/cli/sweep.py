@@ -54,6 +54,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     sweep.add_argument("--resume", metavar="NAME", help="continue the sweep NAME")
     sweep.add_argument("--stop", metavar="NAME", help="ask the running sweep NAME to stop")
     sweep.add_argument("--detach", action="store_true", help="run the driver in the background")
+    sweep.add_argument("--json", action="store_true",
+                       help="print the sweep (settings, trial counts, best trial) as JSON when it ends "
+                            "(with --detach: once started)")
     return sweep
 
 
@@ -158,8 +161,13 @@ def cmd_sweep(args: argparse.Namespace, root: Path) -> int:
         if args.stop:
             store.load_study(root, args.stop, with_sampler=False)  # SweepNotFoundError names the sweeps
             store.request_stop(root, args.stop)
-            print(f"Stop requested for sweep {args.stop}; its running trials checkpoint and it ends "
-                  f"'stopped'. Continue it with `{PROG} sweep --resume {args.stop}`.")
+            message = (f"Stop requested for sweep {args.stop}; its running trials checkpoint and it ends "
+                       f"'stopped'. Continue it with `{PROG} sweep --resume {args.stop}`.")
+            if args.json:
+                print(message, file=sys.stderr)
+                print(json.dumps({"sweep": args.stop, "stop_requested": True}))
+            else:
+                print(message)
             return 0
         if args.resume:
             name = _resume(args, root)
@@ -173,6 +181,18 @@ def cmd_sweep(args: argparse.Namespace, root: Path) -> int:
         pid = store.start_driver(root, name)
         print(f"Sweep {name} started in the background (driver pid {pid}, log "
               f"{store.sweep_dir(root, name) / store.DRIVER_LOG}).", file=sys.stderr)
-        print(name)
+        print(_sweep_json(root, name) if args.json else name)
         return 0
-    return SweepDriver(root, name).run(install_signal_handlers=True)
+    code = SweepDriver(root, name).run(install_signal_handlers=True)
+    if args.json:
+        print(_sweep_json(root, name))
+    return code
+
+
+def _sweep_json(root: Path, name: str) -> str:
+    """The sweep's row of the Sweeps table plus its best trial, as JSON."""
+    from estimator_workbench.sweeps import report, store
+
+    row = next((r for r in report.sweep_rows(root) if r.get("sweep") == name), {"sweep": name})
+    study = store.load_study(root, name, with_sampler=False)
+    return json.dumps(row | {"best_trial": report.best_trial(study, store.load_spec(study))}, default=str)

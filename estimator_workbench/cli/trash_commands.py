@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ def add_parsers(sub: Any) -> None:
     cmd.add_argument("trash_command", choices=("list", "restore", "empty"))
     cmd.add_argument("runs", nargs="*", metavar="RUN", help="restore: the runs to restore")
     cmd.add_argument("--yes", action="store_true", help="empty: do not ask for confirmation")
+    cmd.add_argument("--json", action="store_true", help="list: the runs in the trash as JSON (as `runs --json`, "
+                                                         "with trashed_at)")
 
 
 def _known(registry: RunRegistry, run_id: str) -> None:
@@ -66,6 +69,9 @@ def cmd_trash(args: argparse.Namespace, root: Path) -> int:
     orphans = trash.orphan_folders(registry)
     if args.trash_command == "empty":
         return _empty(registry, items, orphans, args.yes)
+    if getattr(args, "json", False):
+        print(json.dumps([t.record.to_dict() | {"trashed_at": t.trashed_at} for t in items], default=str))
+        return 0
     if orphans:
         print(f"{len(orphans)} run folder(s) without a registry row (an interrupted delete), removed by "
               f"`{_PROG} trash empty`: {', '.join(str(f) for f in orphans)}")

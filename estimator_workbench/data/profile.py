@@ -21,8 +21,9 @@ import pandas as pd
 from estimator_workbench.data.choices import DATE_ENCODINGS, TEXT_ENCODINGS
 
 __all__ = ["DATE_ENCODINGS", "DATE_PARTS", "HIGH_CARDINALITY", "TEXT_ENCODINGS", "column_profile",
-           "date_feature_names", "distribution_table", "encoding_note", "expand_date", "high_cardinality", "is_date_column", "label_identifier_warning", "label_task_warning",
-           "parse_dates", "template_task"]
+           "date_feature_names", "distribution_table", "encoding_note", "expand_date", "high_cardinality",
+           "is_date_column", "label_identifier_warning", "label_task_warning", "parse_dates",
+           "source_format_note", "template_task"]
 
 
 #: The features a date column expands into (suffixes of ``<column>_``).
@@ -37,6 +38,24 @@ HIGH_CARDINALITY = 50
 _DATE_TEXT = re.compile(r"^\s*(\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4})"
                         r"([ T]\d{1,2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?\s*$")
 _DATE_SHARE = 0.95  # of the non-missing values that must parse
+
+
+def source_format_note(df: pd.DataFrame) -> str | None:
+    """How the data file was read, for the Data page: the detected (or given) encoding, delimiter
+    and decimal mark of a CSV file (``sources.load_csv`` records them); None for other data.
+
+    Example:
+        >>> source_format_note(pd.DataFrame({"a": [1]})) is None  # not from a CSV file
+        True
+        >>> frame = pd.DataFrame({"a": [1]})
+        >>> frame.attrs["csv_format"] = {"encoding": "cp1252", "delimiter": ";", "decimal": ","}
+        >>> source_format_note(frame)
+        "Read as cp1252 text, ';' between fields, ',' as the decimal mark."
+    """
+    from estimator_workbench.data.sources import csv_format
+
+    found = csv_format(df)
+    return None if found is None else f"Read as {found.describe()}."
 
 
 def parse_dates(values: pd.Series) -> pd.Series:

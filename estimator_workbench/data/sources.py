@@ -3,6 +3,7 @@ a clear ValueError for every bad file (size, encoding, CSV bombs)."""
 
 from __future__ import annotations
 
+import codecs
 import csv
 import dataclasses
 import errno
@@ -18,7 +19,27 @@ import pandas as pd
 
 from estimator_workbench import resources
 
-__all__ = ['DEFAULT_MAX_BYTES', 'MAX_COLUMNS', 'MAX_ROWS', 'SAMPLE_DATA_DIR', 'DatasetInfo', 'bundled_path', 'delete_upload', 'list_bundled', 'list_uploads', 'load_csv', 'load_table', 'save_upload', 'upload_path']
+__all__ = [
+    'CSV_FORMAT_ATTR',
+    'DEFAULT_MAX_BYTES',
+    'DELIMITERS',
+    'MAX_COLUMNS',
+    'MAX_ROWS',
+    'SAMPLE_DATA_DIR',
+    'CsvFormat',
+    'DatasetInfo',
+    'bundled_path',
+    'csv_format',
+    'delete_upload',
+    'detect_delimiter',
+    'detect_encoding',
+    'list_bundled',
+    'list_uploads',
+    'load_csv',
+    'load_table',
+    'save_upload',
+    'upload_path',
+]
 
 
 SAMPLE_DATA_DIR = resources.sample_data_dir()  # installed as estimator_workbench.sample_data
@@ -154,16 +175,108 @@ def _check_size(source: Any, where: str, max_bytes: int | None) -> int:
     return size
 
 
-def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: int | None = DEFAULT_MAX_BYTES) -> pd.DataFrame:
-    """Reads a UTF-8 CSV with a header row, with a clear ValueError for every malformed file.
+#: The field delimiters a CSV file is sniffed for (spreadsheets export ';' where ',' is the decimal mark).
+DELIMITERS = (",", ";", "\t", "|")
+#: The text encodings tried after UTF-8: what spreadsheets on Western-European Windows save.
+_LEGACY_ENCODINGS = ("cp1252", "latin_1")
+#: Where ``load_csv`` records how it read the file: ``df.attrs[CSV_FORMAT_ATTR]`` (a CsvFormat dict).
+CSV_FORMAT_ATTR = "csv_format"
+_SNIFF_CHARS = 64 * 1024
 
-    The size is checked before anything is read. Rejected: empty files, non-UTF-8 bytes, a header
-    without rows, ragged rows (the line is named), a single column, duplicate or blank column names.
-    Missing values (empty cells, ``NA``, ``NaN``, ...) become NaN.
+
+@dataclasses.dataclass(frozen=True)
+class CsvFormat:
+    """How a CSV file was read: its text encoding, field delimiter and decimal mark.
+
+    Example:
+        >>> CsvFormat("cp1252", ";", ",").describe()
+        "cp1252 text, ';' between fields, ',' as the decimal mark"
+    """
+
+    encoding: str
+    delimiter: str
+    decimal: str = "."
+
+    def describe(self) -> str:
+        return (f"{self.encoding} text, {self.delimiter!r} between fields"
+                + (f", {self.decimal!r} as the decimal mark" if self.decimal != "." else ""))
+
+
+def detect_encoding(raw: bytes) -> str:
+    """The encoding of ``raw``: ``utf-8-sig`` (a byte order mark), ``utf-8``, else the legacy
+    encoding charset-normalizer finds best among cp1252 and Latin-1 (cp1252 when it cannot tell).
+
+    Example:
+        >>> detect_encoding("prix;été\\n3;4\\n".encode("cp1252")), detect_encoding(b"a,b\\n")
+        ('cp1252', 'utf-8')
+    """
+    if raw.startswith(codecs.BOM_UTF8):
+        return "utf-8-sig"
+    try:
+        raw.decode("utf-8")
+        return "utf-8"
+    except UnicodeDecodeError:
+        pass
+    from charset_normalizer import from_bytes
+
+    best = from_bytes(raw[:1024 * 1024], cp_isolation=list(_LEGACY_ENCODINGS)).best()
+    found = best.encoding if best is not None else "cp1252"
+    try:
+        raw.decode(found)
+    except UnicodeDecodeError:  # a byte cp1252 leaves undefined (0x81, ...) past the sample
+        found = "latin_1"
+    return "latin-1" if found == "latin_1" else found
+
+
+def detect_delimiter(text: str) -> str:
+    """The field delimiter of CSV ``text`` among ``DELIMITERS`` (``csv.Sniffer`` on its start);
+    ``','`` when the sniffer cannot tell or the header holds no other delimiter.
+
+    Example:
+        >>> detect_delimiter("a;b;c\\n1,5;2;3\\n"), detect_delimiter("a|b\\n1|2\\n"), detect_delimiter("a,b\\n1,2\\n")
+        (';', '|', ',')
+    """
+    header = text[:_SNIFF_CHARS].split("\n", 1)[0]
+    in_header = [d for d in DELIMITERS if d in header]
+    if len(in_header) <= 1:  # no choice to make: skip the sniffer (slow on a 2,000-column header)
+        return in_header[0] if in_header else ","
+    sample = text[:_SNIFF_CHARS]
+    if len(text) > _SNIFF_CHARS and "\n" in sample:
+        sample = sample[:sample.rfind("\n")]
+    try:
+        found = csv.Sniffer().sniff(sample, delimiters="".join(in_header)).delimiter
+    except csv.Error:
+        return "," if "," in in_header else in_header[0]
+    return found
+
+
+def csv_format(df: pd.DataFrame) -> CsvFormat | None:
+    """How ``load_csv`` read ``df`` (None for data that did not come from a CSV file)."""
+    recorded = df.attrs.get(CSV_FORMAT_ATTR)
+    return CsvFormat(**recorded) if isinstance(recorded, dict) else None
+
+
+_DECIMAL_NUMBER = re.compile(r"^\s*[-+]?\d+(,\d+)?\s*$")
+
+
+def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: int | None = DEFAULT_MAX_BYTES,
+             delimiter: str | None = None, encoding: str | None = None) -> pd.DataFrame:
+    """Reads a CSV with a header row, with a clear ValueError for every malformed file.
+
+    The encoding (UTF-8, UTF-8 with a byte order mark, cp1252 or Latin-1) and the delimiter
+    (``,`` ``;`` tab ``|``) are detected unless given; a ``;`` file whose numbers use a decimal
+    comma (``12,5``) reads them as numbers. What was used is recorded as
+    ``df.attrs['csv_format']`` (``csv_format(df)``), for the data profile to show.
+
+    The size is checked before anything is read. Rejected: empty files, bytes the encoding cannot
+    decode, a header without rows, ragged rows (the line is named), a single column, duplicate or
+    blank column names. Missing values (empty cells, ``NA``, ``NaN``, ...) become NaN.
 
     Args:
         path_or_buffer: a path, the raw bytes, or a binary file-like object (an upload).
         max_bytes: the size limit in bytes (None: no limit).
+        delimiter: the field delimiter (None: detected).
+        encoding: the text encoding, a Python codec name (None: detected).
 
     Returns:
         The DataFrame (text columns as strings, numeric columns as int64/float64).
@@ -171,7 +284,17 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
     Example:
         >>> load_csv(b"a,b\\n1,x\\n2,y\\n").shape
         (2, 2)
+        >>> csv_format(load_csv("a;b\\n1,5;x\\n".encode("cp1252")))
+        CsvFormat(encoding='utf-8', delimiter=';', decimal=',')
     """
+    if delimiter is not None and (not isinstance(delimiter, str) or len(delimiter) != 1):
+        raise ValueError(f"delimiter must be one character such as ',' or ';', given: {delimiter!r}.")
+    if encoding is not None:
+        try:
+            codecs.lookup(encoding)
+        except (LookupError, TypeError):
+            raise ValueError(f"encoding {encoding!r} is not a known text encoding; use e.g. 'utf-8', "
+                             "'cp1252' or 'latin-1'.") from None
     where = _describe_source(path_or_buffer)
     _check_size(path_or_buffer, where, max_bytes)
     try:
@@ -196,37 +319,40 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
             f"CSV file {where} is empty ({len(raw)} bytes). Provide a file with a header row and "
             "at least one data row."
         )
+    used_encoding = encoding or detect_encoding(raw)
     try:
-        text = raw.decode("utf-8-sig")
+        text = raw.decode(used_encoding)
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
         raise ValueError(
-            f"CSV file {where} is not valid UTF-8: byte 0x{raw[e.start]:02x} at line {line}, "
-            f"column {column}. Save the file as UTF-8 (e.g. 'CSV UTF-8' in Excel, or "
+            f"CSV file {where} is not valid {used_encoding}: byte 0x{raw[e.start]:02x} at line {line}, "
+            f"column {column}. Give its encoding, or save the file as UTF-8 (e.g. 'CSV UTF-8' in Excel, or "
             "`iconv -f latin1 -t utf-8 in.csv > out.csv`) and load it again."
         ) from None
+    text = text.removeprefix("\ufeff")
     if "\r" in text and "\n" not in text:
         # Classic Mac line endings: csv handles them, but say it instead of guessing rows.
         text = text.replace("\r", "\n")
+    sep = delimiter or detect_delimiter(text)
     try:
         # The header first, alone: a bomb (a huge header) is refused before the rows are parsed.
-        header = next(csv.reader(io.StringIO(text)))
+        header = next(csv.reader(io.StringIO(text), delimiter=sep))
         if len(header) > MAX_COLUMNS:
             raise ValueError(
                 f"CSV file {where} has {len(header):,} columns, over the limit of {MAX_COLUMNS:,}. "
                 "Keep the columns the model needs (or transpose the file if rows and columns are "
                 "swapped).")
         # csv.reader runs in C; map(len, ...) counts the fields of every row without a Python loop.
-        lengths = np.fromiter(map(len, csv.reader(io.StringIO(text))), dtype=np.int64)
+        lengths = np.fromiter(map(len, csv.reader(io.StringIO(text), delimiter=sep)), dtype=np.int64)
     except csv.Error as e:
         raise ValueError(f"CSV file {where} could not be parsed: {e}. Check the quoting (a field "
                          "over the limit is usually an unclosed quote).") from None
     n_cols = len(header)
     if n_cols == 1:
-        sep = next((s for s in (";", "\t", "|") if s in header[0]), None)
-        hint = (f" The header contains {sep!r}: save the file with ',' as the separator."
-                if sep else " A dataset needs at least one feature column and a label column.")
+        other = next((s for s in DELIMITERS if s in header[0] and s != sep), None)
+        hint = (f" The header contains {other!r}: give it as the delimiter."
+                if other else " A dataset needs at least one feature column and a label column.")
         raise ValueError(f"CSV file {where} has only one column ({header[0]!r}).{hint}")
     blank = [i + 1 for i, name in enumerate(header) if not name.strip()]
     if blank:
@@ -247,7 +373,7 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
         raise ValueError(f"CSV file {where} has a header but no data rows. Add at least one row.")
     bad = np.flatnonzero((body != n_cols) & (body != 0))  # blank lines (0 fields) are skipped
     if bad.size:
-        reader = csv.reader(io.StringIO(text))
+        reader = csv.reader(io.StringIO(text), delimiter=sep)
         for row_index, row in enumerate(reader):  # noqa: B007  (error path only): find the physical line
             if row_index == bad[0] + 1:
                 break
@@ -257,13 +383,29 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
             f"missing separator, or an unclosed quote) so that every row has {n_cols} fields."
         )
     try:
-        return pd.read_csv(io.StringIO(text))
+        df = pd.read_csv(io.StringIO(text), sep=sep)
+        decimal = "."
+        if sep != "," and _has_decimal_commas(df):
+            df, decimal = pd.read_csv(io.StringIO(text), sep=sep, decimal=","), ","
+        df.attrs[CSV_FORMAT_ATTR] = dataclasses.asdict(CsvFormat(used_encoding, sep, decimal))
+        return df
     except MemoryError:
         raise ValueError(f"CSV file {where} is too large to load in memory. Load a sample of "
                          "the rows.") from None
     except Exception as e:
         raise ValueError(f"CSV file {where} could not be parsed: {e}. Check the quoting (an "
                          "unclosed quote runs to the end of the file).") from None
+
+
+def _has_decimal_commas(df: pd.DataFrame) -> bool:
+    """A text column whose every value is a number, some with a decimal comma ('12,5', '7')."""
+    for name in df.columns:
+        values = df[name].dropna()
+        if (values.dtype == object or pd.api.types.is_string_dtype(values)) and len(values):
+            text = values.astype(str)
+            if text.str.match(_DECIMAL_NUMBER).all() and text.str.contains(",", regex=False).any():
+                return True
+    return False
 
 
 def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTES) -> pd.DataFrame:

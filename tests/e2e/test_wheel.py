@@ -100,3 +100,13 @@ def test_every_page_opens_from_the_wheel(wheel_env, playwright):
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=20)
+
+
+def test_the_wheel_carries_the_licence_and_the_sample_data_licences(wheel_env):
+    dist, = wheel_env["site"].glob("estimator_workbench-*.dist-info")
+    licence = (dist / "licenses" / "LICENSE").read_text()
+    assert licence.lstrip().startswith("Apache License") and "Version 2.0, January 2004" in licence
+    assert "END OF TERMS AND CONDITIONS" in licence  # the full text, not a pointer to it
+    assert "License-Expression: Apache-2.0" in (dist / "METADATA").read_text()
+    data_readme = (wheel_env["site"] / "estimator_workbench" / "sample_data" / "README.md").read_text()
+    assert "licence" in data_readme

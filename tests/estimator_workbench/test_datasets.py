@@ -28,9 +28,7 @@ def bundled(name: str) -> tuple[pd.DataFrame, ds.DatasetSpec]:
 
 @pytest.mark.parametrize("filename, pattern", [
     ("empty.csv", r"CSV file '.*empty\.csv' is empty \(0 bytes\)\. Provide a file with a header row"),
-    ("latin1.csv", r"is not valid UTF-8: byte 0xe9 at line 2, column 4\. Save the file as UTF-8"),
     ("ragged.csv", r"has a ragged row: line 4 has 4 fields but the header has 3 \(1 such rows\)\. Fix that line"),
-    ("one_column.csv", r"has only one column \('a;b;label'\)\. The header contains ';': save the file with ','"),
     ("duplicate_columns.csv", r"has a duplicate column name: 'a' \(columns 1 and 3\)\. Rename them"),
     ("blank_column.csv", r"has a blank column name at column 2 of the header \['a', '', 'label'\]\. Give every column a name"),
     ("header_only.csv", r"has a header but no data rows\. Add at least one row\."),
@@ -38,6 +36,50 @@ def bundled(name: str) -> tuple[pd.DataFrame, ds.DatasetSpec]:
 def test_bad_csv_files_get_pinned_errors(filename, pattern):
     with pytest.raises(ValueError, match=pattern):
         ds.load_csv(BAD / filename)
+
+
+CITIES = "name;city;price\nJosé;München;12,5\nZoë;Besançon;3,25\nÅsa;Malmö;7\n"
+
+
+@pytest.mark.parametrize("raw, encoding, delimiter, decimal", [
+    (CITIES.encode("cp1252"), "cp1252", ";", ","),           # a European Excel export
+    (CITIES.replace(";", "\t").encode("utf-8-sig"), "utf-8-sig", "\t", ","),
+    (CITIES.replace(";", "|").replace(",", ".").encode("utf-8"), "utf-8", "|", "."),
+    (b"a,b\n1,x\n", "utf-8", ",", "."),
+])
+def test_delimiter_encoding_and_decimal_mark_are_detected_and_recorded(raw, encoding, delimiter, decimal):
+    df = ds.load_csv(raw)
+    assert sources.csv_format(df) == sources.CsvFormat(encoding, delimiter, decimal)
+    if len(df.columns) == 3:
+        assert df["name"].tolist() == ["José", "Zoë", "Åsa"] and df["city"].tolist()[1] == "Besançon"
+        if delimiter != "|":  # '|': the file kept its ',' in the numbers, written with '.'
+            assert df["price"].tolist() == [12.5, 3.25, 7.0]
+
+
+def test_the_data_profile_reports_the_detected_format():
+    from estimator_workbench.data import profile
+
+    df = ds.load_csv(CITIES.encode("cp1252"))
+    assert profile.source_format_note(df) == "Read as cp1252 text, ';' between fields, ',' as the decimal mark."
+    assert profile.source_format_note(ds.load_csv(b"a,b\n1,x\n")) == "Read as utf-8 text, ',' between fields."
+
+
+def test_latin1_bytes_cp1252_leaves_undefined_are_read_as_latin1():
+    df = ds.load_csv("a;b\n1;x\x81é\n".encode("latin-1"))
+    assert sources.csv_format(df).encoding == "latin-1" and df["b"].tolist() == ["x\x81é"]
+
+
+def test_the_detected_choice_can_be_overridden():
+    df = ds.load_csv("a;b\n1;é\n".encode("cp1252"), encoding="latin-1", delimiter=";")
+    assert sources.csv_format(df) == sources.CsvFormat("latin-1", ";", ".") and df["b"].tolist() == ["é"]
+    with pytest.raises(ValueError, match=r"is not valid utf-8: byte 0xe9 at line 2, column 3\. Give its encoding"):
+        ds.load_csv("a;b\n1;é\n".encode("cp1252"), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"has only one column \('a;b'\)\. The header contains ';': give it as the delimiter"):
+        ds.load_csv(b"a;b\n1;2\n", delimiter=",")
+    with pytest.raises(ValueError, match=r"delimiter must be one character such as ',' or ';', given: ';;'"):
+        ds.load_csv(b"a;b\n1;2\n", delimiter=";;")
+    with pytest.raises(ValueError, match=r"encoding 'klingon' is not a known text encoding"):
+        ds.load_csv(b"a;b\n1;2\n", encoding="klingon")
 
 
 def test_size_limit_is_checked_before_reading(monkeypatch):

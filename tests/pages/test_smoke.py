@@ -60,7 +60,7 @@ def test_data_page_upload_good_and_bad_files(home):
     assert not at.exception
     assert at.session_state["dataset"]["ref"]["kind"] == "file"
     assert (home / "datasets" / "flowers.csv").exists()
-    at.file_uploader(key="data-upload").set_value(("bad.csv", b"a;b\n1;2\n", "text/csv")).run()
+    at.file_uploader(key="data-upload").set_value(("bad.csv", b"a\n1\n2\n", "text/csv")).run()
     assert any("only one column" in e.value for e in at.error)
 
 

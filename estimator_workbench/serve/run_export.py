@@ -1,0 +1,148 @@
+"""Exports a workbench run as a servable model: ``runs/<id>/export/saved_model/<timestamp>/``.
+
+The export is ``estimator_engine``'s (``export_saved_model`` with
+``build_parsing_serving_input_receiver_fn``): the served model takes records of the dataset's
+feature columns (numbers, and strings for categorical columns, mapped to ids by the exported
+preprocessing stage exactly as in training), and loads without the template's source.
+
+Making the export calls the template's ``model_fn``, which is user code, so it runs in a child
+process (``python -m estimator_workbench.serve.run_export RUN_DIR``, as the runner does), never in
+the CLI or UI process. ``export_run_in_child`` starts it and returns the export folder; the folder
+is reused while it is newer than the run's latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from estimator_workbench.store import paths
+
+__all__ = ["SAVED_MODEL_DIR", "export_run", "export_run_in_child", "parse_spec_for_task", "saved_model_base"]
+
+SAVED_MODEL_DIR = "saved_model"
+_TASK_INFO_FILE = "task_info.json"  # written by the runner beside run.json (execution.lineage)
+
+
+def saved_model_base(run_dir: str | os.PathLike[str]) -> Path:
+    """``runs/<id>/export/saved_model``: the base folder (TF Serving's model base path) of a run."""
+    return Path(run_dir) / paths.EXPORT_DIR / SAVED_MODEL_DIR
+
+
+def parse_spec_for_task(task: dict[str, Any]) -> dict[str, Any]:
+    """The records the served model takes, from the run's task info: one float per numeric
+    column (``FixedLenFeature([1], float32)``), strings for categorical and hashed columns
+    (``VarLenFeature(string)``, as ``make_parse_example_spec`` gives for their feature columns).
+
+    Example:
+        >>> spec = parse_spec_for_task({"numeric_features": ["x"], "categorical_features": ["c"]})
+        >>> spec["x"], spec["c"]
+        (FixedLenFeature(shape=(1,), dtype='float32', default_value=None), VarLenFeature(dtype='string'))
+    """
+    from estimator_engine import serving
+
+    spec: dict[str, Any] = {}
+    for name in task.get("feature_names") or []:
+        spec[name] = None
+    for name in task.get("numeric_features", []):
+        spec[name] = serving.FixedLenFeature([1], "float32")
+    for name in [*task.get("categorical_features", []), *dict(task.get("hashed_features", {}))]:
+        spec[name] = serving.VarLenFeature("string")
+    return {name: value for name, value in spec.items() if value is not None}
+
+
+def _latest_checkpoint(run_dir: Path) -> str | None:
+    from estimator_engine import checkpoints
+
+    model_dir = run_dir / paths.MODEL_DIR
+    return checkpoints.latest_checkpoint(model_dir) if model_dir.is_dir() else None
+
+
+def export_run(run_dir: str | os.PathLike[str], format: str = "torch.export") -> Path:
+    """Exports the run in ``run_dir`` (runs its template: call it in a child process only);
+    ``format="onnx"`` adds model.onnx."""
+    from estimator_engine import export as export_lib
+    from estimator_workbench.execution.build import build_estimator
+    from estimator_workbench.execution.run_context import SCHEDULE_KEYS
+
+    run_dir = Path(run_dir)
+    checkpoint = _latest_checkpoint(run_dir)
+    if checkpoint is None:
+        raise ValueError(f"Run {run_dir.name} has no checkpoint in {run_dir / paths.MODEL_DIR}: only a run "
+                         "that trained a model can be served. Serve the training run instead.")
+    spec = json.loads((run_dir / paths.RUN_JSON).read_text("utf-8"))
+    task_file = run_dir / _TASK_INFO_FILE
+    if not task_file.is_file():
+        raise ValueError(f"Run {run_dir.name} has no {_TASK_INFO_FILE} (the dataset's columns and statistics the "
+                         "model was trained with), so its serving inputs are unknown; train it again.")
+    spec["task_info"] = json.loads(task_file.read_text("utf-8"))
+    spec["run_config"] = {k: v for k, v in (spec.get("run_config") or {}).items() if k not in SCHEDULE_KEYS}
+    spec["run_config"].pop("device", None)  # the program is traced on CPU
+    spec.pop("warm_start_from", None)
+    spec["action"] = "predict"  # the data is read for its columns only; no label needed
+    estimator, _ = build_estimator(spec, str(run_dir / paths.MODEL_DIR))
+    receiver_fn = export_lib.build_parsing_serving_input_receiver_fn(parse_spec_for_task(spec["task_info"]))
+    base = saved_model_base(run_dir)
+    try:
+        path = estimator.export_saved_model(str(base), receiver_fn, checkpoint_path=checkpoint, format=format)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"Run {run_dir.name} cannot be exported for serving: {exc} Templates whose model_fn "
+                         "maps categorical columns itself (InputLayer) serve numeric columns only; the canned "
+                         "templates' feature columns serve both.") from exc
+    return Path(path)
+
+
+def _up_to_date(run_dir: Path, with_onnx: bool) -> Path | None:
+    """The newest export of the run when it was made from the run's latest checkpoint (and has
+    model.onnx when ``with_onnx``)."""
+    base = saved_model_base(run_dir)
+    if not base.is_dir():
+        return None
+    versions = sorted((p for p in base.iterdir() if p.name.isdigit() and (p / "signature.json").is_file()),
+                      key=lambda p: int(p.name))
+    if not versions:
+        return None
+    checkpoint = _latest_checkpoint(run_dir)
+    meta = json.loads((versions[-1] / "signature.json").read_text("utf-8"))
+    same = checkpoint is not None and os.path.abspath(meta.get("checkpoint_path", "")) == os.path.abspath(checkpoint)
+    return versions[-1] if same and (meta.get("onnx") or not with_onnx) else None
+
+
+def export_run_in_child(run_dir: str | os.PathLike[str], timeout: float = 600.0, format: str = "torch.export") -> Path:
+    """The run's up-to-date export, made in a child process when there is none; ValueError with
+    the child's reason when the run cannot be exported."""
+    run_dir = Path(run_dir)
+    existing = _up_to_date(run_dir, with_onnx=format == "onnx")
+    if existing is not None:
+        return existing
+    proc = subprocess.run([sys.executable, "-m", "estimator_workbench.serve.run_export", str(run_dir),
+                           "--format", format],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    if proc.returncode != 0 or not lines:
+        errors = [line for line in proc.stderr.splitlines() if line.strip()]
+        raise ValueError(errors[-1].removeprefix("error: ") if errors else
+                         f"exporting run {run_dir.name} failed (exit {proc.returncode})")
+    return Path(lines[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Exports a workbench run for serving; prints the folder.")
+    parser.add_argument("run_dir")
+    parser.add_argument("--format", choices=("torch.export", "onnx"), default="torch.export")
+    args = parser.parse_args(argv)
+    try:
+        print(export_run(args.run_dir, args.format), flush=True)
+    except (ValueError, ImportError) as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
