@@ -552,9 +552,9 @@ def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
     try:
         try:  # keeps the suffix so load_table picks the reader
             fd, tmp_name = tempfile.mkstemp(prefix=".upload-", suffix=suffix, dir=folder)
+            os.close(fd)
             tmp = Path(tmp_name)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
+            tmp.write_bytes(data)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise ValueError(f"Upload {filename!r} was not saved: the disk is full ({folder}). "
