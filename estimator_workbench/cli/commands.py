@@ -31,8 +31,8 @@ from typing import Any, NoReturn
 
 from estimator_workbench.cli import trash_commands
 from estimator_workbench.cli.data_flags import add_data_arguments, apply_data_flags
-from estimator_workbench.cli.follow import _follow
-from estimator_workbench.cli.serve import _cmd_ui
+from estimator_workbench.cli.follow import follow_run
+from estimator_workbench.cli.serve import cmd_ui
 from estimator_workbench.cli.serve_model import add_parser as _add_serve_parser
 from estimator_workbench.cli.serve_model import cmd_serve as _cmd_serve
 from estimator_workbench.cli.sweep import add_parser as _add_sweep_parser
@@ -189,7 +189,7 @@ def _cmd_run(args: argparse.Namespace, root: Path) -> int:
     if args.detach:
         print(_record_json(launcher.registry.get(record.run_id)) if args.json else record.run_id)
         return 0
-    code = _follow(launcher, record.run_id)
+    code = follow_run(launcher, record.run_id)
     if args.json:
         print(_record_json(launcher.registry.get(record.run_id)))
     return code
@@ -371,7 +371,7 @@ def _cmd_resume(args: argparse.Namespace, root: Path) -> int:
     print(f"Run {args.run} resumed ({record.status}).", file=sys.stderr)
     if args.detach:
         return 0
-    return _follow(launcher, args.run)
+    return follow_run(launcher, args.run)
 
 
 def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
@@ -405,7 +405,7 @@ def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
         checkpoint_path=args.checkpoint)
     launcher = _launcher(root)
     launcher.submit(record.run_id)
-    code = _follow(launcher, record.run_id)
+    code = follow_run(launcher, record.run_id)
     produced = reg.run_dir(record.run_id) / paths.PREDICTIONS_FILE
     if code != 0 or not produced.exists():
         print(f"No predictions written (run {record.run_id} {reg.get(record.run_id).status}).",
@@ -517,7 +517,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-_COMMANDS = {"ui": _cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
+_COMMANDS = {"ui": cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
              "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
              "sweep": _cmd_sweep, "serve": _cmd_serve}

@@ -14,7 +14,7 @@ from estimator_workbench.store.registry import RunRegistry
 __all__ = []
 
 
-def _follow(launcher: Any, run_id: str, out: TextIO | None = None, interval: float = 0.25) -> int:
+def follow_run(launcher: Any, run_id: str, out: TextIO | None = None, interval: float = 0.25) -> int:
     """Prints a one-line progress bar until the run finishes; Ctrl-C detaches (the run goes on)."""
     from estimator_workbench.store.metrics_store import MetricsTail
 

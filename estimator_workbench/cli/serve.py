@@ -76,7 +76,7 @@ def exposure_warning(address: str) -> str | None:
             "firewall (see docs/RELIABILITY.md, 'Security').")
 
 
-def _cmd_ui(args: argparse.Namespace, root: Path) -> int:
+def cmd_ui(args: argparse.Namespace, root: Path) -> int:
     cmd = ui_command(args.address, args.port, getattr(args, "allowed_host", None) or ())
     warning = exposure_warning(args.address)
     if warning:

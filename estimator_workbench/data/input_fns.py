@@ -12,9 +12,9 @@ import pandas as pd
 
 from estimator_workbench.data.schema import MISSING_TOKEN, Schema
 from estimator_workbench.data.spec import (
-    _TARGET,
+    TARGET_COLUMN,
     DatasetSpec,
-    _as_str,
+    as_str,
     split,
     task_info,
     training_rows,
@@ -55,7 +55,7 @@ def prepare_features(df: pd.DataFrame, spec: DatasetSpec, info: Mapping[str, Any
         fill = {c: (0.0 if spec.numeric_missing == "zero" else info["numeric_stats"][c]["mean"]) for c in numeric}
         out = num.fillna(fill).astype(np.float32)
     for c in categorical:
-        out[c] = _as_str(df.loc[out.index, c]).fillna(MISSING_TOKEN).astype(str).to_numpy()
+        out[c] = as_str(df.loc[out.index, c]).fillna(MISSING_TOKEN).astype(str).to_numpy()
     weight = info.get("weight")
     if weight is not None and weight in df.columns:
         out[weight] = df.loc[out.index, weight].astype(np.float32).to_numpy()
@@ -67,9 +67,9 @@ def encode_labels(labels: pd.Series, info: Mapping[str, Any]) -> np.ndarray:
     classification, float32 for regression. ValueError naming unknown classes."""
     if info["task"] == "classification":
         vocab = list(info["label_vocabulary"])
-        codes = pd.Index(vocab).get_indexer(_as_str(labels)).astype(np.int64)
+        codes = pd.Index(vocab).get_indexer(as_str(labels)).astype(np.int64)
         if (codes < 0).any():
-            unknown = sorted({str(v) for v in _as_str(labels)[codes < 0]})[:5]  # NaN too
+            unknown = sorted({str(v) for v in as_str(labels)[codes < 0]})[:5]  # NaN too
             raise ValueError(f"Label column {info['label']!r} has values {unknown} that are not in the "
                              f"label vocabulary {vocab}. Use data with the same classes.")
         return codes
@@ -89,10 +89,10 @@ def _pandas_input_fn(x: pd.DataFrame, y: Any, batch_size: int, num_epochs: int |
 
     x = x.reset_index(drop=True)
     if y is not None:
-        y = pd.Series(y, name=_TARGET)
+        y = pd.Series(y, name=TARGET_COLUMN)
     # target_column only needs to differ from the feature names: a feature may be called "target".
     fn = inputs.pandas_input_fn(x, y, batch_size=batch_size, num_epochs=num_epochs,
-                                shuffle=shuffle, target_column=_TARGET)
+                                shuffle=shuffle, target_column=TARGET_COLUMN)
     if seed is None:
         return fn
 

@@ -36,7 +36,7 @@ from estimator_workbench.data.sources import DEFAULT_MAX_BYTES, bundled_path, lo
 __all__ = ['DEFAULT_HASH_BUCKETS', 'DatasetSpec', 'split', 'split_note', 'task_info', 'training_rows', 'with_date_features']
 
 
-_TARGET = "__label__"
+TARGET_COLUMN = "__label__"
 
 
 DEFAULT_HASH_BUCKETS = 64
@@ -291,7 +291,7 @@ def _sorted_classes(values: pd.Series) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _as_str(s: pd.Series) -> pd.Series:
+def as_str(s: pd.Series) -> pd.Series:
     """Values as str, integral floats without '.0' (so 3.0 and '3' name the same class)."""
     if pd.api.types.is_float_dtype(s):
         arr = s.to_numpy()
@@ -355,7 +355,7 @@ def task_info(df: pd.DataFrame, spec: DatasetSpec) -> dict[str, Any]:
     df = training_rows(df, spec)
     label = schema.label if schema.label in df.columns else None
     task = spec.task if label is not None else "none"
-    vocab = _sorted_classes(_as_str(df[label])) if task == "classification" else None
+    vocab = _sorted_classes(as_str(df[label])) if task == "classification" else None
     feature_names: list[str] = []
     numeric: list[str] = []
     categorical: list[str] = []
@@ -395,7 +395,7 @@ def task_info(df: pd.DataFrame, spec: DatasetSpec) -> dict[str, Any]:
         stats[name] = {"mean": mean, "std": std if math.isfinite(std) and std > 0 else 1.0}
     vocabs = {}
     for name in categorical:
-        values = _as_str(train_df[name]).fillna(MISSING_TOKEN)
+        values = as_str(train_df[name]).fillna(MISSING_TOKEN)
         vocabs[name] = sorted(set(values.tolist()))
     info: dict[str, Any] = {
         "task": task,

@@ -33,7 +33,7 @@ from estimator_workbench.execution.lineage import (
     drop_orphaned_metrics,
     prepare_lineage,
 )
-from estimator_workbench.execution.run_context import SCHEDULE_KEYS, RunContext, _schedule
+from estimator_workbench.execution.run_context import SCHEDULE_KEYS, RunContext, run_schedule
 from estimator_workbench.store import paths
 from estimator_workbench.store.records import TRAINING_ACTIONS
 
@@ -51,7 +51,7 @@ def _engine_spec(spec: Mapping[str, Any], model_dir: Path) -> dict[str, Any]:
     out = dict(spec)
     out["run_config"] = {k: v for k, v in (spec.get("run_config") or {}).items()
                          if k not in SCHEDULE_KEYS}
-    out["schedule"] = _schedule(spec)
+    out["schedule"] = run_schedule(spec)
     for key in ("batch_size", "shuffle_seed"):  # build_estimator reads these at the top level
         if out["schedule"].get(key) is not None:
             out[key] = out["schedule"][key]

@@ -56,9 +56,9 @@ from estimator_workbench.execution.liveness import (
 from estimator_workbench.execution.processes import (
     RUN_MARKER_ENV,
     RunProcess,
-    _kill_group,
     detect_gpus,
     end_marked,
+    kill_group,
     new_run_marker,
     without_secrets,
 )
@@ -202,7 +202,7 @@ class LocalLauncher(Launcher):
                 handle.save(folder)
                 record = self.registry.set_status(run_id, "running", pid=proc.pid, expected="queued")
             except BaseException:
-                _kill_group(proc.pid, signal.SIGKILL)
+                kill_group(proc.pid, signal.SIGKILL)
                 proc.wait()
                 raise
             if spare is not None:
@@ -485,7 +485,7 @@ class LocalLauncher(Launcher):
         for ender in list(self._cancelling.values()):  # cancels asked for earlier
             ender.join()
         for run_id, proc in list(self._procs.items()):
-            _kill_group(proc.pid, signal.SIGKILL)
+            kill_group(proc.pid, signal.SIGKILL)
             with contextlib.suppress(Exception):
                 proc.wait(timeout=5)
             self._procs.pop(run_id, None)

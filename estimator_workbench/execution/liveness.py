@@ -19,9 +19,9 @@ from pathlib import Path
 from estimator_workbench.execution.processes import (
     RUN_MARKER_ENV,
     RunProcess,
-    _kill_group,
-    _kill_tree,
     descendants,
+    kill_group,
+    kill_tree,
     pid_alive,
 )
 from estimator_workbench.store.guards import process_start_time, same_process, uptime
@@ -147,8 +147,8 @@ def end_run_processes(record: RunRecord, proc: subprocess.Popen[bytes] | None, f
     if pid is None:
         return False
     tree = descendants(pid)
-    _kill_group(pid, signal.SIGKILL)
-    _kill_tree(tree, pid)
+    kill_group(pid, signal.SIGKILL)
+    kill_tree(tree, pid)
     wait_gone(pid, proc, wait)
     return True
 

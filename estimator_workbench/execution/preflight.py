@@ -178,7 +178,7 @@ def run_preflight(code: str, dataset_spec: Any, params: Mapping[str, Any] | None
             _, stderr = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
             timed_out = True
-            _kill_group(proc)
+            kill_group(proc)
             _, stderr = proc.communicate()
         report = _read_report(out_path)
         report.duration_s = round(time.monotonic() - started, 3)
@@ -196,7 +196,7 @@ def run_preflight(code: str, dataset_spec: Any, params: Mapping[str, Any] | None
     return report
 
 
-def _kill_group(proc: subprocess.Popen) -> None:
+def kill_group(proc: subprocess.Popen) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -346,7 +346,7 @@ def _tree_processes(tree: Mapping[int, float]) -> list[psutil.Process]:
     return found
 
 
-def _kill_tree(tree: Mapping[int, float], root: int) -> None:
+def kill_tree(tree: Mapping[int, float], root: int) -> None:
     """SIGKILLs every process of a ``descendants`` snapshot that is still the same process, and
     the process groups they lead (a rank's own DataLoader workers), never this process's group."""
     own_group = os.getpgrp()
@@ -497,7 +497,7 @@ def _at_exit() -> None:
             callback()
 
 
-def _kill_group(pid: int, sig: int) -> None:
+def kill_group(pid: int, sig: int) -> None:
     """Signals the process group led by ``pid`` (a child just started in its own session)."""
     try:
         os.killpg(pid, sig)

@@ -52,7 +52,7 @@ def rerun_bundle(bundle_dir: str | os.PathLike[str], *, data: str | os.PathLike[
     """
     from estimator_workbench.data import datasets
     from estimator_workbench.execution.engine_run import execute_with_engine
-    from estimator_workbench.execution.run_context import RunContext, _schedule
+    from estimator_workbench.execution.run_context import RunContext, run_schedule
 
     bundle_dir = Path(bundle_dir).resolve()
     spec = read_run_json(bundle_dir / "run.json")  # a bundle of an older workbench is migrated
@@ -77,7 +77,7 @@ def rerun_bundle(bundle_dir: str | os.PathLike[str], *, data: str | os.PathLike[
                              f"{bundle_dir} has no checkpoint/ folder: export it again with "
                              "--with-checkpoint.")
         spec["checkpoint_path"] = checkpoint
-    execute_with_engine(RunContext(run_dir=out, spec=spec, schedule=_schedule(spec)))
+    execute_with_engine(RunContext(run_dir=out, spec=spec, schedule=run_schedule(spec)))
     return out
 
 

@@ -3,7 +3,7 @@ schedule, its stop signals (stop file, SIGTERM) and its fencing token, with the 
 evaluation rows written under that token.
 
 ``estimator_workbench.execution.runner`` makes one per run and hands it to the executor
-(``estimator_workbench.execution.engine_run.execute_with_engine`` by default); ``_schedule`` merges
+(``estimator_workbench.execution.engine_run.execute_with_engine`` by default); ``run_schedule`` merges
 ``run.json['schedule']`` over the same keys in ``run_config`` (``SCHEDULE_KEYS``; what each means:
 ``estimator_workbench.execution.engine_run``).
 """
@@ -35,7 +35,7 @@ class RunContext:
     Attributes:
         run_dir: the run folder.
         spec: the parsed ``run.json``.
-        schedule: the merged schedule (``_schedule``; its keys: ``estimator_workbench.execution.engine_run``).
+        schedule: the merged schedule (``run_schedule``; its keys: ``estimator_workbench.execution.engine_run``).
         is_chief: rank 0 (or not distributed).
         terminate: set by SIGTERM (cancel).
     """
@@ -157,7 +157,7 @@ class RunContext:
 Executor = Callable[[RunContext], None]
 
 
-def _schedule(spec: Mapping[str, Any]) -> dict[str, Any]:
+def run_schedule(spec: Mapping[str, Any]) -> dict[str, Any]:
     merged = {k: v for k, v in (spec.get("run_config") or {}).items() if k in SCHEDULE_KEYS}
     merged.update(spec.get("schedule") or {})
     if merged.get("max_steps") is None and merged.get("steps") is not None:

@@ -50,7 +50,7 @@ from types import FrameType
 from typing import Any
 
 from estimator_workbench.execution.engine_run import PreflightFailed, execute_with_engine
-from estimator_workbench.execution.run_context import Executor, RunContext, _schedule
+from estimator_workbench.execution.run_context import Executor, RunContext, run_schedule
 from estimator_workbench.execution.run_process import (
     DiskReserve,
     Heartbeat,
@@ -225,7 +225,7 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
     root = run_dir.parent.parent
     registry = RunRegistry(root)
     is_chief = int(os.environ.get("RANK", "0")) == 0
-    ctx = RunContext(run_dir=run_dir, spec=spec, schedule=_schedule(spec), is_chief=is_chief,
+    ctx = RunContext(run_dir=run_dir, spec=spec, schedule=run_schedule(spec), is_chief=is_chief,
                      registry=registry)
     run_id = ctx.run_id
 

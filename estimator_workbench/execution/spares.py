@@ -19,7 +19,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
-from estimator_workbench.execution.processes import _kill_group, new_run_marker
+from estimator_workbench.execution.processes import kill_group, new_run_marker
 
 __all__ = ['SPARE_LOG', 'WarmSpare']
 
@@ -117,6 +117,6 @@ class WarmSpare:
             if spare.stdin is not None:
                 spare.stdin.close()  # end of input: an idle spare exits by itself
         if spare.poll() is None:
-            _kill_group(spare.pid, signal.SIGKILL)
+            kill_group(spare.pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             spare.wait(timeout=5)

@@ -55,7 +55,7 @@ from estimator_workbench.store.records import (
     new_run_id,
     run_spec,
 )
-from estimator_workbench.store.registry_db import SCHEMA_VERSION, RegistryDatabase, _json
+from estimator_workbench.store.registry_db import SCHEMA_VERSION, RegistryDatabase, json_text
 
 __all__ = ['SCHEMA_VERSION', 'RunRegistry', 'process_start_time']
 
@@ -137,10 +137,10 @@ class RunRegistry(RegistryDatabase):
             raise ValueError("Invalid run: " + "; ".join(problems) + ".")
         dataset, template, params = dict(dataset), dict(template), dict(params)
         run_config, schedule = dict(run_config), dict(schedule or {})
-        dataset_json = _json(dataset, "dataset")
-        params_json = _json(params, "params")
-        run_config_json = _json(run_config, "run_config")
-        schedule_json = _json(schedule, "schedule")
+        dataset_json = json_text(dataset, "dataset")
+        params_json = json_text(params, "params")
+        run_config_json = json_text(run_config, "run_config")
+        schedule_json = json_text(schedule, "schedule")
         fingerprint = dataset.get("fingerprint")
         created = time.time()
         self._ensure_schema()
@@ -182,7 +182,7 @@ class RunRegistry(RegistryDatabase):
         rows = self._read("SELECT * FROM runs WHERE run_id = ?", (run_id,))
         if not rows:
             raise RunNotFoundError(f"No run {run_id!r} in this workspace; list runs with `runs`.")
-        return RunRecord._from_row(rows[0])
+        return RunRecord.from_row(rows[0])
 
     def exists(self, run_id: str) -> bool:
         return bool(self._read("SELECT 1 FROM runs WHERE run_id = ?", (run_id,)))
@@ -212,7 +212,7 @@ class RunRegistry(RegistryDatabase):
             sql += " LIMIT ?"
             args.append(int(limit))
         try:
-            records = [RunRecord._from_row(row) for row in self._read(sql, tuple(args))]
+            records = [RunRecord.from_row(row) for row in self._read(sql, tuple(args))]
         except sqlite3.OperationalError as exc:  # a workspace of an older workbench that no write
             if "no such column: trashed_at" not in str(exc):  # migrated yet: its trash is empty
                 raise

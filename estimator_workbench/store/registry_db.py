@@ -102,7 +102,7 @@ def _is_missing(exc: sqlite3.OperationalError) -> bool:
     return "no such table" in str(exc).lower()
 
 
-def _json(value: Any, what: str) -> str:
+def json_text(value: Any, what: str) -> str:
     try:
         return json.dumps(value, sort_keys=True, allow_nan=True)
     except (TypeError, ValueError) as exc:
@@ -255,4 +255,4 @@ class RegistryDatabase:
         row = conn.execute("SELECT * FROM runs WHERE run_id = ?", (run_id,)).fetchone()
         if row is None:
             raise RunNotFoundError(f"No run {run_id!r} in this workspace; list runs with `runs`.")
-        return RunRecord._from_row(row)
+        return RunRecord.from_row(row)

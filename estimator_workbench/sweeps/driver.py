@@ -278,7 +278,7 @@ class SweepDriver:
 
     def _prune(self, item: _InFlight, step: int, value: float) -> bool:
         """Records the run cancelled as pruned, then ends its process group (as cancel does)."""
-        from estimator_workbench.execution.processes import _kill_group
+        from estimator_workbench.execution.processes import kill_group
 
         reason = (f"pruned by sweep {self.name} at step {step}: {self.spec.metric} {value:.4g} is worse "
                   f"than the median of earlier trials at that step")
@@ -289,7 +289,7 @@ class SweepDriver:
         proc = self.launcher.process(item.run_id) if hasattr(self.launcher, "process") else None
         item.pid = proc.pid if proc is not None else record.pid
         if item.pid:
-            _kill_group(item.pid, signal.SIGTERM)  # the runner checkpoints and exits
+            kill_group(item.pid, signal.SIGTERM)  # the runner checkpoints and exits
         item.kill_at = time.monotonic() + _TERM_GRACE_S
         self.study.tell(item.trial, state=_state("PRUNED"))
         self._out(f"Trial #{item.trial.number} pruned at step {step}: {self.spec.metric}={value:.4g} "
@@ -298,7 +298,7 @@ class SweepDriver:
         return True
 
     def _finish_pruned(self, number: int) -> None:
-        from estimator_workbench.execution.processes import _kill_group, pid_alive
+        from estimator_workbench.execution.processes import kill_group, pid_alive
 
         item = self._in_flight[number]
         proc = self.launcher.process(item.run_id) if hasattr(self.launcher, "process") else None
@@ -306,7 +306,7 @@ class SweepDriver:
         if not alive:
             del self._in_flight[number]
         elif item.kill_at is not None and time.monotonic() > item.kill_at and item.pid:
-            _kill_group(item.pid, signal.SIGKILL)
+            kill_group(item.pid, signal.SIGKILL)
 
     def _drain(self, timeout: float = 60.0) -> None:
         """Waits (at most ``timeout`` s) until the processes of the finished runs have exited, so

@@ -13,7 +13,7 @@ from typing import Any
 
 import streamlit as st
 
-from estimator_workbench.ui.session import _FORMS_KEY, dataset_token, restore_context, save_ui_state
+from estimator_workbench.ui.session import FORMS_KEY, dataset_token, restore_context, save_ui_state
 
 __all__ = ["code_hash", "current_preflight", "remember_form", "remembered_form", "set_dataset", "set_preflight",
            "sync_url"]
@@ -41,14 +41,14 @@ def sync_url() -> None:
 def remembered_form(form: str) -> dict[str, Any]:
     """The widget values of ``form`` as last submitted (this session, else the workspace's)."""
     restore_context()
-    return dict(st.session_state.get(_FORMS_KEY, {}).get(form, {}))
+    return dict(st.session_state.get(FORMS_KEY, {}).get(form, {}))
 
 
 def remember_form(form: str, values: Mapping[str, Any]) -> None:
     """Saves the widget values of ``form`` (JSON values), for ``remembered_form`` after a reload."""
-    forms = dict(st.session_state.get(_FORMS_KEY, {}))
+    forms = dict(st.session_state.get(FORMS_KEY, {}))
     forms[form] = {k: v for k, v in values.items() if isinstance(v, (str, int, float, bool)) or v is None}
-    st.session_state[_FORMS_KEY] = forms
+    st.session_state[FORMS_KEY] = forms
     save_ui_state(forms=forms)
 
 

@@ -29,11 +29,11 @@ from estimator_workbench.ui.session import (
     workspace,
 )
 from estimator_workbench.ui.tables import (
-    _STATUS_COLOURS,
+    STATUS_COLOURS,
     STATUS_ICONS,
-    _probability_columns,
     display_status,
     list_checkpoints,
+    probability_columns,
 )
 
 __all__ = ['bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'launch_from', 'newest_checkpoint', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'single_prediction', 'source_step', 'status_badge']
@@ -43,7 +43,7 @@ def status_badge(record: RunRecord) -> None:
     """A coloured badge with the run's status, 'stalled' included (in a container keyed
     ``status-<run id>``)."""
     status = display_status(record)
-    colour = _STATUS_COLOURS.get(status, "gray")
+    colour = STATUS_COLOURS.get(status, "gray")
     with st.container(key=f"status-{record.run_id}"):
         st.badge(status, icon=STATUS_ICONS.get(status), color=colour)
 
@@ -347,7 +347,7 @@ def _evaluation_plots(record: RunRecord, kids: list[RunRecord]) -> None:
         normalize = st.toggle("Normalise rows", key=f"cm-norm-{record.run_id}")
         st.plotly_chart(figures.confusion_matrix_figure(matrix, names, normalize=normalize),
                         key=f"cm-{record.run_id}")
-        prob_cols = _probability_columns(preds)
+        prob_cols = probability_columns(preds)
         if len(prob_cols) == len(names):
             st.plotly_chart(figures.roc_pr_figure(y, part[prob_cols].to_numpy(), names), key=f"roc-{record.run_id}")
     elif spec.task == "regression":
@@ -383,7 +383,7 @@ def single_prediction(preds: pd.DataFrame) -> None:
 
     ``st.metric`` and ``st.table`` render markdown, so class names (user data) are escaped."""
     row = preds.iloc[0]
-    prob_cols = _probability_columns(preds)
+    prob_cols = probability_columns(preds)
     value_col = next((c for c in ("class", "class_ids", "predictions", "prediction", "predictions_0")
                       if c in preds.columns), None)
     if value_col is None:

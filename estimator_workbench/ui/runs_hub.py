@@ -19,7 +19,7 @@ from estimator_workbench.store import trash
 from estimator_workbench.store.records import STATUSES, RunNotFoundError, RunRecord
 from estimator_workbench.ui import tables
 from estimator_workbench.ui.session import (
-    _PAGES,
+    PAGE_SCRIPTS,
     get_registry,
     md,
     page_link,
@@ -114,7 +114,7 @@ def open_compare(run_ids: Sequence[str]) -> None:
     """Switches to the Compare page with ``run_ids`` in its URL (``?runs=a,b``) and session."""
     ids = list(dict.fromkeys(run_ids))
     st.session_state[COMPARE_STATE_KEY] = ids
-    page = _PAGES.get("compare")
+    page = PAGE_SCRIPTS.get("compare")
     if page is None:  # no router (a page run on its own)
         st.query_params[COMPARE_QUERY_KEY] = ",".join(ids)
         return

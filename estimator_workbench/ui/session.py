@@ -46,7 +46,7 @@ DEFAULT_DATASET = "iris"
 DEFAULT_TEMPLATE = "mlp_classifier"
 
 
-_PAGES: dict[str, Any] = {}
+PAGE_SCRIPTS: dict[str, Any] = {}
 
 
 _EDITS_KEY = "template_edits"  # session state: template name -> the code applied in the editor
@@ -225,12 +225,12 @@ def get_launcher() -> Any:
 
 def register_pages(pages: Mapping[str, Any]) -> None:
     """Called by ``app.py``: the ``st.Page`` objects by short name (for links and switches)."""
-    _PAGES.update(pages)
+    PAGE_SCRIPTS.update(pages)
 
 
 def page_link(name: str, label: str, icon: str | None = None, run_id: str | None = None) -> None:
     """A link to page ``name`` (optionally carrying ``?run=<id>``)."""
-    page = _PAGES.get(name)
+    page = PAGE_SCRIPTS.get(name)
     if page is None:
         return
     st.page_link(page, label=label, icon=icon,
@@ -239,7 +239,7 @@ def page_link(name: str, label: str, icon: str | None = None, run_id: str | None
 
 def switch_to(name: str, run_id: str | None = None) -> None:
     """Switches to page ``name`` (with ``?run=<id>`` when given)."""
-    page = _PAGES.get(name)
+    page = PAGE_SCRIPTS.get(name)
     if page is None:
         st.rerun()
     st.switch_page(page, query_params={"run": run_id} if run_id else None)
@@ -412,7 +412,7 @@ UI_STATE_FILE = "ui_state.json"
 _RESTORED_KEY = "_context_restored"
 
 
-_FORMS_KEY = "_remembered_forms"  # session state: form name -> {widget key: value}
+FORMS_KEY = "_remembered_forms"  # session state: form name -> {widget key: value}
 
 
 def _ui_state_path() -> Path:
@@ -505,7 +505,7 @@ def restore_context() -> None:
         st.session_state[_EDITS_KEY] = {str(k): str(v) for k, v in edits.items()}
     forms = saved.get("forms")
     if isinstance(forms, dict):
-        st.session_state.setdefault(_FORMS_KEY, forms)
+        st.session_state.setdefault(FORMS_KEY, forms)
     if isinstance(saved.get("preflight"), dict):
         st.session_state.setdefault("preflight", saved["preflight"])
     if "dataset" not in st.session_state:

@@ -137,7 +137,7 @@ def _start(dataset: Mapping[str, Any], template: Mapping[str, Any], *, specs: li
         session.show_error(exc)
         return
     st.session_state["sweep"] = spec.name
-    page = session._PAGES.get("sweeps")
+    page = session.PAGE_SCRIPTS.get("sweeps")
     if page is None:
         st.success(f"Sweep {spec.name} started.")
         return

@@ -29,7 +29,7 @@ STATUS_ICONS = {"queued": ":material/schedule:", "running": ":material/direction
                 "lost": ":material/help:", "stalled": ":material/hourglass_disabled:"}
 
 
-_STATUS_COLOURS = {"queued": "gray", "running": "blue", "succeeded": "green", "failed": "red",
+STATUS_COLOURS = {"queued": "gray", "running": "blue", "succeeded": "green", "failed": "red",
                    "stopped": "orange", "cancelled": "orange", "lost": "violet", "stalled": "orange"}
 
 
@@ -202,7 +202,7 @@ def summary_frame(summary: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["split", "metric", "last", "last step", "best", "best step"])
 
 
-def _probability_columns(frame: pd.DataFrame) -> list[str]:
+def probability_columns(frame: pd.DataFrame) -> list[str]:
     return [c for c in frame.columns if str(c).startswith(("probability_", "probabilities_"))]
 
 

@@ -106,9 +106,9 @@ class TestLifecycle:
     def test_schedule_merging_and_engine_spec(self):
         spec = {"run_config": {"max_steps": 5, "batch_size": 8, "tf_random_seed": 1},
                 "schedule": {"steps": 50, "eval_steps": 2}}
-        assert run_context._schedule(spec) == {"max_steps": 5, "batch_size": 8, "steps": 50,
+        assert run_context.run_schedule(spec) == {"max_steps": 5, "batch_size": 8, "steps": 50,
                                           "eval_steps": 2}
-        assert run_context._schedule({"schedule": {"steps": 50}})["max_steps"] == 50
+        assert run_context.run_schedule({"schedule": {"steps": 50}})["max_steps"] == 50
         engine = engine_run._engine_spec(spec, Path("/ws/runs/r/model"))
         assert engine["run_config"] == {"tf_random_seed": 1}
         assert engine["batch_size"] == 8 and engine["model_dir"] == "/ws/runs/r/model"
@@ -231,7 +231,7 @@ class TestLineage:
         rec = new_run(workspace, **kwargs)
         folder = RunRegistry(workspace).run_dir(rec.run_id)
         spec = json.loads((folder / "run.json").read_text())
-        ctx = run_context.RunContext(run_dir=folder, spec=spec, schedule=run_context._schedule(spec))
+        ctx = run_context.RunContext(run_dir=folder, spec=spec, schedule=run_context.run_schedule(spec))
         ctx.model_dir.mkdir()
         return ctx
 
