@@ -21,6 +21,7 @@ from estimator_engine.hooks.basic import (
     SummarySaverHook,
 )
 from estimator_engine.hooks.checkpoint import CheckpointSaverHook, check_listeners_type
+from estimator_engine.hooks.progress import ProgressBarHook, progress_bar_enabled
 from estimator_engine.hooks.timer import NEVER, NeverTriggerTimer, SecondOrStepTimer
 
 __all__ = [
@@ -32,6 +33,7 @@ __all__ = [
     "LoggingTensorHook",
     "NanTensorHook",
     "NeverTriggerTimer",
+    "ProgressBarHook",
     "SecondOrStepTimer",
     "Session",
     "SessionRunArgs",
@@ -43,4 +45,5 @@ __all__ = [
     "SummarySaverHook",
     "check_listeners_type",
     "map_fetches",
+    "progress_bar_enabled",
 ]

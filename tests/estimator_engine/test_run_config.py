@@ -16,7 +16,7 @@ REPLACEABLE = (
     "save_checkpoints_secs", "keep_checkpoint_max", "keep_checkpoint_every_n_hours",
     "log_step_count_steps", "train_distribute", "eval_distribute", "device", "precision",
     "compile", "num_threads", "session_config", "session_creation_timeout_secs", "device_fn", "protocol",
-    "experimental_max_worker_delay_secs", "checkpoint_save_graph_def",
+    "experimental_max_worker_delay_secs", "checkpoint_save_graph_def", "progress_bar",
 )
 
 
