@@ -326,9 +326,10 @@ def main() -> None:
                          f"{ratio['median']:.3f} ({ratio['min']:.2f}-{ratio['max']:.2f})",
                          sides.get("lightning", {}).get("median", "-"),
                          "yes" if m["met"] else "NO", f"{m['load_1m_before']:.1f}/{m['load_1m_after']:.1f}"])
-    c.print_table(["model", "variant", "steps", "plain/s", "engine/s", "engine/plain (min-max)", "lightning/s",
-                   f">={TARGET}", "load"], rows,
-                  title=f"Training step overhead (medians of {args.rounds} alternated pairs, 1 thread)")
+    if rows:  # none when only the 'progress' variant ran
+        c.print_table(["model", "variant", "steps", "plain/s", "engine/s", "engine/plain (min-max)", "lightning/s",
+                       f">={TARGET}", "load"], rows,
+                      title=f"Training step overhead (medians of {args.rounds} alternated pairs, 1 thread)")
     if result["lightning"] is None:
         print(result["lightning_note"])
     c.write_json(result, args.json)
