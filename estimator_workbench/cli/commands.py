@@ -10,6 +10,7 @@
     estimator-workbench stop|cancel|resume RUN
     estimator-workbench predict RUN --data new.csv --out predictions.csv
     estimator-workbench export RUN            a reproducible zip bundle
+    estimator-workbench notebook RUN -o run.ipynb   the run as a Jupyter notebook (engine only)
 
 ``--workspace DIR`` (before the command) picks the workspace (else ``$WORKBENCH_HOME``, else
 ``./workspace``). Bad input prints one clear line on stderr and exits with code 2, never a
@@ -350,6 +351,18 @@ def _cmd_export(args: argparse.Namespace, root: Path) -> int:
     return 0
 
 
+def _cmd_notebook(args: argparse.Namespace, root: Path) -> int:
+    record = _existing(root, args.run)
+    try:
+        from estimator_workbench.execution.notebook import write_run_notebook
+    except ImportError as exc:  # nbformat: the `notebook` extra
+        raise UsageError(f"notebook needs the nbformat package ({exc}); install "
+                         "'estimator-workbench[notebook]'.") from None
+    target = write_run_notebook(root, record.run_id, args.out or f"{record.run_id}.ipynb")
+    print(str(target))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``estimator-workbench``."""
     parser = _Parser(prog=_PROG, description="Estimator Workbench: train, evaluate and predict "
@@ -426,6 +439,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run")
     export.add_argument("--out", help="zip path (default: runs/<id>/export/<id>.zip)")
     export.add_argument("--with-checkpoint", action="store_true")
+    notebook = sub.add_parser("notebook", help="write a run as a Jupyter notebook that reproduces it with the engine")
+    notebook.add_argument("run")
+    notebook.add_argument("-o", "--out", help="the .ipynb path (default: RUN.ipynb here)")
     trash_commands.add_parsers(sub)
     _add_sweep_parser(sub)
     return parser
@@ -434,7 +450,7 @@ def build_parser() -> argparse.ArgumentParser:
 _COMMANDS = {"ui": _cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
              "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
-             "sweep": _cmd_sweep}
+             "sweep": _cmd_sweep, "notebook": _cmd_notebook}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
