@@ -4,7 +4,7 @@ trained, evaluated and predicted with the engine alone (no runner, no registry).
 ``write_run_notebook`` writes it with ``nbformat`` (the ``notebook`` extra); ``run.to_notebook``,
 ``estimator-workbench notebook RUN -o run.ipynb`` and the run page's download call it. Every
 setting is an editable cell: the dataset spec (roles, split, missing-value handling), the
-template's source, ``PARAMS``, ``RUN_CONFIG`` and the schedule. The data goes through
+template's source, ``RUN_PARAMS``, ``RUN_CONFIG`` and the schedule. The data goes through
 ``estimator_workbench.data`` (the module the runner reads it with), so the split and encodings are
 the run's; with the run's seed on CPU the evaluation equals the run's recorded metrics.
 
@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["notebook_for_run", "write_run_notebook"]
+__all__ = ["notebook_bytes", "notebook_for_run", "write_run_notebook"]
 
 # Schedule keys the notebook's training reads; the runner's other ones (preflight, stall policy,
 # early stopping, NaN policy, metrics frequency) do not change what is trained.
@@ -83,12 +83,12 @@ def notebook_for_run(record: Any) -> Any:
         v4.new_code_cell(str(record.template_code or "").rstrip()),
         v4.new_markdown_cell("## Params and RunConfig\n`params['task']` (columns, statistics, classes) is "
                              "filled from the data, as the workbench does."),
-        v4.new_code_cell(f"PARAMS = {_literal(dict(record.params))}\nRUN_CONFIG = {_literal(run_config)}\n"
+        v4.new_code_cell(f"RUN_PARAMS = {_literal(dict(record.params))}  # the template's PARAMS holds their schema\nRUN_CONFIG = {_literal(run_config)}\n"
                          f"MODEL_DIR = {('model-' + record.run_id)!r}\n\n"
                          "shutil.rmtree(MODEL_DIR, ignore_errors=True)  # train from scratch, as the run did\n"
                          "estimator = ee.Estimator(model_fn, model_dir=MODEL_DIR,\n"
                          "                         config=ee.RunConfig(model_dir=MODEL_DIR, **RUN_CONFIG),\n"
-                         "                         params={**PARAMS, 'task': input_fns.info})"),
+                         "                         params={**RUN_PARAMS, 'task': input_fns.info})"),
         v4.new_markdown_cell("## Train" + (" and evaluate" if evaluate else "")),
         v4.new_code_cell(
             "every = SCHEDULE.get('eval_every_steps') or max(1, SCHEDULE['max_steps'] // 10)\n"
@@ -137,3 +137,12 @@ def write_run_notebook(root: str | os.PathLike[str], run_id: str, path: str | os
     temp.write_text(nbformat.writes(notebook), encoding="utf-8")
     os.replace(temp, target)
     return target
+
+
+def notebook_bytes(root: str | os.PathLike[str], run_id: str) -> bytes:
+    """The notebook of run ``run_id`` as ``.ipynb`` bytes (the run page's download)."""
+    import nbformat
+
+    from estimator_workbench.store.registry import RunRegistry
+
+    return nbformat.writes(notebook_for_run(RunRegistry(root).get(run_id))).encode("utf-8")
