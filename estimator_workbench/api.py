@@ -418,11 +418,28 @@ class Run:
                                   checkpoint_path=checkpoint)
             return pd.read_csv(out)
 
+    def live(self, interval: float = 1.0, *, widget: bool | None = None) -> Any:
+        """The run page's curves, updated in the cell while the run trains (a background thread:
+        the kernel stays free); a static figure outside Jupyter. Returns a ``LiveChart``."""
+        from estimator_workbench.notebook_live import LiveChart
+
+        chart = LiveChart(self, interval, widget=widget)
+        if type(chart.figure).__name__ != "FigureWidget":  # static: say where the run stands
+            record = self.record
+            print(f"{self.id}: {record.display_status}, step {_reported_step(record)}"
+                  f"/{record.schedule.get('max_steps') or '?'}")
+        return chart
+
     def to_notebook(self, path: str | os.PathLike[str]) -> Path:
         """Writes a notebook that reproduces this run with the engine alone; returns its path."""
         from estimator_workbench.execution.notebook import write_run_notebook
 
         return write_run_notebook(self.workspace.root, self.id, path)
+
+
+def _reported_step(record: Any) -> int:
+    """The runner's reported step, else the newest step of its metric summary."""
+    return int(record.last_step or max((int(s.get("last_step") or 0) for s in record.summary.values()), default=0))
 
 
 def _show_progress(bar: Any, record: Any) -> Any:
@@ -432,8 +449,7 @@ def _show_progress(bar: Any, record: Any) -> Any:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, desc=record.run_id, unit="step", dynamic_ncols=True)
-    # The runner's reported step, else the newest step of its metric summary.
-    step = record.last_step or max((int(s.get("last_step") or 0) for s in record.summary.values()), default=0)
+    step = _reported_step(record)
     if step > bar.n:
         bar.update(step - bar.n)
     bar.set_postfix(status=record.display_status, refresh=True)

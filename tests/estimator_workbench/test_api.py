@@ -156,3 +156,23 @@ class TestRealRuns:
         run.cancel(grace=5)
         run.wait(timeout=60, progress=False)
         assert run.status == "cancelled"
+
+
+@pytest.mark.slow
+def test_live_chart_follows_a_run_in_a_background_thread_and_ends_with_it(ws, capsys):
+    run = ws.submit(dataset="iris", template="mlp_classifier", steps=150, config=CONFIG, batch_size=16)
+    chart = run.live(interval=0.2, widget=True)  # the widget path, as in a Jupyter kernel
+    assert type(chart.figure).__name__ == "FigureWidget"
+    chart.join(timeout=240)  # ends by itself once the run has finished
+    assert not chart.running and run.record.is_finished
+    run.wait(timeout=60, progress=False)
+    assert run.status == "succeeded", run.record.error
+    losses = run.metrics().query("tag == 'train/loss'")
+    drawn = [trace for trace in chart.figure.data if trace.name == "train"]  # loss first, then steps/s
+    assert drawn and [float(x) for x in drawn[0].x] == [float(x) for x in losses["step"]]  # up to the last step
+    assert [float(y) for y in drawn[0].y] == pytest.approx(list(losses["value"]))
+    assert chart.figure.layout.title.text == f"{run.id}: succeeded"
+
+    static = run.live()  # outside Jupyter: the figure as it is now, and a status line
+    assert type(static.figure).__name__ == "Figure" and not static.running
+    assert f"{run.id}: succeeded, step 150/150" in capsys.readouterr().out
