@@ -176,3 +176,21 @@ def test_live_chart_follows_a_run_in_a_background_thread_and_ends_with_it(ws, ca
     static = run.live()  # outside Jupyter: the figure as it is now, and a status line
     assert type(static.figure).__name__ == "Figure" and not static.running
     assert f"{run.id}: succeeded, step 150/150" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_sweep_runs_its_trials_as_runs_and_reports_the_best(ws):
+    # (sampler="grid" is left out: the driver's tell() after the grid is exhausted raises optuna's
+    # "Study.stop is supposed to be invoked inside an objective function", as from the CLI.)
+    sweep = ws.sweep("iris", "mlp_classifier", space={"learning_rate": "0.001:0.03:log"}, steps=30,
+                     metric="accuracy", direction="maximize", trials=2, sampler="random", seed=0,
+                     params={"hidden_units": "8"}, name="api-sweep")
+    assert sweep.wait(timeout=300) is sweep
+    trials = sweep.trials()
+    assert len(trials) == 2 and all(0.001 <= v <= 0.03 for v in trials["param learning_rate"])
+    assert set(trials["state"]) == {"complete"} and set(trials["run status"]) == {"succeeded"}
+    best = sweep.best_run
+    assert best is not None and best.id in set(trials["run"])
+    assert best.summary["eval/accuracy"]["last"] == trials["value"].max()
+    assert set(ws.runs()["run_id"]) == set(trials["run"])  # each trial is an ordinary run
+    assert sweep.parallel_coordinates() is not None
