@@ -309,7 +309,7 @@ def test_every_allowed_property_can_be_replaced(name):
               "train_distribute": "strategy", "eval_distribute": "strategy", "device": "cpu",
               "precision": "16-mixed", "compile": True, "session_config": "cfg",
               "session_creation_timeout_secs": 3, "device_fn": _device_fn, "protocol": "grpc",
-              "experimental_max_worker_delay_secs": 3, "checkpoint_save_graph_def": False}
+              "experimental_max_worker_delay_secs": 3, "checkpoint_save_graph_def": False, "progress_bar": True}
     assert getattr(RunConfig().replace(**{name: values[name]}), name) == values[name]
 
 
