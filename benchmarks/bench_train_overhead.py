@@ -16,6 +16,11 @@ pairs (``_common.measure_pairs``: median, min and max of the per-round ratio, lo
   a plain loop that indexes the in-memory tensors by a shuffled permutation each step (the best
   hand-written practice: an input pipeline has to gather rows on both sides).
 
+A third variant, ``progress`` (not in the default set), measures the progress bar: the ``indexed``
+engine run with ``progress_bar=False`` against the same run with ``progress_bar=True`` (the text
+bar written to ``os.devnull``), ratio off/on; and off against the plain loop, which is the
+``indexed`` figure when the bar costs nothing when off.
+
 The plain loop is what a competent engineer writes: ``model.train()``, the same Adam(1e-3),
 ``cross_entropy``, ``zero_grad(set_to_none=True)``. The engine runs ``Estimator.train`` with the
 default RunConfig, so the default hooks (step limit, NaN check, loss logging, steps/s counter,
@@ -154,16 +159,17 @@ def make_model_fn(name: str) -> Callable[..., ee.EstimatorSpec]:
 
 
 def engine_train(name: str, x: torch.Tensor, y: torch.Tensor, steps: int,
-                 config: ee.RunConfig | None = None) -> float:
+                 config: ee.RunConfig | None = None, progress_bar: bool | None = False) -> float:
     batch = MODELS[name][3]
     model_dir = tempfile.mkdtemp(prefix="bench_train_")
     try:
         torch.manual_seed(0)
         estimator = ee.Estimator(make_model_fn(name), model_dir=model_dir, config=config)
         input_fn = ee.inputs.numpy_input_fn({"x": x}, y, batch_size=batch, num_epochs=None, shuffle=True)
-        start = time.perf_counter()
-        estimator.train(input_fn, steps=steps)
-        return steps / (time.perf_counter() - start)
+        with open(os.devnull, "w") as sink, contextlib.redirect_stderr(sink):  # where a bar is drawn
+            start = time.perf_counter()
+            estimator.train(input_fn, steps=steps, progress_bar=progress_bar)
+            return steps / (time.perf_counter() - start)
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
 
@@ -176,7 +182,7 @@ def engine_train_batches(name: str, batches: list[tuple[dict, torch.Tensor]]) ->
         torch.manual_seed(0)
         estimator = ee.Estimator(make_model_fn(name), model_dir=model_dir)
         start = time.perf_counter()
-        estimator.train(lambda: batches, steps=len(batches))
+        estimator.train(lambda: batches, steps=len(batches), progress_bar=False)  # a bar is measured by 'progress'
         return len(batches) / (time.perf_counter() - start)
     finally:
         shutil.rmtree(model_dir, ignore_errors=True)
@@ -226,7 +232,9 @@ def lightning_train(pl: Any, name: str, x: torch.Tensor, y: torch.Tensor, steps:
 
 
 VARIANTS = ("batches", "indexed")
-VARIANT_LABELS = {"batches": "same precomputed batches", "indexed": "numpy_input_fn vs a plain loop that indexes"}
+ALL_VARIANTS = (*VARIANTS, "progress")
+VARIANT_LABELS = {"batches": "same precomputed batches", "indexed": "numpy_input_fn vs a plain loop that indexes",
+                  "progress": "progress bar off vs on (numpy_input_fn)"}
 
 
 def run(models: list[str], rounds: int, steps_scale: float = 1.0, lightning: bool = True,
@@ -246,6 +254,18 @@ def run(models: list[str], rounds: int, steps_scale: float = 1.0, lightning: boo
         engine_train_batches(name, batches[:100])
         results[name] = {"steps": steps, "batch": MODELS[name][3]}
         for variant in variants:
+            if variant == "progress":
+                fns = {"plain": functools.partial(plain_loop, name, x, y, steps),
+                       "off": functools.partial(engine_train, name, x, y, steps, progress_bar=False),
+                       "on": functools.partial(engine_train, name, x, y, steps, progress_bar=True)}
+                measured = c.measure_pairs(fns, rounds, {"off/on": ("off", "on"), "engine/plain": ("off", "plain")})
+                measured["met"] = measured["ratios"]["off/on"]["median"] <= 1 / TARGET
+                results[name][variant] = measured
+                targets.append(c.target_row(
+                    f"train_{name}_progress", f"Estimator.train progress bar off / on, {name} {MODEL_LABELS[name]}",
+                    measured["ratios"]["off/on"], "information",
+                    load=(measured["load_1m_before"], measured["load_1m_after"])))
+                continue
             if variant == "batches":
                 fns: dict[str, Callable[[], float]] = {
                     "plain": functools.partial(plain_loop_batches, name, batches),
@@ -296,6 +316,12 @@ def main() -> None:
                  tuple(args.variants.split(",")))
     rows = []
     for name, entry in result["models"].items():
+        if "progress" in entry:
+            m = entry["progress"]
+            off_on, off_plain = m["ratios"]["off/on"], m["ratios"]["engine/plain"]
+            print(f"{name}: progress off/on {off_on['median']:.3f} (min {off_on['min']:.3f}, max "
+                  f"{off_on['max']:.3f}); off/plain {off_plain['median']:.3f} ({off_plain['min']:.2f}-"
+                  f"{off_plain['max']:.2f}); load {m['load_1m_before']:.1f}/{m['load_1m_after']:.1f}")
         for variant in VARIANTS:
             if variant not in entry:
                 continue
@@ -305,9 +331,10 @@ def main() -> None:
                          f"{ratio['median']:.3f} ({ratio['min']:.2f}-{ratio['max']:.2f})",
                          sides.get("lightning", {}).get("median", "-"),
                          "yes" if m["met"] else "NO", f"{m['load_1m_before']:.1f}/{m['load_1m_after']:.1f}"])
-    c.print_table(["model", "variant", "steps", "plain/s", "engine/s", "engine/plain (min-max)", "lightning/s",
-                   f">={TARGET}", "load"], rows,
-                  title=f"Training step overhead (medians of {args.rounds} alternated pairs, 1 thread)")
+    if rows:  # none when only the 'progress' variant ran
+        c.print_table(["model", "variant", "steps", "plain/s", "engine/s", "engine/plain (min-max)", "lightning/s",
+                       f">={TARGET}", "load"], rows,
+                      title=f"Training step overhead (medians of {args.rounds} alternated pairs, 1 thread)")
     if result["lightning"] is None:
         print(result["lightning_note"])
     c.write_json(result, args.json)

@@ -54,6 +54,7 @@ from estimator_engine.hooks import (
     SummarySaverHook,
     map_fetches,
 )
+from estimator_engine.hooks.progress import ProgressBarHook, progress_bar_enabled
 from estimator_engine.hooks.timer import NEVER
 from estimator_engine.inputs import parse_input_fn_result, split_batch
 from estimator_engine.metric_op import MetricOp
@@ -142,11 +143,13 @@ def _file_marker(path: str) -> tuple[str, int, int]:
 
 
 def default_training_hooks(config: RunConfig, model_dir: str, *, steps: int | None = None,
-                           max_steps: int | None = None) -> tuple[list[SessionRunHook], list[SessionRunHook]]:
+                           max_steps: int | None = None,
+                           progress_bar: bool | None = None) -> tuple[list[SessionRunHook], list[SessionRunHook]]:
     """TF's standard training hooks for ``config``: ``(hooks, chief_only_hooks)``.
 
     ``hooks`` = step limit, NaN check, loss logging; ``chief_only_hooks`` = steps/s counter, loss
-    summaries and the checkpoint saver (when a save frequency is set).
+    summaries, the checkpoint saver (when a save frequency is set) and a progress bar when
+    ``progress_bar`` (else ``config.progress_bar``) asks for one (``progress_bar_enabled``).
 
     Example:
         >>> hooks, chief = default_training_hooks(RunConfig(), '/tmp/m', steps=10)
@@ -169,6 +172,8 @@ def default_training_hooks(config: RunConfig, model_dir: str, *, steps: int | No
     if config.save_checkpoints_steps or config.save_checkpoints_secs:
         chief.append(CheckpointSaverHook(model_dir, save_secs=config.save_checkpoints_secs,
                                          save_steps=config.save_checkpoints_steps))
+    if progress_bar_enabled(config.progress_bar if progress_bar is None else progress_bar):
+        chief.append(ProgressBarHook(total=max_steps, num_steps=steps))
     return hooks, chief
 
 
@@ -639,11 +644,13 @@ class Estimator:
 
     def train(self, input_fn: Callable[..., Any], hooks: Iterable[SessionRunHook] | None = None,
               steps: int | None = None, max_steps: int | None = None,
-              saving_listeners: Iterable[CheckpointSaverListener] | None = None) -> Estimator:
+              saving_listeners: Iterable[CheckpointSaverListener] | None = None, *,
+              progress_bar: bool | None = None) -> Estimator:
         """Trains a model given training data ``input_fn``; returns ``self``.
 
         ``steps`` trains that many more steps (incremental); ``max_steps`` trains until the global
         step reaches it (absolute; a no-op when already reached). Neither: until the input ends.
+        ``progress_bar`` overrides ``RunConfig.progress_bar`` for this call (None: the config's).
         """
         if self._config.task_type in ("evaluator", "ps"):
             raise ValueError(f"Train has been called wrong configuration. Please use "
@@ -666,11 +673,12 @@ class Estimator:
             if not isinstance(listener, CheckpointSaverListener):
                 raise TypeError(f"saving_listeners must be a list of CheckpointSaverListener, given: {listener!r}")
         with self._config.thread_scope():  # torch's thread counts are process-wide: set per call
-            loss = self._train_model(input_fn, hooks, saving_listeners, steps, max_steps)
+            loss = self._train_model(input_fn, hooks, saving_listeners, steps, max_steps, progress_bar)
         _log.info("Loss for final step: %s.", loss)
         return self
 
-    def _train_model(self, input_fn, user_hooks, saving_listeners, steps, max_steps) -> float | None:
+    def _train_model(self, input_fn, user_hooks, saving_listeners, steps, max_steps,
+                     progress_bar: bool | None = None) -> float | None:
         strategy = self._strategy(ModeKeys.TRAIN)
         state, checkpoint = self._build_state(ModeKeys.TRAIN, checkpoint_path=None, strategy=strategy)
         self._cached_state = None  # training changes the in-memory model: the cache is stale
@@ -686,7 +694,8 @@ class Estimator:
             session.features, session.labels = split_batch(batch)
             call = self._model_fn_caller(ModeKeys.TRAIN)
             spec = session.spec = self._first_spec(call, session)
-            hooks = self._assemble_training_hooks(spec, user_hooks, saving_listeners, steps, max_steps)
+            hooks = self._assemble_training_hooks(spec, user_hooks, saving_listeners, steps, max_steps,
+                                                  progress_bar)
             session.hooks = hooks
             if checkpoint is not None:
                 self._restore_hook_states(checkpoint, hooks)
@@ -772,9 +781,9 @@ class Estimator:
                 step_hooks.catch_up(batches_run)
         return batches_run
 
-    def _assemble_training_hooks(self, spec, user_hooks, saving_listeners, steps, max_steps):
-        defaults, chief_defaults = default_training_hooks(self._config, self._model_dir,
-                                                          steps=steps, max_steps=max_steps)
+    def _assemble_training_hooks(self, spec, user_hooks, saving_listeners, steps, max_steps, progress_bar=None):
+        defaults, chief_defaults = default_training_hooks(self._config, self._model_dir, steps=steps,
+                                                          max_steps=max_steps, progress_bar=progress_bar)
         given = (*user_hooks, *spec.training_hooks, *spec.training_chief_hooks)
         # A hook the user configured replaces the default of its kind (TF does this for the
         # saver; for the NaN check it lets a run choose NanTensorHook(fail_on_nan_loss=False)).
@@ -824,17 +833,19 @@ class Estimator:
 
     def evaluate(self, input_fn: Callable[..., Any], steps: int | None = None,
                  hooks: Iterable[SessionRunHook] | None = None, checkpoint_path: str | None = None,
-                 name: str | None = None) -> dict[str, Any]:
+                 name: str | None = None, *, progress_bar: bool | None = None) -> dict[str, Any]:
         """Evaluates the model on ``input_fn``; returns ``loss``, ``global_step`` and every metric.
 
         Metrics are computed over all evaluated examples; ``loss`` is the mean of the batch losses.
         Results are written to ``eval_dir(name)`` so that early stopping and exporters can read them.
+        ``progress_bar`` overrides ``RunConfig.progress_bar`` for this call.
         """
         steps = step_count("steps", steps)
         hooks = list(hooks or ())
         for hook in hooks:
             if not isinstance(hook, SessionRunHook):
                 raise TypeError(f"Hooks must be a SessionRunHook, given: {hook!r}")
+        hooks += self._progress_hooks(progress_bar, total=steps)
         with self._config.thread_scope():
             strategy = self._strategy(ModeKeys.EVAL)
             state, _ = self._build_state(ModeKeys.EVAL, checkpoint_path, strategy=strategy)
@@ -924,15 +935,17 @@ class Estimator:
 
     def predict(self, input_fn: Callable[..., Any], predict_keys: Sequence[str] | None = None,
                 hooks: Iterable[SessionRunHook] | None = None, checkpoint_path: str | None = None,
-                yield_single_examples: bool = True) -> Iterator[Any]:
+                yield_single_examples: bool = True, *, progress_bar: bool | None = None) -> Iterator[Any]:
         """Yields predictions for the features of ``input_fn``, lazily (a generator).
 
-        Nothing runs, not even ``input_fn``, until the first ``next()``.
+        Nothing runs, not even ``input_fn``, until the first ``next()``. ``progress_bar``
+        overrides ``RunConfig.progress_bar`` for this call (the bar counts batches).
         """
         hooks = list(hooks or ())
         for hook in hooks:
             if not isinstance(hook, SessionRunHook):
                 raise TypeError(f"Hooks must be a SessionRunHook, given: {hook!r}")
+        hooks += self._progress_hooks(progress_bar)
         state, _ = self._build_state(ModeKeys.PREDICT, checkpoint_path)
         # Grad mode, thread counts and the active state are entered once per batch, never held
         # across a `yield`: the caller's code between two next() calls must run with its own settings.
@@ -973,6 +986,11 @@ class Estimator:
                     break
 
     # -- shared machinery --------------------------------------------------------------------
+
+    def _progress_hooks(self, progress_bar: bool | None, total: int | None = None) -> list[SessionRunHook]:
+        """A progress bar for an evaluate/predict call when one is wanted (chief only), else none."""
+        wanted = progress_bar_enabled(self._config.progress_bar if progress_bar is None else progress_bar)
+        return [ProgressBarHook(total=total)] if wanted and self._config.is_chief else []
 
     def _strategy(self, mode: ModeKeys) -> distribute.DDPStrategy | None:
         """The distribution strategy of a TRAIN or EVAL call (set up on first use); PREDICT runs locally."""

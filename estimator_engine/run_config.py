@@ -113,7 +113,7 @@ _REPLACEABLE = (
     "model_dir", "tf_random_seed", "save_summary_steps", "save_checkpoints_steps",
     "save_checkpoints_secs", "keep_checkpoint_max", "keep_checkpoint_every_n_hours",
     "log_step_count_steps", "train_distribute", "eval_distribute", "device", "precision",
-    "compile", "num_threads", *TF_SESSION_ARGUMENTS,
+    "compile", "num_threads", "progress_bar", *TF_SESSION_ARGUMENTS,
 )
 _PRECISIONS = ("32", "16-mixed", "bf16-mixed")
 _PROTOCOLS = (None, "grpc", "grpc+verbs")
@@ -428,6 +428,10 @@ class RunConfig:
             ``intra_op_parallelism_threads`` if set, else torch's default capped at the cores this
             process can use now (``usable_cores``: its affinity mask less what a busy machine
             takes, shared among the local processes of a data-parallel run).
+        progress_bar: show a progress bar in train/evaluate/predict (``ee.hooks.ProgressBarHook``):
+            ``True``/``False``, or ``None`` (auto): on in a Jupyter kernel or a terminal, off in CI,
+            in scripts whose stderr is not a terminal and in the workbench's runner processes.
+            ``train(progress_bar=...)`` (and evaluate/predict) override it per call.
         session_config: TF's ``ConfigProto`` (or a dict / object with the same attributes): its
             ``intra_op_parallelism_threads`` / ``inter_op_parallelism_threads`` set torch's thread
             counts (0 leaves them alone, as in TF); its other settings have no effect here.
@@ -469,6 +473,7 @@ class RunConfig:
     protocol: Any = None
     experimental_max_worker_delay_secs: Any = None
     checkpoint_save_graph_def: Any = True
+    progress_bar: bool | None = None
 
     def __post_init__(self) -> None:
         steps, secs = self.save_checkpoints_steps, self.save_checkpoints_secs
@@ -532,6 +537,9 @@ class RunConfig:
         if self.num_threads is not None and (not _is_int(self.num_threads) or self.num_threads < 1):
             problems.append(f"num_threads should be an int >= 1 (None picks from the cores this process "
                             f"may use), given: {self.num_threads!r}")
+        if self.progress_bar is not None and not isinstance(self.progress_bar, bool):
+            problems.append(f"progress_bar must be True, False or None (auto: on in Jupyter and terminals), "
+                            f"given: {self.progress_bar!r}")
         for key in THREAD_KEYS:
             value = _session_value(self.session_config, key)
             if value is not None and (not _is_int(value) or value < 0):

@@ -48,3 +48,9 @@ if record.traceback:  # the error itself is in the live panel above
 st.download_button("Download reproducible bundle (.zip)", data=panels.bundle_bytes(record.run_id),
                    file_name=f"{record.run_id}.zip", mime="application/zip", on_click="ignore",
                    icon=":material/download:")
+if record.action in ("train", "train_and_evaluate"):
+    from estimator_workbench.execution.notebook import notebook_bytes
+
+    st.download_button("Open as notebook (.ipynb)", data=lambda: notebook_bytes(session.workspace(), record.run_id),
+                       file_name=f"{record.run_id}.ipynb", mime="application/x-ipynb+json", on_click="ignore",
+                       icon=":material/description:")

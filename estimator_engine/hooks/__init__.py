@@ -22,6 +22,7 @@ from estimator_engine.hooks.basic import (
     SummarySaverHook,
 )
 from estimator_engine.hooks.checkpoint import CheckpointSaverHook, check_listeners_type
+from estimator_engine.hooks.progress import ProgressBarHook, progress_bar_enabled
 from estimator_engine.hooks.timer import NEVER, NeverTriggerTimer, SecondOrStepTimer
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "NanTensorHook",
     "NeverTriggerTimer",
     "OnDevice",
+    "ProgressBarHook",
     "SecondOrStepTimer",
     "Session",
     "SessionRunArgs",
@@ -45,4 +47,5 @@ __all__ = [
     "SummarySaverHook",
     "check_listeners_type",
     "map_fetches",
+    "progress_bar_enabled",
 ]

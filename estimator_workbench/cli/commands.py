@@ -11,6 +11,7 @@
     estimator-workbench predict RUN --data new.csv --out predictions.csv
     estimator-workbench export RUN            a reproducible zip bundle
     estimator-workbench serve RUN|EXPORT_DIR  serve the model over TF Serving's REST API (--port 8501)
+    estimator-workbench notebook RUN -o run.ipynb   the run as a Jupyter notebook (engine only)
 
 ``--workspace DIR`` (before the command) picks the workspace (else ``$WORKBENCH_HOME``, else
 ``./workspace``). Bad input prints one clear line on stderr and exits with code 2, never a
@@ -20,7 +21,6 @@ traceback; a followed run that fails exits with 1.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import datetime as _dt
 import json
 import shutil
@@ -38,7 +38,8 @@ from estimator_workbench.cli.serve_model import cmd_serve as _cmd_serve
 from estimator_workbench.cli.sweep import add_parser as _add_sweep_parser
 from estimator_workbench.cli.sweep import cmd_sweep as _cmd_sweep
 from estimator_workbench.cli.usage import PROG as _PROG
-from estimator_workbench.cli.usage import UsageError, dataset_file, positive_int
+from estimator_workbench.cli.usage import UsageError, positive_int
+from estimator_workbench.execution import run_request
 from estimator_workbench.execution.bundle import export_bundle
 from estimator_workbench.store import paths, trash
 from estimator_workbench.store.guards import is_disk_full
@@ -92,65 +93,29 @@ def _launcher(root: Path, warm_spare: bool = False) -> Any:
     return make_launcher(root, warm_spares=1 if warm_spare else 0)
 
 
+# The run request's dataset and template are built by the one module every front end uses
+# (the Python API too); these names are kept for the CLI's callers and tests.
 def _dataset_ref(dataset: Any) -> dict[str, Any]:
     """A bundled dataset name or a CSV/Parquet path -> a DatasetSpec ``ref``."""
-    from estimator_workbench.data import datasets
-
-    if not isinstance(dataset, str) or not dataset:
-        raise UsageError(f"--dataset must be a bundled dataset name or a CSV/Parquet path, "
-                         f"given: {dataset!r}.")
-    path = dataset_file(dataset)
-    if path is not None:
-        return {"kind": "file", "path": str(path.resolve())}
-    datasets.bundled_path(dataset)  # ValueError listing the bundled names
-    return {"kind": "bundled", "name": dataset}
+    return run_request.dataset_ref(dataset)
 
 
 def _loaded(ref: Mapping[str, Any]) -> Any:
     """The data at ``ref``, read as any DatasetSpec reads it."""
-    from estimator_workbench.data import datasets
-
-    return datasets.DatasetSpec(ref, datasets.Schema(())).load()
-
-
-def _with_fingerprint(spec: Any) -> dict[str, Any]:
-    return spec.to_dict() | {"fingerprint": spec.fingerprint()}
+    return run_request.load_ref(ref)
 
 
 def _dataset_dict(dataset: Any, label: str | None, label_missing: str | None = None,
                   flags: argparse.Namespace | None = None) -> dict[str, Any]:
     """A dataset reference (bundled name, file path, or a DatasetSpec dict) -> a DatasetSpec dict
     with its ``fingerprint``; ``flags``: the Data page's choices given as ``run`` flags."""
-    from estimator_workbench.data import datasets
-
-    if isinstance(dataset, Mapping):
-        spec = datasets.DatasetSpec.from_dict(dataset)
-    else:
-        ref = _dataset_ref(dataset)
-        spec = datasets.DatasetSpec(ref, datasets.infer_schema(_loaded(ref)))
-    if label:
-        spec = dataclasses.replace(spec, schema=spec.schema.replace_column(label, role="label"))
-    if label_missing:
-        spec = dataclasses.replace(spec, label_missing=label_missing)
-    if flags is not None:
-        spec = apply_data_flags(spec, flags)
-    return _with_fingerprint(spec)
+    adjust = None if flags is None else (lambda spec: apply_data_flags(spec, flags))
+    return run_request.dataset_dict(dataset, label, label_missing, adjust=adjust)
 
 
 def _template_dict(template: Any, root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """``({'name', 'code'}, params schema)`` of a template name or a ``{'name', 'code'}`` dict."""
-    from estimator_workbench import templates
-
-    if isinstance(template, Mapping) and isinstance(template.get("code"), str):
-        name = str(template.get("name") or "custom")
-        _, schema = templates.parse_template(template["code"], name)
-        return {"name": name, "code": template["code"]}, schema
-    if not isinstance(template, str) or not template:
-        raise UsageError(f"--template must be a template name, given: {template!r}.")
-    info = templates.get_template(template, root)
-    if info.error:
-        raise UsageError(f"Template {template!r} cannot be read: {info.error}")
-    return {"name": info.name, "code": info.code}, info.params
+    return run_request.template_dict(template, root)
 
 
 def _load_run_file(path: str) -> dict[str, Any]:
@@ -285,24 +250,11 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
 def _dataset_of(parent: RunRecord, dataset: Any, action: str) -> dict[str, Any]:
     """The dataset of an evaluate/predict run from ``parent``: the parent's own, or a file read
     with the roles and types the model was trained with."""
-    from estimator_workbench.data import datasets
-
-    if dataset is None:
-        return dict(parent.dataset)
-    base = datasets.DatasetSpec.from_dict(parent.dataset)
-    ref = _dataset_ref(dataset)
-    df = _loaded(ref)
-    if action == "predict":
-        spec = datasets.prediction_spec(base, ref, df)
-    else:
-        spec = dataclasses.replace(base, ref=ref)
-        datasets.validate(df, spec.schema, action=action, raise_errors=True, label_missing=spec.label_missing)
-    return _with_fingerprint(spec)
+    return run_request.dataset_for_parent(parent, dataset, action)
 
 
 def _dataset_name(dataset: Mapping[str, Any]) -> str:
-    ref = dataset.get("ref") or {}
-    return str(ref.get("name") or Path(str(ref.get("path", "data"))).name)
+    return run_request.dataset_name(dataset)
 
 
 def _cmd_runs(args: argparse.Namespace, root: Path) -> int:
@@ -429,6 +381,18 @@ def _cmd_export(args: argparse.Namespace, root: Path) -> int:
     return 0
 
 
+def _cmd_notebook(args: argparse.Namespace, root: Path) -> int:
+    record = _existing(root, args.run)
+    try:
+        from estimator_workbench.execution.notebook import write_run_notebook
+    except ImportError as exc:  # nbformat: the `notebook` extra
+        raise UsageError(f"notebook needs the nbformat package ({exc}); install "
+                         "'estimator-workbench[notebook]'.") from None
+    target = write_run_notebook(root, record.run_id, args.out or f"{record.run_id}.ipynb")
+    print(str(target))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argparse parser of ``estimator-workbench``."""
     parser = _Parser(prog=_PROG, description="Estimator Workbench: train, evaluate and predict "
@@ -511,6 +475,9 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("run")
     export.add_argument("--out", help="zip path (default: runs/<id>/export/<id>.zip)")
     export.add_argument("--with-checkpoint", action="store_true")
+    notebook = sub.add_parser("notebook", help="write a run as a Jupyter notebook that reproduces it with the engine")
+    notebook.add_argument("run")
+    notebook.add_argument("-o", "--out", help="the .ipynb path (default: RUN.ipynb here)")
     trash_commands.add_parsers(sub)
     _add_sweep_parser(sub)
     _add_serve_parser(sub)
@@ -520,7 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
 _COMMANDS = {"ui": cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
              "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
-             "sweep": _cmd_sweep, "serve": _cmd_serve}
+             "sweep": _cmd_sweep, "serve": _cmd_serve, "notebook": _cmd_notebook}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from estimator_workbench.cli.usage import PROG, UsageError, dataset_file
+from estimator_workbench.cli.usage import PROG, UsageError
 
 __all__ = ["add_parser", "cmd_sweep"]
 
@@ -61,20 +61,11 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
 
 
 def _dataset(dataset: str, label: str | None) -> dict[str, Any]:
-    """A bundled dataset name or a CSV/Parquet path -> a DatasetSpec dict with its fingerprint
-    (read as ``run`` reads it; this module cannot import ``commands``, which imports it)."""
-    from estimator_workbench.data import datasets
+    """A bundled dataset name or a CSV/Parquet path -> a DatasetSpec dict with its fingerprint,
+    read as ``run`` reads it (the one request builder every front end uses)."""
+    from estimator_workbench.execution import run_request
 
-    path = dataset_file(dataset)
-    if path is not None:
-        ref: dict[str, Any] = {"kind": "file", "path": str(path.resolve())}
-    else:
-        datasets.bundled_path(dataset)  # ValueError listing the bundled names
-        ref = {"kind": "bundled", "name": dataset}
-    spec = datasets.DatasetSpec(ref, datasets.infer_schema(datasets.DatasetSpec(ref, datasets.Schema(())).load()))
-    if label:
-        spec = dataclasses.replace(spec, schema=spec.schema.replace_column(label, role="label"))
-    return spec.to_dict() | {"fingerprint": spec.fingerprint()}
+    return run_request.dataset_dict(dataset, label)
 
 
 def _template(name: str, root: Path) -> dict[str, Any]:

@@ -4,9 +4,8 @@ stderr, exit code 2) and the checks of arguments that several commands take."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-__all__ = ["PROG", "UsageError", "dataset_file", "positive_int"]
+__all__ = ["PROG", "UsageError", "positive_int"]
 
 PROG = "estimator-workbench"
 
@@ -26,20 +25,3 @@ def positive_int(text: str) -> int:
     return value
 
 
-def dataset_file(dataset: str, flag: str = "--dataset") -> Path | None:
-    """The data file ``dataset`` names (a path with a data suffix, or an existing path), or None
-    for a name (a bundled dataset). Raises ``UsageError`` for a folder or a missing file.
-
-    Example:
-        >>> dataset_file("iris") is None
-        True
-    """
-    path = Path(dataset).expanduser()
-    if path.suffix.lower() not in (".csv", ".parquet", ".pq") and not path.exists():
-        return None
-    if path.is_dir():
-        raise UsageError(f"{flag} {dataset!r} is a folder, not a data file. Give the path of a .csv or "
-                         ".parquet file (e.g. data/train.csv), or a bundled dataset name.")
-    if not path.is_file():
-        raise UsageError(f"{flag} file {dataset!r} does not exist.")
-    return path

@@ -18,7 +18,7 @@ REPLACEABLE = (
     "save_checkpoints_secs", "keep_checkpoint_max", "keep_checkpoint_every_n_hours",
     "log_step_count_steps", "train_distribute", "eval_distribute", "device", "precision",
     "compile", "num_threads", "session_config", "session_creation_timeout_secs", "device_fn", "protocol",
-    "experimental_max_worker_delay_secs", "checkpoint_save_graph_def",
+    "experimental_max_worker_delay_secs", "checkpoint_save_graph_def", "progress_bar",
 )
 
 
@@ -311,7 +311,7 @@ def test_every_allowed_property_can_be_replaced(name):
               "train_distribute": "strategy", "eval_distribute": "strategy", "device": "cpu",
               "precision": "16-mixed", "compile": True, "session_config": "cfg",
               "session_creation_timeout_secs": 3, "device_fn": _device_fn, "protocol": "grpc",
-              "experimental_max_worker_delay_secs": 3, "checkpoint_save_graph_def": False}
+              "experimental_max_worker_delay_secs": 3, "checkpoint_save_graph_def": False, "progress_bar": True}
     assert getattr(RunConfig().replace(**{name: values[name]}), name) == values[name]
 
 

@@ -15,9 +15,9 @@ def test_run_config_keys_are_the_engines_json_arguments():
 
     arguments = set(inspect.signature(ee.RunConfig.__init__).parameters) - {"self"}
     # model_dir is the run's folder; the run's process count, not train_distribute, distributes it;
-    # TF's session settings do nothing here.
+    # TF's session settings do nothing here; a runner draws no progress bar (its output is worker.log).
     assert set(build.RUN_CONFIG_KEYS) == arguments - {"model_dir", "train_distribute", "eval_distribute",
-                                                      *TF_SESSION_ARGUMENTS}
+                                                      "progress_bar", *TF_SESSION_ARGUMENTS}
 
 
 def test_unknown_run_config_keys_are_named():

@@ -70,7 +70,7 @@ def pins(path: Path) -> dict[str, str]:
 
 def test_base_dependencies_are_the_engine_only():
     names = {parse(r)[0] for r in requirements()}
-    assert names == {"torch", "numpy", "tensorboardx"}
+    assert names == {"torch", "numpy", "tensorboardx", "tqdm"}  # tqdm: the progress bar (issue 25)
     assert not names & UI_PACKAGES
 
 

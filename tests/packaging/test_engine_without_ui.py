@@ -91,5 +91,5 @@ def test_built_wheel_requires_only_the_engine_and_ships_py_typed(tmp_path):
     assert "estimator_engine/py.typed" in names
     base = sorted(re.match(r"[A-Za-z0-9._-]+", r).group(0).lower()
                   for r in message.get_all("Requires-Dist") if "extra ==" not in r)
-    assert base == ["numpy", "tensorboardx", "torch"]
+    assert base == ["numpy", "tensorboardx", "torch", "tqdm"]  # tqdm: the progress bar (issue 25)
     assert "estimator-workbench = estimator_workbench._entry:main" in entry_points

@@ -87,3 +87,10 @@ def test_a_page_opened_at_launch_waits_for_the_first_metric_line(tmp_path):
         started = time.monotonic()
         live._wait_for_first_line(record, idle, still_running=lambda: True, on_end=pytest.fail)
         assert time.monotonic() - started < 0.05 and not len(idle.frame)
+
+
+def test_a_training_run_offers_open_as_notebook_and_a_predict_run_does_not(home):
+    labels = [b.proto.label for b in run_page(finished_run(home, "train")).get("download_button")]
+    assert "Open as notebook (.ipynb)" in labels
+    labels = [b.proto.label for b in run_page(finished_run(home, "predict")).get("download_button")]
+    assert "Open as notebook (.ipynb)" not in labels

@@ -110,7 +110,8 @@ def test_runs_table_and_run_page_and_downloads(home):
     assert not at.exception
     charts = at.get("plotly_chart")
     assert charts, "the run page draws the metric chart"
-    assert len(at.get("download_button")) == 1
+    assert [b.proto.label for b in at.get("download_button")] == [
+        "Download reproducible bundle (.zip)", "Open as notebook (.ipynb)"]
     commands = [c.value for c in at.code]
     assert any(f"--rdzv-id {a}" in c and "--nnodes" in c for c in commands), "multi-node command shown"
     assert any("torchrun --standalone" in c for c in commands)

@@ -584,6 +584,7 @@ FACTORIES = {
     "GlobalStepWaiterHook": lambda: GlobalStepWaiterHook(10),
     "LoggingTensorHook": lambda: LoggingTensorHook(["loss"], every_n_iter=10),
     "NanTensorHook": lambda: NanTensorHook("loss"),
+    "ProgressBarHook": lambda: hooks_module.ProgressBarHook(total=10),
     "StepCounterHook": lambda: StepCounterHook(),
     "StopAtStepHook": lambda: StopAtStepHook(num_steps=10),
     "SummarySaverHook": lambda: SummarySaverHook(save_steps=10, summary_op="loss"),
