@@ -2,7 +2,7 @@
 
 ::
 
-    estimator-workbench                       start the UI on 127.0.0.1 (streamlit run estimator_workbench/ui/app.py)
+    estimator-workbench                       start the UI on 127.0.0.1 and print its URL with the access token
     estimator-workbench run --dataset iris --template mlp_classifier --steps 500
     estimator-workbench runs                  list runs (--include-trashed: with those in the trash)
     estimator-workbench delete RUN [RUN ...]  move runs to the trash
@@ -416,6 +416,10 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--allowed-host", action="append", metavar="NAME",
                     help="a further Host name the UI answers to (repeatable; e.g. the name of a "
                          "reverse proxy); by default only the names of --address are accepted")
+    ui.add_argument("--no-token", action="store_true",
+                    help="serve without the access token (by default every request needs the "
+                         "token printed in the URL at start, as in Jupyter): then every account on "
+                         "this machine can open the UI and run code as you")
     ui.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
 
     run = sub.add_parser("run", help="submit a run and follow its progress")

@@ -3,6 +3,7 @@
 Layout::
 
     <workspace>/registry.sqlite
+    <workspace>/.ui/server-<port>.json   the running UI server's URL and access token (0600)
     <workspace>/runs/<run_id>/run.json  metrics.jsonl  worker.log  model/  predictions.csv
                               export/  stop.request
 """
@@ -22,11 +23,13 @@ __all__ = [
     "RUNS_DIR",
     "RUN_JSON",
     "STOP_FILE",
+    "UI_DIR",
     "WORKER_LOG",
     "registry_path",
     "run_dir",
     "runs_root",
     "safe_child",
+    "ui_server_file",
     "workspace_root",
 ]
 
@@ -40,6 +43,7 @@ MODEL_DIR = "model"
 PREDICTIONS_FILE = "predictions.csv"
 EXPORT_DIR = "export"
 STOP_FILE = "stop.request"
+UI_DIR = ".ui"
 
 
 def workspace_root(override: str | os.PathLike[str] | None = None) -> Path:
@@ -97,3 +101,13 @@ def runs_root(root: str | os.PathLike[str]) -> Path:
 def run_dir(root: str | os.PathLike[str], run_id: str) -> Path:
     """The folder of one run (``runs/<run_id>``); ``run_id`` is checked with ``safe_child``."""
     return safe_child(runs_root(root), run_id)
+
+
+def ui_server_file(root: str | os.PathLike[str], port: int) -> Path:
+    """The file where the UI server on ``port`` keeps its URL and access token (owner-only).
+
+    Example:
+        >>> ui_server_file("/ws", 8501).as_posix()
+        '/ws/.ui/server-8501.json'
+    """
+    return Path(root) / UI_DIR / f"server-{int(port)}.json"
