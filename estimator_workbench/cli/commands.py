@@ -502,6 +502,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = paths.workspace_root(args.workspace)
         if root.exists() and not root.is_dir():
             raise UsageError(f"--workspace {str(root)!r} is a file, not a folder.")
+        note = paths.secure_workspace(root)
+        if note:
+            print(f"{_PROG}: {note}", file=sys.stderr)
         return _COMMANDS[args.command](args, root)
     except UsageError as exc:
         print(f"{_PROG}: error: {exc}", file=sys.stderr)

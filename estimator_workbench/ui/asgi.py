@@ -2,6 +2,7 @@
 (``estimator_workbench.ui.access``) in front. ``estimator-workbench ui`` runs
 ``streamlit run <this file>``; Streamlit finds ``app`` below and serves it with uvicorn.
 
+The server creates files owner-only (umask 077) and makes an existing workspace 0700 at start.
 At start it makes the access token (unless ``$WORKBENCH_NO_TOKEN`` is ``1``: ``--no-token``),
 prints the URL that carries it, and writes it to ``<workspace>/.ui/server-<port>.json`` (0600),
 deleted at shutdown.
@@ -26,6 +27,7 @@ from estimator_workbench.ui import access
 
 __all__ = ["app"]
 
+paths.owner_only_umask()  # uploads, ui_state.json, run folders: owner-only (issue 24.8)
 _TOKEN = None if os.environ.get(access.NO_TOKEN_ENV) == "1" else access.new_token()
 
 
@@ -34,6 +36,9 @@ async def _announce(_app: Any) -> AsyncIterator[None]:
     port = int(st_config.get_option("server.port"))
     url = access.server_url(st_config.get_option("server.address") or "", port, _TOKEN)
     root = paths.workspace_root()
+    note = paths.secure_workspace(root)
+    if note:
+        print(f"estimator-workbench: {note}", flush=True)
     if _TOKEN is None:
         print(f"\n  Estimator Workbench (NO access token): {url}\n"
               "  warning: every account on this machine can open this UI and run code as you.\n",

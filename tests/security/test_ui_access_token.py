@@ -48,7 +48,8 @@ def start_ui(home: Path, log: Path, *extra: str) -> tuple[subprocess.Popen, int]
     with open(log, "wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "estimator_workbench", "--workspace", str(home),
                                  "ui", "--port", str(port), *extra], cwd=home.parent, env=env,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=lambda: os.umask(0o022))  # a shell's usual umask
     deadline = time.monotonic() + 90
     while "http://127.0.0.1:" not in log.read_text(errors="replace"):
         assert proc.poll() is None, f"the UI server exited:\n{log.read_text()}"
@@ -159,6 +160,20 @@ class TestTokenRequired:
         value = login_cookie(ui).split("=", 1)[1]
         other = f"workbench-token-{ui['port'] + 1}={value}"
         assert get(f"http://127.0.0.1:{ui['port']}/", {"Cookie": other})[0] == 403
+
+
+def test_the_server_runs_with_umask_077_and_an_owner_only_workspace(ui):
+    """Issue 24.8: uploads and ui_state.json are written by the server process: its umask."""
+    import psutil
+
+    servers = [p for p in psutil.Process(ui["proc"].pid).children(recursive=True)
+               if "streamlit" in " ".join(p.cmdline())]
+    assert servers
+    for server in servers:
+        umask = next(line for line in Path(f"/proc/{server.pid}/status").read_text().splitlines()
+                     if line.startswith("Umask:"))
+        assert umask.split()[1] == "0077"
+    assert stat.S_IMODE(ui["home"].stat().st_mode) == 0o700
 
 
 class TestOrigin:
