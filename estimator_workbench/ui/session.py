@@ -23,10 +23,10 @@ import contextlib
 import hmac
 import json
 import logging
+import math
 import os
 import re
 import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +36,7 @@ import streamlit as st
 
 from estimator_workbench.store import paths
 from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.ui import login_throttle
 
 __all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'register_pages', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_selected_run', 'show_error', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
 
@@ -146,7 +147,9 @@ def require_password() -> bool:
 
     Returns True when no password is set or this browser session entered it; otherwise draws the
     password form and returns False (the caller then stops before any page runs). The comparison
-    is constant-time (``hmac.compare_digest``) and a wrong entry costs a one-second wait.
+    is constant-time (``hmac.compare_digest``), and every attempt of every session goes through
+    the server's one ``login_throttle.PASSWORD_THROTTLE`` (one per second, doubling waits after
+    five wrong ones in a row); an attempt made too early is refused unchecked.
     """
     expected = password()
     if not expected:
@@ -158,11 +161,17 @@ def require_password() -> bool:
         given = st.text_input("Password", type="password", key="_password")
         submitted = st.form_submit_button("Sign in")
     if submitted:
+        throttle = login_throttle.PASSWORD_THROTTLE
+        wait = throttle.acquire()
+        if wait > 0:
+            st.error(f"Too many password attempts on this server: try again in {math.ceil(wait)} s.")
+            return False
         if hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
+            throttle.succeeded()
             st.session_state["_authenticated"] = True
             st.session_state.pop("_password", None)
             st.rerun()
-        time.sleep(1.0)  # slows guessing down; Streamlit serves other sessions meanwhile
+        throttle.failed()
         st.error("Wrong password.")
     return False
 
