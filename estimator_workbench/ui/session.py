@@ -543,6 +543,6 @@ def restore_context() -> None:
                              f"{DEFAULT_TEMPLATE!r}.")
             else:
                 use_template(info.name, template_code(info.name, info.code))
-    for note in notes:
-        st.toast(note, icon=":material/warning:")
+    for note in notes:  # they quote the URL's ?dataset= and ?template=: shown as text, escaped
+        st.toast(md(note), icon=":material/warning:")
         st.session_state.setdefault("_context_notes", []).append(note)
