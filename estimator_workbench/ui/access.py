@@ -23,6 +23,9 @@ The rules, for every HTTP request and websocket:
    parameters. Anything else gets 403: a page to paste the token into for a browser, a closed
    websocket (HTTP 403 on the upgrade) for a client.
 
+Every browser also gets a random ``workbench-browser-<port>`` cookie on its first request (token
+or not): the UI keeps a browser's unsaved editor text under it (``session.browser_id``).
+
 The token is made fresh by each server (``secrets.token_urlsafe(32)``), printed in the URL at
 start, and written to ``<workspace>/.ui/server-<port>.json`` (0600 in a 0700 folder), deleted when
 the server stops.
@@ -49,7 +52,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from estimator_workbench.store import paths
 
-__all__ = ["NO_TOKEN_ENV", "PUBLIC_PATHS", "AccessGate", "cookie_name", "cookie_value",
+__all__ = ["NO_TOKEN_ENV", "PUBLIC_PATHS", "AccessGate", "browser_cookie_name", "cookie_name", "cookie_value",
            "gate_installed", "new_token", "remove_token_file", "server_url", "write_token_file"]
 
 Scope = MutableMapping[str, Any]
@@ -80,6 +83,13 @@ def cookie_name(port: int | str) -> str:
     """The cookie that holds this server's login: one per port, since a browser sends the
     cookies of ``localhost`` to every port of it."""
     return f"workbench-token-{port}"
+
+
+def browser_cookie_name(port: int | str) -> str:
+    """The cookie that tells this browser from others (a random id, set on its first request):
+    what the UI keys a browser's unsaved editor text by, so that it comes back after a reload of
+    that browser and never shows up in another one."""
+    return f"workbench-browser-{port}"
 
 
 def cookie_value(token: str) -> str:
@@ -184,6 +194,7 @@ class AccessGate:
             _log.warning("Refused %s %s: %s", kind, scope.get("path"), problem)
             await self._deny(kind, scope, send, problem)
             return
+        send = self._with_browser_cookie(scope, headers, send)
         if self.token is None:
             await self.app(scope, receive, send)
             return
@@ -215,6 +226,21 @@ class AccessGate:
                 and scope.get("method") in _SAFE_METHODS):
             return f"a {site} request from another page"
         return None
+
+    def _with_browser_cookie(self, scope: Scope, headers: dict[str, str], send: Send) -> Send:
+        """``send`` that adds the browser-id cookie to an HTTP response when the request has none."""
+        name = browser_cookie_name(_port(scope))
+        if scope["type"] != "http" or f"{name}=" in headers.get("cookie", ""):
+            return send
+        cookie = (f"{name}={secrets.token_urlsafe(16)}; Path=/; HttpOnly; SameSite=Strict; "
+                  "Max-Age=31536000").encode()
+
+        async def send_with_cookie(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                message = dict(message, headers=[*message.get("headers", []), (b"set-cookie", cookie)])
+            await send(message)
+
+        return send_with_cookie
 
     def _authorized(self, headers: dict[str, str], scope: Scope) -> bool:
         scheme, _, value = headers.get("authorization", "").partition(" ")

@@ -91,10 +91,21 @@ def get(url: str, headers: dict[str, str] | None = None, method: str = "GET",
         return exc.code, dict(exc.headers), exc.read()
 
 
+def set_cookies(url: str, headers: dict[str, str] | None = None) -> dict[str, str]:
+    """name -> the full Set-Cookie value of each cookie the answer sets."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        response = urllib.request.urlopen(request, timeout=20)
+    except urllib.error.HTTPError as exc:
+        response = exc
+    with response:
+        return {c.split("=", 1)[0]: c for c in response.headers.get_all("set-cookie") or []}
+
+
 def login_cookie(ui) -> str:
-    status, headers, body = get(ui["url"])
+    status, _, body = get(ui["url"])
     assert status == 200, body
-    return headers["set-cookie"].split(";", 1)[0]
+    return set_cookies(ui["url"])[access.cookie_name(ui["port"])].split(";", 1)[0]
 
 
 def ws_status(port: int, *, headers: dict[str, str] | None = None, query: str = "") -> int:
@@ -133,9 +144,9 @@ class TestTokenRequired:
         assert status == 403
 
     def test_the_token_sets_an_httponly_strict_cookie_and_drops_the_token_from_the_url(self, ui):
-        status, headers, body = get(ui["url"].replace("/?", "/run?run=r-1&"))
+        status, _, body = get(ui["url"].replace("/?", "/run?run=r-1&"))
         assert status == 200
-        cookie = headers["set-cookie"]
+        cookie = set_cookies(ui["url"])[f"workbench-token-{ui['port']}"]
         assert cookie.startswith(f"workbench-token-{ui['port']}=")
         assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
         token = ui["url"].rsplit("=", 1)[1]
@@ -155,6 +166,15 @@ class TestTokenRequired:
         assert ws_status(ui["port"]) == 403
         assert ws_status(ui["port"], query="?token=guess") == 403
         assert ws_status(ui["port"], headers={"Cookie": f"workbench-token-{ui['port']}=00"}) == 403
+
+    def test_each_browser_gets_its_own_id_cookie_once(self, ui):
+        """Issue 24.6: the UI keys a browser's unsaved editor text by this cookie."""
+        name = access.browser_cookie_name(ui["port"])
+        first, second = set_cookies(ui["url"])[name], set_cookies(ui["url"])[name]
+        assert first != second  # two browsers, two ids
+        assert "HttpOnly" in first and "SameSite=Strict" in first
+        cookie = login_cookie(ui) + "; " + first.split(";", 1)[0]
+        assert name not in set_cookies(f"http://127.0.0.1:{ui['port']}/", {"Cookie": cookie})
 
     def test_another_servers_cookie_does_not_open_this_one(self, ui):
         value = login_cookie(ui).split("=", 1)[1]
