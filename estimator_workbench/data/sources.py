@@ -17,7 +17,7 @@ import pandas as pd
 
 from estimator_workbench import resources
 
-__all__ = ['DEFAULT_MAX_BYTES', 'MAX_COLUMNS', 'MAX_ROWS', 'SAMPLE_DATA_DIR', 'DatasetInfo', 'bundled_path', 'delete_upload', 'list_bundled', 'list_uploads', 'load_csv', 'load_table', 'save_upload', 'upload_path']
+__all__ = ['DEFAULT_MAX_BYTES', 'MAX_CELLS', 'MAX_COLUMNS', 'MAX_ROWS', 'SAMPLE_DATA_DIR', 'DatasetInfo', 'bundled_path', 'delete_upload', 'list_bundled', 'list_uploads', 'load_csv', 'load_table', 'save_upload', 'upload_path']
 
 
 SAMPLE_DATA_DIR = resources.sample_data_dir()  # installed as estimator_workbench.sample_data
@@ -33,6 +33,22 @@ MAX_COLUMNS = 10_000
 # A 332 KB Parquet file held 40M rows (1.5 GB, 41 s to load; a 3.3 MB one raised ArrowMemoryError):
 # the row count is read from the footer and refused before any data is read.
 MAX_ROWS = 5_000_000
+
+# Rows and columns pass their limits one at a time: a 2.8 MB Parquet file of 5M rows x 120 columns
+# reached 5 GB in the UI server. Their product is limited too, for every format, before the frame is
+# built: 20M cells are 160 MB as float64 (text cells several times more).
+MAX_CELLS = 20_000_000
+
+
+def _check_cells(kind: str, where: str, size: int, n_rows: int, n_cols: int) -> None:
+    if n_rows > MAX_ROWS:
+        raise ValueError(f"{kind} file {where} ({_fmt_size(size)}) has {n_rows:,} rows, over the "
+                         f"limit of {MAX_ROWS:,}. Load a sample of the rows.")
+    if n_rows * n_cols > MAX_CELLS:
+        raise ValueError(
+            f"{kind} file {where} ({_fmt_size(size)}) has {n_rows:,} rows x {n_cols:,} columns = "
+            f"{n_rows * n_cols:,} cells, over the limit of {MAX_CELLS:,} cells that one dataset may "
+            "hold in memory. Load a sample of the rows, or keep only the columns the model needs.")
 
 # Magic bytes of formats that are often saved or renamed as .csv.
 _SIGNATURES: tuple[tuple[bytes, str, str], ...] = (
@@ -172,7 +188,7 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
         (2, 2)
     """
     where = _describe_source(path_or_buffer)
-    _check_size(path_or_buffer, where, max_bytes)
+    size = _check_size(path_or_buffer, where, max_bytes)
     try:
         raw = _read_bytes(path_or_buffer)
     except OSError as e:
@@ -244,6 +260,7 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
     body = lengths[1:]
     if not (body > 0).any():
         raise ValueError(f"CSV file {where} has a header but no data rows. Add at least one row.")
+    _check_cells("CSV", where, size, int((body > 0).sum()), n_cols)
     bad = np.flatnonzero((body != n_cols) & (body != 0))  # blank lines (0 fields) are skipped
     if bad.size:
         reader = csv.reader(io.StringIO(text))
@@ -297,9 +314,7 @@ def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTE
         if width > MAX_COLUMNS:
             raise ValueError(f"Parquet file {where} has {width:,} columns, over the limit of "
                              f"{MAX_COLUMNS:,}. Keep the columns the model needs.")
-        if n_rows > MAX_ROWS:
-            raise ValueError(f"Parquet file {where} has {n_rows:,} rows, over the limit of "
-                             f"{MAX_ROWS:,}. Load a sample of the rows.")
+        _check_cells("Parquet", where, os.path.getsize(path), n_rows, width)
         try:
             df = pd.read_parquet(path)
         except MemoryError:
