@@ -9,6 +9,7 @@ import errno
 import io
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -206,13 +207,13 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
     if b"\x00" in raw[:65536]:
         raise ValueError(f"CSV file {where} holds binary data (NUL bytes), not text. Check that "
                          "it is a CSV file (UTF-16 files: save them as UTF-8).")
-    if not raw.strip():
+    if not raw or raw.isspace():  # (raw.strip() would copy the whole file)
         raise ValueError(
             f"CSV file {where} is empty ({len(raw)} bytes). Provide a file with a header row and "
             "at least one data row."
         )
     try:
-        text = raw.decode("utf-8-sig")
+        raw.decode("utf-8-sig")  # a check only: the rows are read from the bytes, decoded in chunks
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
@@ -221,19 +222,25 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
             f"column {column}. Save the file as UTF-8 (e.g. 'CSV UTF-8' in Excel, or "
             "`iconv -f latin1 -t utf-8 in.csv > out.csv`) and load it again."
         ) from None
-    if "\r" in text and "\n" not in text:
+    if b"\r" in raw and b"\n" not in raw:
         # Classic Mac line endings: csv handles them, but say it instead of guessing rows.
-        text = text.replace("\r", "\n")
+        raw = raw.replace(b"\r", b"\n")
+
+    def rows() -> Iterator[list[str]]:
+        # Streams the bytes (io.StringIO(text) held the file again as 4-byte characters: a 200 MB
+        # CSV peaked at 1.27 GB before any row was parsed into the frame).
+        return csv.reader(io.TextIOWrapper(io.BytesIO(raw), encoding="utf-8-sig", newline=""))
+
     try:
         # The header first, alone: a bomb (a huge header) is refused before the rows are parsed.
-        header = next(csv.reader(io.StringIO(text)))
+        header = next(rows())
         if len(header) > MAX_COLUMNS:
             raise ValueError(
                 f"CSV file {where} has {len(header):,} columns, over the limit of {MAX_COLUMNS:,}. "
                 "Keep the columns the model needs (or transpose the file if rows and columns are "
                 "swapped).")
         # csv.reader runs in C; map(len, ...) counts the fields of every row without a Python loop.
-        lengths = np.fromiter(map(len, csv.reader(io.StringIO(text))), dtype=np.int64)
+        lengths = np.fromiter(map(len, rows()), dtype=np.int64)
     except csv.Error as e:
         raise ValueError(f"CSV file {where} could not be parsed: {e}. Check the quoting (a field "
                          "over the limit is usually an unclosed quote).") from None
@@ -263,7 +270,7 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
     _check_cells("CSV", where, size, int((body > 0).sum()), n_cols)
     bad = np.flatnonzero((body != n_cols) & (body != 0))  # blank lines (0 fields) are skipped
     if bad.size:
-        reader = csv.reader(io.StringIO(text))
+        reader = rows()
         for row_index, row in enumerate(reader):  # noqa: B007  (error path only): find the physical line
             if row_index == bad[0] + 1:
                 break
@@ -273,7 +280,7 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
             f"missing separator, or an unclosed quote) so that every row has {n_cols} fields."
         )
     try:
-        return pd.read_csv(io.StringIO(text))
+        return pd.read_csv(io.BytesIO(raw), encoding="utf-8-sig")
     except MemoryError:
         raise ValueError(f"CSV file {where} is too large to load in memory. Load a sample of "
                          "the rows.") from None
