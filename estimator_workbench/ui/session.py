@@ -3,9 +3,10 @@ password gate, safe markdown and error text, page navigation, and the dataset an
 user picked (with their in-editor edits), kept across reloads.
 
 Context survives a browser reload: the chosen dataset, the template, the edited code (under the
-browser's id: ``browser_id``; never shown to another browser), the Train form's values and the
-last pre-flight result are written (atomically, on change) to ``<workspace>/ui_state.json``, and the dataset and template also go in the URL
-(``estimator_workbench.ui.context``). A new browser session restores them once (``restore_context``), the
+browser's id: ``ui_state.browser_id``; never shown to another browser), the Train form's values
+and the last pre-flight result are written (atomically, on change) to
+``<workspace>/ui_state.json`` (``estimator_workbench.ui.ui_state``), and the dataset and template
+also go in the URL (``estimator_workbench.ui.context``). A new browser session restores them once (``restore_context``), the
 URL winning over the file.
 
 The UI process never runs user code and never unpickles anything a model wrote: runs go through
@@ -19,14 +20,11 @@ Test hooks (environment variables, read when the shared launcher is built):
 
 from __future__ import annotations
 
-import contextlib
 import hmac
-import json
 import logging
 import math
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,9 +34,10 @@ import streamlit as st
 
 from estimator_workbench.store import paths
 from estimator_workbench.store.registry import RunRegistry
-from estimator_workbench.ui import login_throttle
+from estimator_workbench.ui import login_throttle, ui_state
+from estimator_workbench.ui.ui_state import UI_STATE_FILE, load_ui_state, save_ui_state
 
-__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'browser_id', 'current_dataset', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'register_pages', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_selected_run', 'show_error', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
+__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'register_pages', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_selected_run', 'show_error', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
 
 
 DEFAULT_DATASET = "iris"
@@ -51,10 +50,6 @@ _PAGES: dict[str, Any] = {}
 
 
 _EDITS_KEY = "template_edits"  # session state: template name -> the code applied in the editor
-# ui_state.json: browser id -> that browser's edits (issue 24.6: edits are never shared between
-# browsers; the old shared "template_edits" key is ignored). The most recent browsers are kept.
-_EDITS_BY_BROWSER = "template_edits_by_browser"
-_MAX_BROWSERS = 20
 
 
 PASSWORD_ENV = "WORKBENCH_PASSWORD"
@@ -379,34 +374,10 @@ def use_template(name: str, code: str) -> dict[str, Any]:
     return out
 
 
-def browser_id() -> str:
-    """This browser's id: the random cookie the access gate gives each browser
-    (``access.browser_cookie_name``); "" without one (``AppTest``)."""
-    from estimator_workbench.ui import access
-
-    try:
-        cookies = st.context.cookies
-        return str(cookies.get(access.browser_cookie_name(st.get_option("server.port")), ""))[:64]
-    except Exception:  # no request behind this script run (bare mode)
-        return ""
-
-
-def _save_edits(edits: Mapping[str, str]) -> None:
-    """Saves this browser's unsaved editor text under its id in ``ui_state.json``: a reload of the
-    same browser gets it back; another browser never does (it could run it by pressing Train)."""
-    saved = load_ui_state().get(_EDITS_BY_BROWSER)
-    by_browser = dict(saved) if isinstance(saved, dict) else {}
-    me = browser_id()
-    by_browser.pop(me, None)  # re-inserted last: the dict keeps the most recent browsers
-    if edits:
-        by_browser[me] = dict(edits)
-    save_ui_state(**{_EDITS_BY_BROWSER: dict(list(by_browser.items())[-_MAX_BROWSERS:])})
-
-
 def apply_template_edit(name: str, code: str) -> None:
     """Records ``code`` as the session's edited code of template ``name`` and uses it."""
     st.session_state.setdefault(_EDITS_KEY, {})[name] = code
-    _save_edits(st.session_state[_EDITS_KEY])
+    ui_state.save_edits(st.session_state[_EDITS_KEY])
     use_template(name, code)
 
 
@@ -414,7 +385,7 @@ def revert_template(name: str, saved_code: str) -> None:
     """Drops the session's edits of template ``name``: the saved code is used again and the
     editor shows it (a fresh editor key, so the component forgets its text)."""
     st.session_state.setdefault(_EDITS_KEY, {}).pop(name, None)
-    _save_edits(st.session_state[_EDITS_KEY])
+    ui_state.save_edits(st.session_state[_EDITS_KEY])
     revisions = st.session_state.setdefault("_editor_revisions", {})
     revisions[name] = revisions.get(name, 0) + 1
     use_template(name, saved_code)
@@ -447,51 +418,10 @@ def _read_predictions(path: str, mtime_ns: int) -> pd.DataFrame:
 
 # --- context kept across reloads: <workspace>/ui_state.json and the URL -------------------------
 
-UI_STATE_FILE = "ui_state.json"
-
-
 _RESTORED_KEY = "_context_restored"
 
 
 _FORMS_KEY = "_remembered_forms"  # session state: form name -> {widget key: value}
-
-
-def _ui_state_path() -> Path:
-    return workspace() / UI_STATE_FILE
-
-
-def load_ui_state() -> dict[str, Any]:
-    """The context saved in ``<workspace>/ui_state.json`` (``{}`` when there is none or it cannot
-    be read: a broken file is logged and then overwritten, never fatal)."""
-    try:
-        data = json.loads(_ui_state_path().read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        _log.warning("The saved UI context %s cannot be read (%s); starting from the defaults.",
-                     _ui_state_path(), exc)
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def save_ui_state(**changes: Any) -> None:
-    """Merges ``changes`` into ``ui_state.json``; written only when something changed, atomically
-    (a temporary file renamed over it), so a crash never leaves half a file."""
-    state = load_ui_state()
-    merged = {**state, **changes}
-    if merged == state:
-        return
-    path = _ui_state_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=".ui_state-",
-                                         suffix=".tmp", delete=False) as f:
-            json.dump(merged, f, indent=1, sort_keys=True, default=str)
-        os.replace(f.name, path)
-    except OSError as exc:  # a read-only or full disk must not break the page
-        with contextlib.suppress(OSError, UnboundLocalError):
-            Path(f.name).unlink()
-        _log.warning("The UI context could not be saved to %s: %s", path, exc)
 
 
 def dataset_token(dataset: Mapping[str, Any]) -> str | None:
@@ -541,8 +471,7 @@ def restore_context() -> None:
     st.session_state[_RESTORED_KEY] = True
     saved = load_ui_state()
     notes = []
-    by_browser = saved.get(_EDITS_BY_BROWSER)
-    edits = by_browser.get(browser_id()) if isinstance(by_browser, dict) else None
+    edits = ui_state.saved_edits(saved)
     if isinstance(edits, dict) and _EDITS_KEY not in st.session_state:
         st.session_state[_EDITS_KEY] = {str(k): str(v) for k, v in edits.items()}
     forms = saved.get("forms")

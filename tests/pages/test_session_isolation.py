@@ -14,7 +14,7 @@ pytest.importorskip("streamlit")
 from app_pages import open_page
 
 from estimator_workbench import templates
-from estimator_workbench.ui import session
+from estimator_workbench.ui import session, ui_state
 
 SAVED = templates.get_template("mlp_classifier").code
 EVIL = SAVED.replace("def model_fn(features, labels, mode, params):\n",
@@ -24,7 +24,7 @@ UNPARSABLE = "x = " + "not " * 100_000 + "1\ndef model_fn(features):\n    pass\n
 
 
 def as_browser(monkeypatch, browser: str) -> None:
-    monkeypatch.setattr(session, "browser_id", lambda: browser)
+    monkeypatch.setattr(ui_state, "browser_id", lambda: browser)
 
 
 def test_one_browsers_unsaved_edit_never_reaches_another(home, monkeypatch):
