@@ -1,7 +1,8 @@
 """The Streamlit entry point of the workbench: a router over ``../pages/*.py``.
 
-Start it with ``estimator-workbench`` (or ``streamlit run estimator_workbench/ui/app.py``). Page titles and
-icons live here; each page is a thin script that reads widgets, calls ``workbench`` and renders.
+Start it with ``estimator-workbench`` (or ``streamlit run estimator_workbench/ui/asgi.py``: this
+script behind the access token; served alone, it refuses). Page titles and icons live here; each
+page is a thin script that reads widgets, calls ``workbench`` and renders.
 """
 
 from __future__ import annotations
