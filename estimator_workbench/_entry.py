@@ -63,7 +63,9 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"The engine alone (import estimator_engine) needs no extra.", file=sys.stderr)
         return 2
     from estimator_workbench import cli
+    from estimator_workbench.store import paths
 
+    paths.owner_only_umask()  # the workspace is private whatever the shell's umask (issue 24.8)
     return cli.main(args)
 
 

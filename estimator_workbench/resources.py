@@ -16,7 +16,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-__all__ = ["pages_dir", "sample_data_dir", "ui_script"]
+__all__ = ["pages_dir", "sample_data_dir", "ui_script", "ui_server"]
 
 
 def _package_dir(package: str) -> Path:
@@ -42,3 +42,8 @@ def sample_data_dir() -> Path:
 def ui_script() -> Path:
     """The Streamlit entry script that ``estimator-workbench`` runs."""
     return _package_dir("estimator_workbench.ui") / "app.py"
+
+
+def ui_server() -> Path:
+    """The file that ``estimator-workbench ui`` serves: ``ui_script`` behind the access gate."""
+    return _package_dir("estimator_workbench.ui") / "asgi.py"

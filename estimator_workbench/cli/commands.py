@@ -2,7 +2,7 @@
 
 ::
 
-    estimator-workbench                       start the UI on 127.0.0.1 (streamlit run estimator_workbench/ui/app.py)
+    estimator-workbench                       start the UI on 127.0.0.1 and print its URL with the access token
     estimator-workbench run --dataset iris --template mlp_classifier --steps 500
     estimator-workbench runs                  list runs (--include-trashed: with those in the trash)
     estimator-workbench delete RUN [RUN ...]  move runs to the trash
@@ -408,6 +408,10 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("--allowed-host", action="append", metavar="NAME",
                     help="a further Host name the UI answers to (repeatable; e.g. the name of a "
                          "reverse proxy); by default only the names of --address are accepted")
+    ui.add_argument("--no-token", action="store_true",
+                    help="serve without the access token (by default every request needs the "
+                         "token printed in the URL at start, as in Jupyter): then every account on "
+                         "this machine can open the UI and run code as you")
     ui.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
 
     run = sub.add_parser("run", help="submit a run and follow its progress")
@@ -501,6 +505,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         root = paths.workspace_root(args.workspace)
         if root.exists() and not root.is_dir():
             raise UsageError(f"--workspace {str(root)!r} is a file, not a folder.")
+        note = paths.secure_workspace(root)
+        if note:
+            print(f"{_PROG}: {note}", file=sys.stderr)
         return _COMMANDS[args.command](args, root)
     except UsageError as exc:
         print(f"{_PROG}: error: {exc}", file=sys.stderr)

@@ -16,11 +16,16 @@ from pathlib import Path
 from estimator_workbench import resources
 from estimator_workbench.cli.usage import PROG as _PROG
 from estimator_workbench.cli.usage import UsageError
+from estimator_workbench.ui import access
 
-__all__ = ['allowed_hosts', 'exposure_warning', 'ui_command']
+__all__ = ['NO_TOKEN_WARNING', 'allowed_hosts', 'exposure_warning', 'ui_command']
+
+NO_TOKEN_WARNING = ("warning: --no-token: the UI will not ask for its access token, so every "
+                    "account on this machine (127.0.0.1 is reachable by all of them) can open it "
+                    "and run arbitrary Python code as this user (templates are code).")
 
 
-_UI_SCRIPT = resources.ui_script()  # the installed package's, whatever the cwd
+_UI_SCRIPT = resources.ui_server()  # the installed package's, whatever the cwd
 
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
@@ -52,12 +57,13 @@ def ui_command(address: str = "127.0.0.1", port: int | None = None,
     """The command that starts the Streamlit UI (bound to loopback unless told otherwise).
 
     XSRF protection and the Host allow-list are passed explicitly so that no config file can turn
-    them off.
+    them off. It serves ``estimator_workbench/ui/asgi.py`` (the app behind the access gate), which
+    prints the URL with the token; Streamlit's own welcome (a URL without it) is hidden.
     """
     cmd = [sys.executable, "-m", "streamlit", "run", str(_UI_SCRIPT),
            "--server.address", address, "--server.headless", "true",
            "--server.enableXsrfProtection", "true", "--server.enableCORS", "true",
-           "--browser.gatherUsageStats", "false"]
+           "--browser.gatherUsageStats", "false", "--logger.hideWelcomeMessage", "true"]
     for host in allowed_hosts(address, extra_hosts):
         cmd += ["--server.allowedHosts", host]
     if port is not None:
@@ -81,6 +87,8 @@ def cmd_ui(args: argparse.Namespace, root: Path) -> int:
     warning = exposure_warning(args.address)
     if warning:
         print(f"{_PROG}: {warning}", file=sys.stderr)
+    if getattr(args, "no_token", False):
+        print(f"{_PROG}: {NO_TOKEN_WARNING}", file=sys.stderr)
     if args.dry_run:
         print(" ".join(cmd))
         return 0
@@ -92,6 +100,10 @@ def cmd_ui(args: argparse.Namespace, root: Path) -> int:
     # Streamlit's environment variables instead (an explicit setting of the user's still wins).
     env.setdefault("STREAMLIT_SERVER_FILE_WATCHER_TYPE", "none")
     env.setdefault("STREAMLIT_CLIENT_TOOLBAR_MODE", "viewer")
+    # Only the flag turns the token off, never a variable left in the user's shell.
+    env.pop(access.NO_TOKEN_ENV, None)
+    if getattr(args, "no_token", False):
+        env[access.NO_TOKEN_ENV] = "1"
     # The password never enters the server's environment (readable by user code through
     # /proc/<pid>/environ): it goes through a 0600 file that the server deletes once read.
     password = env.pop("WORKBENCH_PASSWORD", "")

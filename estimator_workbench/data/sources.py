@@ -11,6 +11,7 @@ import io
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -23,6 +24,7 @@ __all__ = [
     'CSV_FORMAT_ATTR',
     'DEFAULT_MAX_BYTES',
     'DELIMITERS',
+    'MAX_CELLS',
     'MAX_COLUMNS',
     'MAX_ROWS',
     'SAMPLE_DATA_DIR',
@@ -55,6 +57,22 @@ MAX_COLUMNS = 10_000
 # A 332 KB Parquet file held 40M rows (1.5 GB, 41 s to load; a 3.3 MB one raised ArrowMemoryError):
 # the row count is read from the footer and refused before any data is read.
 MAX_ROWS = 5_000_000
+
+# Rows and columns pass their limits one at a time: a 2.8 MB Parquet file of 5M rows x 120 columns
+# reached 5 GB in the UI server. Their product is limited too, for every format, before the frame is
+# built: 20M cells are 160 MB as float64 (text cells several times more).
+MAX_CELLS = 20_000_000
+
+
+def _check_cells(kind: str, where: str, size: int, n_rows: int, n_cols: int) -> None:
+    if n_rows > MAX_ROWS:
+        raise ValueError(f"{kind} file {where} ({_fmt_size(size)}) has {n_rows:,} rows, over the "
+                         f"limit of {MAX_ROWS:,}. Load a sample of the rows.")
+    if n_rows * n_cols > MAX_CELLS:
+        raise ValueError(
+            f"{kind} file {where} ({_fmt_size(size)}) has {n_rows:,} rows x {n_cols:,} columns = "
+            f"{n_rows * n_cols:,} cells, over the limit of {MAX_CELLS:,} cells that one dataset may "
+            "hold in memory. Load a sample of the rows, or keep only the columns the model needs.")
 
 # Magic bytes of formats that are often saved or renamed as .csv.
 _SIGNATURES: tuple[tuple[bytes, str, str], ...] = (
@@ -296,7 +314,7 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
             raise ValueError(f"encoding {encoding!r} is not a known text encoding; use e.g. 'utf-8', "
                              "'cp1252' or 'latin-1'.") from None
     where = _describe_source(path_or_buffer)
-    _check_size(path_or_buffer, where, max_bytes)
+    size = _check_size(path_or_buffer, where, max_bytes)
     try:
         raw = _read_bytes(path_or_buffer)
     except OSError as e:
@@ -314,14 +332,14 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
     if b"\x00" in raw[:65536]:
         raise ValueError(f"CSV file {where} holds binary data (NUL bytes), not text. Check that "
                          "it is a CSV file (UTF-16 files: save them as UTF-8).")
-    if not raw.strip():
+    if not raw or raw.isspace():  # (raw.strip() would copy the whole file)
         raise ValueError(
             f"CSV file {where} is empty ({len(raw)} bytes). Provide a file with a header row and "
             "at least one data row."
         )
     used_encoding = encoding or detect_encoding(raw)
     try:
-        text = raw.decode(used_encoding)
+        raw.decode(used_encoding)  # a check only: the rows are read from the bytes, decoded in chunks
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
@@ -330,21 +348,27 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
             f"column {column}. Give its encoding, or save the file as UTF-8 (e.g. 'CSV UTF-8' in Excel, or "
             "`iconv -f latin1 -t utf-8 in.csv > out.csv`) and load it again."
         ) from None
-    text = text.removeprefix("\ufeff")
-    if "\r" in text and "\n" not in text:
+    if b"\r" in raw and b"\n" not in raw:
         # Classic Mac line endings: csv handles them, but say it instead of guessing rows.
-        text = text.replace("\r", "\n")
-    sep = delimiter or detect_delimiter(text)
+        raw = raw.replace(b"\r", b"\n")
+    reading = "utf-8-sig" if used_encoding in ("utf-8", "utf-8-sig") else used_encoding  # a BOM is no field
+    sep = delimiter or detect_delimiter(raw[:4 * _SNIFF_CHARS].decode(reading, errors="replace"))
+
+    def rows() -> Iterator[list[str]]:
+        # Streams the bytes (io.StringIO(text) held the file again as 4-byte characters: a 200 MB
+        # CSV peaked at 1.27 GB before any row was parsed into the frame).
+        return csv.reader(io.TextIOWrapper(io.BytesIO(raw), encoding=reading, newline=""), delimiter=sep)
+
     try:
         # The header first, alone: a bomb (a huge header) is refused before the rows are parsed.
-        header = next(csv.reader(io.StringIO(text), delimiter=sep))
+        header = next(rows())
         if len(header) > MAX_COLUMNS:
             raise ValueError(
                 f"CSV file {where} has {len(header):,} columns, over the limit of {MAX_COLUMNS:,}. "
                 "Keep the columns the model needs (or transpose the file if rows and columns are "
                 "swapped).")
         # csv.reader runs in C; map(len, ...) counts the fields of every row without a Python loop.
-        lengths = np.fromiter(map(len, csv.reader(io.StringIO(text), delimiter=sep)), dtype=np.int64)
+        lengths = np.fromiter(map(len, rows()), dtype=np.int64)
     except csv.Error as e:
         raise ValueError(f"CSV file {where} could not be parsed: {e}. Check the quoting (a field "
                          "over the limit is usually an unclosed quote).") from None
@@ -371,9 +395,10 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
     body = lengths[1:]
     if not (body > 0).any():
         raise ValueError(f"CSV file {where} has a header but no data rows. Add at least one row.")
+    _check_cells("CSV", where, size, int((body > 0).sum()), n_cols)
     bad = np.flatnonzero((body != n_cols) & (body != 0))  # blank lines (0 fields) are skipped
     if bad.size:
-        reader = csv.reader(io.StringIO(text), delimiter=sep)
+        reader = rows()
         for row_index, row in enumerate(reader):  # noqa: B007  (error path only): find the physical line
             if row_index == bad[0] + 1:
                 break
@@ -383,10 +408,10 @@ def load_csv(path_or_buffer: str | os.PathLike | bytes | BinaryIO, max_bytes: in
             f"missing separator, or an unclosed quote) so that every row has {n_cols} fields."
         )
     try:
-        df = pd.read_csv(io.StringIO(text), sep=sep)
+        df = pd.read_csv(io.BytesIO(raw), sep=sep, encoding=reading)
         decimal = "."
         if sep != "," and _has_decimal_commas(df):
-            df, decimal = pd.read_csv(io.StringIO(text), sep=sep, decimal=","), ","
+            df, decimal = pd.read_csv(io.BytesIO(raw), sep=sep, encoding=reading, decimal=","), ","
         df.attrs[CSV_FORMAT_ATTR] = dataclasses.asdict(CsvFormat(used_encoding, sep, decimal))
         return df
     except MemoryError:
@@ -440,9 +465,7 @@ def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTE
         if width > MAX_COLUMNS:
             raise ValueError(f"Parquet file {where} has {width:,} columns, over the limit of "
                              f"{MAX_COLUMNS:,}. Keep the columns the model needs.")
-        if n_rows > MAX_ROWS:
-            raise ValueError(f"Parquet file {where} has {n_rows:,} rows, over the limit of "
-                             f"{MAX_ROWS:,}. Load a sample of the rows.")
+        _check_cells("Parquet", where, os.path.getsize(path), n_rows, width)
         try:
             df = pd.read_parquet(path)
         except MemoryError:

@@ -486,4 +486,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    paths.owner_only_umask()  # the Ray job writes worker.log into the workspace (issue 24.8)
     sys.exit(main())

@@ -424,7 +424,7 @@ def _spare(stdin: Any = None) -> int:
     if not line.strip():
         return 0
     run_dir = Path(line.strip())
-    fd = os.open(run_dir / paths.WORKER_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(run_dir / paths.WORKER_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(fd, 1)
@@ -448,4 +448,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    paths.owner_only_umask()  # a runner Ray starts does not inherit the UI's umask
     sys.exit(main())

@@ -101,7 +101,7 @@ def append_rows(path: str | os.PathLike[str], rows: Iterable[Mapping[str, Any]])
     data = format_rows(rows)
     if not data:
         return 0
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         return _write_all(fd, data)
     finally:
@@ -301,7 +301,7 @@ class MetricsWriterHook(SessionRunHook):
         if self.fence is not None:
             self.fence()
         if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         _write_all(self._fd, text.encode("utf-8"))
 
     def _log_train(self, loss: Any) -> None:

@@ -3,6 +3,7 @@
 Layout::
 
     <workspace>/registry.sqlite
+    <workspace>/.ui/server-<port>.json   the running UI server's URL and access token (0600)
     <workspace>/runs/<run_id>/run.json  metrics.jsonl  worker.log  model/  predictions.csv
                               export/  stop.request
 """
@@ -10,6 +11,7 @@ Layout::
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 __all__ = [
@@ -17,16 +19,21 @@ __all__ = [
     "EXPORT_DIR",
     "METRICS_FILE",
     "MODEL_DIR",
+    "OWNER_ONLY_UMASK",
     "PREDICTIONS_FILE",
     "REGISTRY_FILE",
     "RUNS_DIR",
     "RUN_JSON",
     "STOP_FILE",
+    "UI_DIR",
     "WORKER_LOG",
+    "owner_only_umask",
     "registry_path",
     "run_dir",
     "runs_root",
     "safe_child",
+    "secure_workspace",
+    "ui_server_file",
     "workspace_root",
 ]
 
@@ -40,6 +47,10 @@ MODEL_DIR = "model"
 PREDICTIONS_FILE = "predictions.csv"
 EXPORT_DIR = "export"
 STOP_FILE = "stop.request"
+UI_DIR = ".ui"
+# Uploads, the registry, run records, predictions and logs are private to the workspace's owner:
+# the workbench's processes create folders 0700 and files 0600 whatever the shell's umask.
+OWNER_ONLY_UMASK = 0o077
 
 
 def workspace_root(override: str | os.PathLike[str] | None = None) -> Path:
@@ -97,3 +108,48 @@ def runs_root(root: str | os.PathLike[str]) -> Path:
 def run_dir(root: str | os.PathLike[str], run_id: str) -> Path:
     """The folder of one run (``runs/<run_id>``); ``run_id`` is checked with ``safe_child``."""
     return safe_child(runs_root(root), run_id)
+
+
+def ui_server_file(root: str | os.PathLike[str], port: int) -> Path:
+    """The file where the UI server on ``port`` keeps its URL and access token (owner-only).
+
+    Example:
+        >>> ui_server_file("/ws", 8501).as_posix()
+        '/ws/.ui/server-8501.json'
+    """
+    return Path(root) / UI_DIR / f"server-{int(port)}.json"
+
+
+def owner_only_umask() -> int:
+    """Makes this process create folders 0700 and files 0600 (umask 077), for the entry points
+    of the CLI, the UI server and the runners; returns the previous umask."""
+    return os.umask(OWNER_ONLY_UMASK)
+
+
+def secure_workspace(root: str | os.PathLike[str]) -> str | None:
+    """Makes an existing workspace folder owner-only (0700) when other accounts can read or enter
+    it, and says so; None when nothing had to change (or the folder does not exist yet: it is
+    created 0700). A folder of another owner is left alone, with a warning.
+
+    0700 on the workspace itself is enough to keep every file inside from other accounts (they
+    cannot pass through it), so files made under an older umask need no change.
+
+    Example:
+        >>> secure_workspace("/no/such/workspace") is None
+        True
+    """
+    folder = Path(root)
+    try:
+        info = folder.stat()
+    except OSError:
+        return None
+    if not stat.S_ISDIR(info.st_mode) or not info.st_mode & 0o077:
+        return None
+    mode = stat.S_IMODE(info.st_mode)
+    if info.st_uid != os.geteuid():
+        return (f"warning: the workspace {folder} (mode {mode:04o}, owner uid {info.st_uid}) is "
+                "open to other accounts, and it is not yours to change: they can read its "
+                "uploads, registry and predictions. Ask its owner to run chmod 700 on it.")
+    os.chmod(folder, 0o700)
+    return (f"the workspace {folder} was open to other accounts (mode {mode:04o}): it is now "
+            "owner-only (0700), so they can no longer read its uploads, registry, runs or logs.")

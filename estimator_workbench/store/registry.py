@@ -165,7 +165,7 @@ class RunRegistry(RegistryDatabase):
             record = self._fetch(conn, run_id)
             # run.json inside the transaction: a run row never exists without its folder.
             folder = self.run_dir(run_id)
-            folder.mkdir(parents=True, exist_ok=False)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=False)
             try:
                 tmp = folder / (paths.RUN_JSON + ".tmp")
                 tmp.write_text(json.dumps(run_spec(record), indent=2, sort_keys=True), encoding="utf-8")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sqlite3
 import time
 import urllib.parse
@@ -159,8 +160,11 @@ class RegistryDatabase:
     def _ensure_schema(self) -> None:
         if self._initialised:
             return
-        self.root.mkdir(parents=True, exist_ok=True)
-        paths.runs_root(self.root).mkdir(exist_ok=True)
+        # Owner-only whatever the umask (issue 24.8); sqlite gives -wal/-shm the database's mode.
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        paths.runs_root(self.root).mkdir(mode=0o700, exist_ok=True)
+        if not self.db_path.exists():
+            os.close(os.open(self.db_path, os.O_WRONLY | os.O_CREAT, 0o600))
 
         def init() -> None:
             conn = self._connect()

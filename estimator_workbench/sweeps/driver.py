@@ -474,4 +474,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    paths.owner_only_umask()  # the sweep's study, driver log and trials: owner-only (issue 24.8)
     sys.exit(main())

@@ -45,6 +45,7 @@ __all__ = [
     "BUNDLED_DIR",
     "CANNED",
     "CANNED_DIR",
+    "MAX_TEMPLATE_CHARS",
     "PARAM_TYPES",
     "TemplateInfo",
     "check_params_schema",
@@ -60,6 +61,9 @@ __all__ = [
 
 BUNDLED_DIR = Path(__file__).resolve().parent / "bundled"
 PARAM_TYPES = ("int", "float", "str", "bool", "choice")
+# The bundled templates are 2-8 kB; a megabyte of code is data that belongs in a file, and its
+# syntax tree alone takes ~100x its size in the UI process.
+MAX_TEMPLATE_CHARS = 1_000_000
 _NAME_RE = re.compile(r"[A-Za-z0-9_\-]{1,64}")
 _SPEC_KEYS = {"type", "default", "min", "max", "choices", "help", "label"}
 
@@ -114,10 +118,27 @@ def _syntax_error_message(e: SyntaxError, what: str) -> str:
 def parse_template(code: str, name: str = "template") -> tuple[str, dict[str, dict[str, Any]]]:
     """``(DESCRIPTION, PARAMS)`` read from ``code`` without executing it.
 
+    The text may come from anyone (an editor, an upload, a saved file): text the parser cannot
+    build -- nesting deep enough for a MemoryError or RecursionError, or more than
+    ``MAX_TEMPLATE_CHARS`` -- is a ValueError like any other bad template, never a crash.
+
     Raises:
         ValueError: a syntax error (with its line), no top-level ``model_fn``, a ``PARAMS`` or
-            ``DESCRIPTION`` that is not a literal, or an invalid params schema.
+            ``DESCRIPTION`` that is not a literal, an invalid params schema, or code too large
+            or too deeply nested to parse.
     """
+    if len(code) > MAX_TEMPLATE_CHARS:
+        raise ValueError(f"Template {name!r} is {len(code):,} characters long; the limit is "
+                         f"{MAX_TEMPLATE_CHARS:,}. Move data out of the code (read it in input_fn).")
+    try:
+        return _parse_template(code, name)
+    except (MemoryError, RecursionError):
+        raise ValueError(f"Template {name!r} is nested too deeply for Python's parser to read "
+                         "(a MemoryError or RecursionError while building its syntax tree). "
+                         "Split the deep expression into smaller statements.") from None
+
+
+def _parse_template(code: str, name: str) -> tuple[str, dict[str, dict[str, Any]]]:
     try:
         tree = ast.parse(code, filename=template_filename(name))
     except SyntaxError as e:

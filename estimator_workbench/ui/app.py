@@ -1,7 +1,8 @@
 """The Streamlit entry point of the workbench: a router over ``../pages/*.py``.
 
-Start it with ``estimator-workbench`` (or ``streamlit run estimator_workbench/ui/app.py``). Page titles and
-icons live here; each page is a thin script that reads widgets, calls ``workbench`` and renders.
+Start it with ``estimator-workbench`` (or ``streamlit run estimator_workbench/ui/asgi.py``: this
+script behind the access token; served alone, it refuses). Page titles and icons live here; each
+page is a thin script that reads widgets, calls ``workbench`` and renders.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import sqlite3
 import streamlit as st
 
 from estimator_workbench import resources
-from estimator_workbench.ui import heap, session
+from estimator_workbench.ui import access, heap, session
 
 __all__ = ["PAGES_DIR", "main"]
 
@@ -32,8 +33,16 @@ _PAGES = (
 
 def _safety_banner() -> None:
     """Warns (log and sidebar) when the server is exposed beyond loopback, accepts any Host or runs
-    without XSRF; refuses to serve when exposed without a password, whatever route started it."""
+    without XSRF; refuses to serve when exposed without a password, or when started without the
+    access gate of ``asgi.py``, whatever route started it."""
     bound = session.bound_addresses()
+    if bound and not access.gate_installed():
+        st.error("This server runs without the workbench's access gate (started as `streamlit run "
+                 ".../ui/app.py`?): every account on this machine could open it and run code as "
+                 "you. Start it with `estimator-workbench ui` (or `streamlit run "
+                 "estimator_workbench/ui/asgi.py`), which asks for an access token.",
+                 icon=":material/gpp_bad:")
+        st.stop()
     exposed = None
     for address in bound:
         exposed = exposed or session.warn_if_exposed(address)

@@ -232,8 +232,10 @@ def pick_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
     if query and query_text != st.session_state.get(_SEEN_QUERY_KEY):
         st.session_state[_SEEN_QUERY_KEY] = query_text
         st.session_state[_PICKER_KEY] = ids  # before the widget exists: allowed
-    if unknown:
-        st.caption(f"Not in this workspace (deleted?): {', '.join(unknown)}")
+    if unknown:  # URL text: a crafted link's [x](http://...) or ![img](...) stays literal
+        from estimator_workbench.ui.session import md
+
+        st.caption(f"Not in this workspace (deleted?): {', '.join(md(u) for u in unknown)}")
     default = ids or list(by_id)[:2]
     chosen = st.multiselect("Runs", list(by_id), default=None if _PICKER_KEY in st.session_state else default,
                             key=_PICKER_KEY, format_func=lambda i: f"{by_id[i].name} · {i}",

@@ -2,10 +2,11 @@
 password gate, safe markdown and error text, page navigation, and the dataset and template the
 user picked (with their in-editor edits), kept across reloads.
 
-Context survives a browser reload: the chosen dataset, the template, the edited code, the Train
-form's values and the last pre-flight result are written (atomically, on change) to
-``<workspace>/ui_state.json``, and the dataset and template also go in the URL
-(``estimator_workbench.ui.context``). A new browser session restores them once (``restore_context``), the
+Context survives a browser reload: the chosen dataset, the template, the edited code (under the
+browser's id: ``ui_state.browser_id``; never shown to another browser), the Train form's values
+and the last pre-flight result are written (atomically, on change) to
+``<workspace>/ui_state.json`` (``estimator_workbench.ui.ui_state``), and the dataset and template
+also go in the URL (``estimator_workbench.ui.context``). A new browser session restores them once (``restore_context``), the
 URL winning over the file.
 
 The UI process never runs user code and never unpickles anything a model wrote: runs go through
@@ -19,14 +20,11 @@ Test hooks (environment variables, read when the shared launcher is built):
 
 from __future__ import annotations
 
-import contextlib
 import hmac
-import json
 import logging
+import math
 import os
 import re
-import tempfile
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +34,8 @@ import streamlit as st
 
 from estimator_workbench.store import paths
 from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.ui import login_throttle, ui_state
+from estimator_workbench.ui.ui_state import UI_STATE_FILE, load_ui_state, save_ui_state
 
 __all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'register_pages', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_selected_run', 'show_error', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
 
@@ -146,7 +146,9 @@ def require_password() -> bool:
 
     Returns True when no password is set or this browser session entered it; otherwise draws the
     password form and returns False (the caller then stops before any page runs). The comparison
-    is constant-time (``hmac.compare_digest``) and a wrong entry costs a one-second wait.
+    is constant-time (``hmac.compare_digest``), and every attempt of every session goes through
+    the server's one ``login_throttle.PASSWORD_THROTTLE`` (one per second, doubling waits after
+    five wrong ones in a row); an attempt made too early is refused unchecked.
     """
     expected = password()
     if not expected:
@@ -158,11 +160,17 @@ def require_password() -> bool:
         given = st.text_input("Password", type="password", key="_password")
         submitted = st.form_submit_button("Sign in")
     if submitted:
+        throttle = login_throttle.PASSWORD_THROTTLE
+        wait = throttle.acquire()
+        if wait > 0:
+            st.error(f"Too many password attempts on this server: try again in {math.ceil(wait)} s.")
+            return False
         if hmac.compare_digest(given.encode("utf-8"), expected.encode("utf-8")):
+            throttle.succeeded()
             st.session_state["_authenticated"] = True
             st.session_state.pop("_password", None)
             st.rerun()
-        time.sleep(1.0)  # slows guessing down; Streamlit serves other sessions meanwhile
+        throttle.failed()
         st.error("Wrong password.")
     return False
 
@@ -260,7 +268,10 @@ def set_selected_run(run_id: str | None) -> None:
         del st.query_params["run"]
 
 
-@st.cache_data(show_spinner="Loading the dataset…", max_entries=16)
+# One parsed copy per file for the whole server (cache_resource), never one per session or call:
+# cache_data pickled the frame into the cache and unpickled a fresh copy on every call (issue
+# 24.3: four sessions on a 209 MB CSV peaked at 13.2 GB). Callers only read the frame.
+@st.cache_resource(show_spinner="Loading the dataset…", max_entries=4)
 def _load_frame(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
     from estimator_workbench.data import datasets
 
@@ -268,7 +279,8 @@ def _load_frame(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
 
 
 def load_dataset_frame(path: str | Path) -> pd.DataFrame:
-    """The table at ``path`` (cached by path, size and modification time)."""
+    """The table at ``path`` (cached by path, size and modification time): the same frame object
+    for every session of the server, so never modify it (copy first)."""
     stat = os.stat(path)
     return _load_frame(str(path), stat.st_mtime_ns, stat.st_size)
 
@@ -365,7 +377,7 @@ def use_template(name: str, code: str) -> dict[str, Any]:
 def apply_template_edit(name: str, code: str) -> None:
     """Records ``code`` as the session's edited code of template ``name`` and uses it."""
     st.session_state.setdefault(_EDITS_KEY, {})[name] = code
-    save_ui_state(template_edits=st.session_state[_EDITS_KEY])
+    ui_state.save_edits(st.session_state[_EDITS_KEY])
     use_template(name, code)
 
 
@@ -373,7 +385,7 @@ def revert_template(name: str, saved_code: str) -> None:
     """Drops the session's edits of template ``name``: the saved code is used again and the
     editor shows it (a fresh editor key, so the component forgets its text)."""
     st.session_state.setdefault(_EDITS_KEY, {}).pop(name, None)
-    save_ui_state(template_edits=st.session_state[_EDITS_KEY])
+    ui_state.save_edits(st.session_state[_EDITS_KEY])
     revisions = st.session_state.setdefault("_editor_revisions", {})
     revisions[name] = revisions.get(name, 0) + 1
     use_template(name, saved_code)
@@ -406,51 +418,10 @@ def _read_predictions(path: str, mtime_ns: int) -> pd.DataFrame:
 
 # --- context kept across reloads: <workspace>/ui_state.json and the URL -------------------------
 
-UI_STATE_FILE = "ui_state.json"
-
-
 _RESTORED_KEY = "_context_restored"
 
 
 FORMS_KEY = "_remembered_forms"  # session state: form name -> {widget key: value}
-
-
-def _ui_state_path() -> Path:
-    return workspace() / UI_STATE_FILE
-
-
-def load_ui_state() -> dict[str, Any]:
-    """The context saved in ``<workspace>/ui_state.json`` (``{}`` when there is none or it cannot
-    be read: a broken file is logged and then overwritten, never fatal)."""
-    try:
-        data = json.loads(_ui_state_path().read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as exc:
-        _log.warning("The saved UI context %s cannot be read (%s); starting from the defaults.",
-                     _ui_state_path(), exc)
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def save_ui_state(**changes: Any) -> None:
-    """Merges ``changes`` into ``ui_state.json``; written only when something changed, atomically
-    (a temporary file renamed over it), so a crash never leaves half a file."""
-    state = load_ui_state()
-    merged = {**state, **changes}
-    if merged == state:
-        return
-    path = _ui_state_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=".ui_state-",
-                                         suffix=".tmp", delete=False) as f:
-            json.dump(merged, f, indent=1, sort_keys=True, default=str)
-        os.replace(f.name, path)
-    except OSError as exc:  # a read-only or full disk must not break the page
-        with contextlib.suppress(OSError, UnboundLocalError):
-            Path(f.name).unlink()
-        _log.warning("The UI context could not be saved to %s: %s", path, exc)
 
 
 def dataset_token(dataset: Mapping[str, Any]) -> str | None:
@@ -500,7 +471,7 @@ def restore_context() -> None:
     st.session_state[_RESTORED_KEY] = True
     saved = load_ui_state()
     notes = []
-    edits = saved.get("template_edits")
+    edits = ui_state.saved_edits(saved)
     if isinstance(edits, dict) and _EDITS_KEY not in st.session_state:
         st.session_state[_EDITS_KEY] = {str(k): str(v) for k, v in edits.items()}
     forms = saved.get("forms")
@@ -534,6 +505,6 @@ def restore_context() -> None:
                              f"{DEFAULT_TEMPLATE!r}.")
             else:
                 use_template(info.name, template_code(info.name, info.code))
-    for note in notes:
-        st.toast(note, icon=":material/warning:")
+    for note in notes:  # they quote the URL's ?dataset= and ?template=: shown as text, escaped
+        st.toast(md(note), icon=":material/warning:")
         st.session_state.setdefault("_context_notes", []).append(note)

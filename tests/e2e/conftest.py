@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import time
@@ -51,7 +52,10 @@ def server(tmp_path_factory):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the app did not start:\n" + (home.parent / "server.log").read_text())
             time.sleep(0.2)
-        yield {"url": url, "home": home}
+        # The URL the command printed, with its access token (issue 24.1): what a user opens.
+        printed = re.search(rf"{re.escape(url)}/\?token=[\w-]+", (home.parent / "server.log").read_text())
+        assert printed, "the UI printed no URL with a token:\n" + (home.parent / "server.log").read_text()
+        yield {"url": url, "home": home, "login_url": printed.group(0)}
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)
@@ -82,6 +86,10 @@ def page(server, playwright, tmp_path_factory):
         accept_downloads=True, viewport={"width": 1400, "height": 1300})
     pg = context.pages[0] if context.pages else context.new_page()
     pg.set_default_timeout(30_000)
+    # Open the printed URL once, as a user does: the server answers with its login cookie, so the
+    # journeys' page.goto(url) calls need no token.
+    pg.goto(server["login_url"])
+    pg.wait_for_selector("[data-testid='stApp']")
     # Playwright reads uploads and downloads in its event loop's default executor, whose
     # worker thread lives as long as the loop: start it here, outside the test's hygiene check.
     loop = getattr(pg, "_loop", None)

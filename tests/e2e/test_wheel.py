@@ -3,6 +3,7 @@ bundled dataset from its CLI and open every UI page by URL path in Chromium (iss
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -87,9 +88,17 @@ def test_every_page_opens_from_the_wheel(wheel_env, playwright):
             except OSError:
                 assert server.poll() is None and time.monotonic() < deadline, "the UI did not start"
                 time.sleep(0.5)
+        # The URL the command printed, with its access token (issue 24.1), opened as a user does.
+        printed = None
+        while printed is None:
+            line = server.stdout.readline().decode(errors="replace")
+            assert line, "the UI printed no URL with a token"
+            printed = re.search(rf"{re.escape(url)}/\?token=[\w-]+", line)
         # The session's Playwright driver (tests/e2e/conftest.py): one per thread.
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROME_FLAGS, headless=True)
         page = browser.new_page()
+        page.goto(printed.group(0))
+        page.wait_for_selector('[data-testid="stApp"]', timeout=30_000)
         for name in PAGES:
             page.goto(f"{url}/{name}")
             page.wait_for_selector('[data-testid="stMain"]', timeout=30_000)

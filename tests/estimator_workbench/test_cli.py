@@ -49,10 +49,10 @@ class TestUI:
     def test_ui_command_binds_loopback(self):
         cmd = serve.ui_command()
         assert cmd[:4] == [sys.executable, "-m", "streamlit", "run"]
-        assert cmd[4].endswith("estimator_workbench/ui/app.py")
+        assert cmd[4].endswith("estimator_workbench/ui/asgi.py")  # app.py behind the token gate (issue 24.1)
         assert cmd[5:] == ["--server.address", "127.0.0.1", "--server.headless", "true",
                            "--server.enableXsrfProtection", "true", "--server.enableCORS", "true",
-                           "--browser.gatherUsageStats", "false",
+                           "--browser.gatherUsageStats", "false", "--logger.hideWelcomeMessage", "true",
                            "--server.allowedHosts", "localhost", "--server.allowedHosts", "127.0.0.1",
                            "--server.allowedHosts", "::1"]  # issue 14.1
 

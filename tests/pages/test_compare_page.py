@@ -84,6 +84,7 @@ def test_the_picker_writes_the_selection_back_to_the_url_and_reports_unknown_ids
     b = finished_run(home, "b", 0.6, learning_rate=0.2)
     at = open_page("compare", query={"runs": f"{a},r-19700101-dead00"})
     assert at.multiselect(key="cmp-runs").value == [a]
-    assert "Not in this workspace (deleted?): r-19700101-dead00" in [c.value for c in at.caption]
+    # URL text is escaped markdown (issue 24.11); shown as the plain id
+    assert "Not in this workspace (deleted?): r\\-19700101\\-dead00" in [c.value for c in at.caption]
     at.multiselect(key="cmp-runs").select(b).run()
     assert at.query_params["runs"] in ([f"{a},{b}"], f"{a},{b}")

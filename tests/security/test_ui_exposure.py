@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 from estimator_workbench.cli import commands as cli
 from estimator_workbench.cli import serve
 from estimator_workbench.store.registry import RunRegistry
-from estimator_workbench.ui import session, tables
+from estimator_workbench.ui import login_throttle, session, tables
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "estimator_workbench" / "ui" / "app.py")
@@ -75,7 +75,8 @@ class TestPassword:
 
     def test_gate_blocks_every_page_until_the_right_password(self, workspace, monkeypatch):
         monkeypatch.setenv("WORKBENCH_PASSWORD", "s3cret-ü")
-        monkeypatch.setattr(session.time, "sleep", lambda s: None)  # the 1 s penalty, skipped here
+        clock = [1000.0]
+        monkeypatch.setattr(login_throttle, "PASSWORD_THROTTLE", login_throttle.LoginThrottle(clock=lambda: clock[0]))
         at = self.render()
         assert not at.exception
         assert [t.value for t in at.title] == ["Estimator Workbench"]  # no page ran
@@ -84,6 +85,7 @@ class TestPassword:
         at.button[0].click().run()
         assert [e.value for e in at.error] == ["Wrong password."]
         assert [t.value for t in at.title] == ["Estimator Workbench"]
+        clock[0] += 1.0  # the server-wide throttle's one second between attempts
         at.text_input(key="_password").input("s3cret-ü")
         at.button[0].click().run()
         assert not at.exception
@@ -91,16 +93,24 @@ class TestPassword:
         at.switch_page("../../pages/runs.py").run()
         assert at.title[0].value == "Runs"
 
-    def test_wrong_password_costs_a_second(self, workspace, monkeypatch):
+    def test_guesses_are_limited_per_server_not_per_session(self, workspace, monkeypatch):
+        """Issue 24.10: a second session guessing at once is refused unchecked, even with the
+        right password; the wait is the same for every session and doubles after 5 failures."""
         monkeypatch.setenv("WORKBENCH_PASSWORD", "pw")
-        slept = []
-        real_sleep = session.time.sleep
-        monkeypatch.setattr(session.time, "sleep",
-                            lambda s: slept.append(s) if s >= 1.0 else real_sleep(s))
-        at = self.render()
-        at.text_input(key="_password").input("guess")
-        at.button[0].click().run()
-        assert slept == [1.0]
+        clock = [1000.0]
+        monkeypatch.setattr(login_throttle, "PASSWORD_THROTTLE", login_throttle.LoginThrottle(clock=lambda: clock[0]))
+        first, second = self.render(), self.render()  # two browser sessions
+        first.text_input(key="_password").input("guess")
+        first.button[0].click().run()
+        assert [e.value for e in first.error] == ["Wrong password."]
+        second.text_input(key="_password").input("pw")
+        second.button[0].click().run()
+        assert [e.value for e in second.error] == [
+            "Too many password attempts on this server: try again in 1 s."]
+        assert [t.value for t in second.title] == ["Estimator Workbench"]  # not let in
+        clock[0] += 1.0
+        second.button[0].click().run()
+        assert not second.error and second.title[0].value == "Data"
 
     def test_compare_is_constant_time(self):
         import inspect

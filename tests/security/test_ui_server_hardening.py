@@ -4,6 +4,7 @@ the server's or a runner's environment, and SIGTERM to `estimator-workbench ui` 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -22,7 +23,8 @@ from streamlit.testing.v1 import AppTest  # noqa: E402
 
 from estimator_workbench.cli import serve  # noqa: E402
 from estimator_workbench.execution.processes import without_secrets  # noqa: E402
-from estimator_workbench.ui import session  # noqa: E402
+from estimator_workbench.store import paths  # noqa: E402
+from estimator_workbench.ui import access, session  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 APP = str(REPO / "estimator_workbench" / "ui" / "app.py")
@@ -48,10 +50,10 @@ def wait_healthy(port: int, proc: subprocess.Popen, timeout: float = 60.0) -> No
     raise AssertionError("the UI server did not become healthy")
 
 
-def websocket_status(port: int, host: str) -> bytes:
+def websocket_status(port: int, host: str, token: str = "") -> bytes:
     """The status line the server answers to a websocket upgrade whose Host and Origin are
-    ``host`` (what a page on a DNS-rebinding domain sends to 127.0.0.1)."""
-    request = (f"GET /_stcore/stream HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n"
+    ``host`` (what a page on a DNS-rebinding domain sends to 127.0.0.1), with the access token."""
+    request = (f"GET /_stcore/stream?token={token} HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n"
                "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
                "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
                "Sec-WebSocket-Protocol: streamlit\r\n\r\n")
@@ -94,11 +96,12 @@ class TestDnsRebinding:
         config = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
         assert config["server"]["allowedHosts"] == ["localhost", "127.0.0.1", "::1"]
 
-    def test_a_rebinding_host_is_refused_on_the_websocket(self, ui_server):
+    def test_a_rebinding_host_is_refused_on_the_websocket(self, ui_server, workspace):
         _, port = ui_server
-        assert websocket_status(port, f"127.0.0.1:{port}").startswith(b"HTTP/1.1 101")
-        assert websocket_status(port, f"localhost:{port}").startswith(b"HTTP/1.1 101")
-        refused = websocket_status(port, f"rebind.attacker.test:{port}")
+        token = json.loads(paths.ui_server_file(workspace, port).read_text())["token"]
+        assert websocket_status(port, f"127.0.0.1:{port}", token).startswith(b"HTTP/1.1 101")
+        assert websocket_status(port, f"localhost:{port}", token).startswith(b"HTTP/1.1 101")
+        refused = websocket_status(port, f"rebind.attacker.test:{port}", token)
         assert not refused.startswith(b"HTTP/1.1 101"), refused
 
 
@@ -152,6 +155,7 @@ class TestExposedByAnyRoute:
     def test_the_app_refuses_to_serve_beyond_loopback_without_a_password(self, workspace,
                                                                          monkeypatch):
         monkeypatch.setattr(session, "bound_addresses", lambda: ["0.0.0.0"])
+        monkeypatch.setattr(access, "gate_installed", lambda: True)  # served by asgi.py
         monkeypatch.setattr(session, "_password_cache", [])
         monkeypatch.delenv("WORKBENCH_PASSWORD", raising=False)
         at = AppTest.from_file(APP, default_timeout=60)
@@ -162,6 +166,7 @@ class TestExposedByAnyRoute:
 
     def test_with_a_password_it_asks_for_it(self, workspace, monkeypatch):
         monkeypatch.setattr(session, "bound_addresses", lambda: ["0.0.0.0"])
+        monkeypatch.setattr(access, "gate_installed", lambda: True)
         monkeypatch.setattr(session, "_password_cache", [])
         monkeypatch.setenv("WORKBENCH_PASSWORD", "pw")
         at = AppTest.from_file(APP, default_timeout=60)
