@@ -168,8 +168,14 @@ def _take_ownership(ctx: RunContext, registry: RunRegistry) -> int | None:
     code when it must not run."""
     record = registry.get(ctx.run_id)
     if record.status == "queued":
-        record = registry.set_status(ctx.run_id, "running", pid=os.getpid())
-    elif record.status == "running":
+        try:
+            record = registry.set_status(ctx.run_id, "running", pid=os.getpid(), expected="queued")
+        except InvalidTransitionError:  # its launcher marked it running meanwhile (a Ray job's poll)
+            record = registry.get(ctx.run_id)
+        if record.status == "running" and record.pid == os.getpid():
+            ctx.attempt = record.attempt
+            return None
+    if record.status == "running":
         if not _started_for_this_process(record):
             _say(f"run {ctx.run_id} is running as attempt {record.attempt} of pid {record.pid}, not "
                  f"of this process (pid {os.getpid()}); not starting it (one writer per run).")

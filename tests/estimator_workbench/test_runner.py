@@ -37,6 +37,25 @@ def run_in_process(workspace, execute, **kwargs):
     return code, RunRegistry(workspace).get(rec.run_id)
 
 
+def test_a_run_its_launcher_marks_running_first_still_runs(workspace, monkeypatch):
+    """A Ray job's status poll can mark the run running between the runner's read of 'queued' and
+    its own change: the runner takes the run as started for it (CI saw 'from running to running')."""
+    rec = new_run(workspace)
+    real_set_status = RunRegistry.set_status
+    raced = []
+
+    def launcher_first(self, run_id, status, **kwargs):
+        if status == "running" and kwargs.get("expected") == "queued" and not raced:
+            raced.append(real_set_status(self, run_id, "running", expected="queued"))  # the launcher
+        return real_set_status(self, run_id, status, **kwargs)
+
+    monkeypatch.setattr(RunRegistry, "set_status", launcher_first)
+    code = runner.run(RunRegistry(workspace).run_dir(rec.run_id), execute=lambda ctx: None,
+                      install_signal_handlers=False)
+    assert raced and code == 0
+    assert RunRegistry(workspace).get(rec.run_id).status == "succeeded"
+
+
 class TestLifecycle:
     def test_success_marks_running_then_succeeded_with_summary(self, workspace):
         seen = {}
