@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
@@ -242,7 +241,7 @@ class OwnerCheck:
 
     def __init__(self, registry: RunRegistry) -> None:
         self._registry = registry
-        self._conn: sqlite3.Connection | None = None
+        self._conn: Any = None  # registry_db.Connection
         self._lock = threading.Lock()
 
     def check(self, run_id: str, attempt: int) -> None:
@@ -254,8 +253,9 @@ class OwnerCheck:
                         self._conn = self._registry._connect()
                     row = self._conn.execute(
                         "SELECT attempt, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+                    self._conn.end()  # PostgreSQL: no transaction left open between checks
                     break
-                except sqlite3.OperationalError:
+                except Exception:  # a broken connection (a restarted server): one fresh try
                     self._close()
                     if retry:
                         raise
@@ -273,5 +273,4 @@ class OwnerCheck:
     def _close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
+            conn.close()
