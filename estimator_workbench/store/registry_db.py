@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import sqlalchemy
 
 __all__ = ["DATABASE_URL_ENV", "SCHEMA_VERSION", "Connection", "RegistryDatabase", "Row",
-           "describe_url", "dispose_engines", "resolve_url"]
+           "describe_url", "dispose_engines", "engine_for", "resolve_url"]
 
 DATABASE_URL_ENV = "WORKBENCH_DATABASE_URL"
 RETRY_ENV = "WORKBENCH_DATABASE_RETRY_S"
@@ -92,7 +92,11 @@ def describe_url(url: str) -> str:
     Example:
         >>> describe_url("postgresql+psycopg://bob:secret@db:5432/runs")
         'postgresql://bob:***@db:5432/runs'
+        >>> describe_url("sqlite:////ws/registry.sqlite")
+        '/ws/registry.sqlite'
     """
+    if _is_sqlite(url):
+        return url.split(":///", 1)[1] if ":///" in url else url  # the file
     parts = urllib.parse.urlsplit(url)
     scheme = parts.scheme.split("+", 1)[0]
     netloc = parts.netloc
@@ -140,7 +144,8 @@ def _new_engine(url: str) -> sqlalchemy.Engine:
     return engine
 
 
-def _engine(url: str) -> sqlalchemy.Engine:
+def engine_for(url: str) -> sqlalchemy.Engine:
+    """The SQLAlchemy engine of ``url`` in this process (made once; SQLite: a connection per use)."""
     key = (url, os.getpid())  # a forked process makes its own (pooled connections are not shared)
     with _ENGINES_LOCK:
         engine = _ENGINES.get(key)
@@ -331,7 +336,7 @@ class RegistryDatabase:
 
         if read_only is None:
             try:
-                return Connection(_engine(self.url).connect())
+                return Connection(engine_for(self.url).connect())
             except sqlalchemy.exc.DBAPIError as exc:
                 raise _unwrap(exc) from None
         target = f"file:{urllib.parse.quote(str(self._sqlite_file()))}?mode=ro" + (
@@ -372,7 +377,7 @@ class RegistryDatabase:
                     if now >= deadline:
                         raise RegistryError(
                             f"database unreachable: the run registry {self.location} did not "
-                            f"answer for {_retry_seconds():.0f} s ({str(exc).strip()}). Check that "
+                            f"answer for {_retry_seconds():.0f} s ({' '.join(str(exc).split())}). Check that "
                             f"the PostgreSQL server is running and reachable, or unset "
                             f"${DATABASE_URL_ENV} to use the workspace's SQLite file.") from exc
                     delay = max(delay, 0.1)
@@ -418,7 +423,7 @@ class RegistryDatabase:
 
         def attempt() -> _T:
             try:
-                sa_conn = _engine(self.url).connect()
+                sa_conn = engine_for(self.url).connect()
             except sqlalchemy.exc.DBAPIError as exc:
                 raise _unwrap(exc) from None
             try:

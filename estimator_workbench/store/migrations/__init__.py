@@ -53,9 +53,9 @@ def _read_revision(conn: sqlalchemy.Connection) -> str | None:
 
 def current_revision(url: str) -> str | None:
     """The database's revision (``'0004'``), ``'legacy:<n>'`` or None (nothing there yet)."""
-    from estimator_workbench.store.registry_db import _engine
+    from estimator_workbench.store.registry_db import engine_for
 
-    with _engine(url).connect() as conn:
+    with engine_for(url).connect() as conn:
         try:
             return _read_revision(conn)
         finally:
@@ -73,9 +73,9 @@ def _newer(url: str, revision: str) -> RuntimeError:
 def upgrade(url: str) -> str | None:
     """Brings the database at ``url`` to ``HEAD`` (creating the tables in an empty one) and
     returns the revision it was at before (None: empty). Safe to call from many processes."""
-    from estimator_workbench.store.registry_db import _engine
+    from estimator_workbench.store.registry_db import engine_for
 
-    engine = _engine(url)
+    engine = engine_for(url)
     before = current_revision(url)  # the fast path of every process's first write
     if before == HEAD:
         return before
