@@ -125,9 +125,15 @@ def _new_engine(url: str) -> sqlalchemy.Engine:
         return sqlalchemy.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=4,
                                         connect_args={"connect_timeout": 10})
     # A fresh connection per transaction, as the registry always had (no pooled connection
-    # keeps the -shm index mapped when the disk fills).
-    engine = sqlalchemy.create_engine(url, poolclass=NullPool, connect_args={
-        "timeout": _BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
+    # keeps the -shm index mapped when the disk fills), opened by this module's sqlite3.connect
+    # (the fault-injection tests of a full disk replace it).
+    file = url.split(":///", 1)[1] if ":///" in url else ":memory:"
+
+    def creator() -> sqlite3.Connection:
+        return sqlite3.connect(file, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+                               check_same_thread=False)
+
+    engine = sqlalchemy.create_engine("sqlite://", creator=creator, poolclass=NullPool)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
