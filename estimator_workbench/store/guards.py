@@ -245,20 +245,23 @@ class OwnerCheck:
         self._lock = threading.Lock()
 
     def check(self, run_id: str, attempt: int) -> None:
+        def read() -> Any:
+            try:
+                if self._conn is None:
+                    self._conn = self._registry._connect()
+                row = self._conn.execute(
+                    "SELECT attempt, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+                self._conn.end()  # PostgreSQL: no transaction left open between checks
+                return row
+            except Exception:
+                self._close()
+                raise
+
         with self._lock:
-            row: Any = None
-            for retry in (False, True):
-                try:
-                    if self._conn is None:
-                        self._conn = self._registry._connect()
-                    row = self._conn.execute(
-                        "SELECT attempt, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-                    self._conn.end()  # PostgreSQL: no transaction left open between checks
-                    break
-                except Exception:  # a broken connection (a restarted server): one fresh try
-                    self._close()
-                    if retry:
-                        raise
+            try:
+                row = read()
+            except Exception:  # a broken connection (a restarted server): afresh, with the
+                row = self._registry._retry(read)  # registry's retries (locks, an unreachable server)
         if row is not None and row[0] == attempt and row[1] in OWNED_STATUSES:
             return
         if row is None:

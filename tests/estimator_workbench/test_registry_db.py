@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from polling import wait_for
 
 from estimator_workbench.cli.commands import main
 from estimator_workbench.store import migrations, trash
@@ -187,6 +188,32 @@ class TestPostgres:
         reg.close_owner_check()
         assert reg.set_status(rec.run_id, "succeeded", attempt=1).last_step == 5
         assert len(reg.list_runs()) == 1
+
+
+@pytest.mark.slow
+def test_a_runner_lives_through_a_server_restart(workspace, postgres_server, postgres_url, monkeypatch):
+    """A run trains on PostgreSQL while the server restarts: its heartbeats, ownership checks and
+    outcome are retried, and the run succeeds with every step once."""
+    from test_launcher import metric_steps, new_run
+
+    from estimator_workbench.execution.launcher import LocalLauncher
+
+    monkeypatch.setenv(DATABASE_URL_ENV, postgres_url)  # the runner inherits it
+    run_id = new_run(workspace, max_steps=60, sleep=0.05)
+    launcher = LocalLauncher(workspace, runner_module="stub_runner", env={"PYTHONPATH": str(HERE)},
+                             gpus=[])
+    try:
+        launcher.submit(run_id)
+        wait_for(lambda: len(metric_steps(workspace, run_id)) >= 5)
+        postgres_server.restart()
+        assert len(metric_steps(workspace, run_id)) < 60  # restarted mid-run
+        done = launcher.wait(run_id, timeout=120)
+    finally:
+        launcher.shutdown(grace=1.0)
+    assert done.status == "succeeded" and done.attempt == 1, done.error
+    assert metric_steps(workspace, run_id) == list(range(1, 61))
+    log = (RunRegistry(workspace).run_dir(run_id) / "worker.log").read_text()
+    assert "Traceback" not in log, log
 
 
 _WRITER = """
