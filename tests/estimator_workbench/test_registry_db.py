@@ -154,13 +154,13 @@ class TestPostgres:
             in capsys.readouterr().err
 
     def test_the_database_url_option_reaches_the_registry(self, workspace, postgres_url, capsys, monkeypatch):
-        monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+        monkeypatch.setenv(DATABASE_URL_ENV, "")  # unset, and restored after main() exports it
         reg = RunRegistry(workspace, database_url=postgres_url)
         rec = reg.create_run(name="on pg", action="train", dataset={}, template={}, params={}, run_config={})
         assert main(["--workspace", str(workspace), "--database-url", postgres_url, "runs", "--json"]) == 0
         assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == [rec.run_id]
         assert not (workspace / "registry.sqlite").exists()
-        monkeypatch.delenv(DATABASE_URL_ENV)  # main() exported it for the runners
+        assert os.environ[DATABASE_URL_ENV] == postgres_url  # main() exported it for the runners
 
     def test_an_unreachable_server_is_retried_then_reported(self, workspace, monkeypatch):
         monkeypatch.setenv("WORKBENCH_DATABASE_RETRY_S", "1")
