@@ -104,7 +104,7 @@ class TestCreateAndRead:
         reg = RunRegistry(workspace)
         rec = make_run(reg)
         with sqlite3.connect(workspace / "registry.sqlite") as conn:  # back to schema 1
-            conn.execute("DROP TABLE IF EXISTS alembic_version")  # as a workbench before alembic made it
+            conn.execute("DROP TABLE IF EXISTS registry_alembic_version")  # as a workbench before alembic made it
             for column in ("attempt", "pid_started", "last_step", "last_step_at", "trashed_at",
                            "heartbeat_uptime"):
                 conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")

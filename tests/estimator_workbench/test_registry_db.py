@@ -108,7 +108,7 @@ class TestMigrations:
         make = RunRegistry(workspace)
         make.create_run(name="x", action="train", dataset={}, template={}, params={}, run_config={})
         with sqlite3.connect(workspace / "registry.sqlite") as conn:
-            conn.execute("UPDATE alembic_version SET version_num = '0099'")
+            conn.execute("UPDATE registry_alembic_version SET version_num = '0099'")
         with pytest.raises(RuntimeError, match=r"has schema revision 0099, newer than this "
                                                r"workbench's \(0004\); upgrade the workbench"):
             RunRegistry(workspace).set_note(make.list_runs()[0].run_id, "x")
@@ -161,6 +161,21 @@ class TestPostgres:
         assert [r["run_id"] for r in json.loads(capsys.readouterr().out)] == [rec.run_id]
         assert not (workspace / "registry.sqlite").exists()
         assert os.environ[DATABASE_URL_ENV] == postgres_url  # main() exported it for the runners
+
+    def test_optunas_rdb_storage_shares_the_database(self, workspace, postgres_url):
+        """Optuna's own alembic revision table is "alembic_version": the registry keeps its
+        revision apart, so sweeps' RDB storage and the registry live in one database."""
+        import optuna
+
+        reg = RunRegistry(workspace, database_url=postgres_url)
+        reg.create_run(name="x", action="train", dataset={}, template={}, params={}, run_config={})
+        storage = optuna.storages.RDBStorage(resolve_url(workspace, postgres_url))
+        study = optuna.create_study(study_name="s", storage=storage)
+        study.optimize(lambda trial: trial.suggest_float("x", 0, 1) ** 2, n_trials=3)
+        assert len(optuna.load_study(study_name="s", storage=storage).trials) == 3
+        assert RunRegistry(workspace, database_url=postgres_url).list_runs()[0].name == "x"
+        assert migrations.upgrade(resolve_url(workspace, postgres_url)) == migrations.HEAD
+        storage.engine.dispose()
 
     def test_an_unreachable_server_is_retried_then_reported(self, workspace, monkeypatch):
         monkeypatch.setenv("WORKBENCH_DATABASE_RETRY_S", "1")

@@ -113,7 +113,7 @@ class TestRegistryTrash:
         rec = finished(reg)
         # an older workbench's registry: no trashed_at column (version 3) nor what came after it
         with sqlite3.connect(reg.db_path) as conn:
-            conn.execute("DROP TABLE IF EXISTS alembic_version")  # as a workbench before alembic made it
+            conn.execute("DROP TABLE IF EXISTS registry_alembic_version")  # as a workbench before alembic made it
             conn.execute("ALTER TABLE runs DROP COLUMN trashed_at")
             conn.execute("ALTER TABLE runs DROP COLUMN heartbeat_uptime")  # version 4 (issue 24)
             conn.execute("DELETE FROM schema_version WHERE version >= 3")

@@ -3,7 +3,7 @@
 
 Revision ``000N`` brings the schema to version N (the ``schema_version`` table, which an older
 workbench reads, keeps its rows too). A SQLite workspace made before alembic has
-``schema_version`` rows but no ``alembic_version``: it is stamped at its version, then upgraded
+``schema_version`` rows but no ``registry_alembic_version``: it is stamped at its version, then upgraded
 in place (columns are added, no row is rewritten). An upgrade takes the database's write lock
 first (SQLite: ``BEGIN IMMEDIATE``; PostgreSQL: an advisory lock), so concurrent first writes of
 many runners migrate once.
@@ -21,10 +21,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import sqlalchemy
 
-__all__ = ["HEAD", "REVISIONS", "current_revision", "upgrade"]
+__all__ = ["HEAD", "REVISIONS", "VERSION_TABLE", "current_revision", "upgrade"]
 
 REVISIONS = ("0001", "0002", "0003", "0004")
 HEAD = REVISIONS[-1]
+# Where alembic keeps the registry's revision (not "alembic_version": Optuna's RDB storage uses
+# that one when sweeps share the database).
+VERSION_TABLE = "registry_alembic_version"
 
 _HERE = Path(__file__).resolve().parent
 # pg_advisory_xact_lock key of a schema upgrade: any constant, the same in every workbench
@@ -40,8 +43,8 @@ def _table_exists(conn: sqlalchemy.Connection, table: str) -> bool:
 def _read_revision(conn: sqlalchemy.Connection) -> str | None:
     """alembic's revision, else ``'legacy:<n>'`` for a pre-alembic SQLite registry of schema
     version n, else None (an empty database)."""
-    if _table_exists(conn, "alembic_version"):
-        row = conn.exec_driver_sql("SELECT version_num FROM alembic_version").fetchone()
+    if _table_exists(conn, VERSION_TABLE):
+        row = conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
         if row is not None:
             return str(row[0])
     if _table_exists(conn, "schema_version"):
@@ -99,6 +102,7 @@ def upgrade(url: str) -> str | None:
             config = Config()
             config.set_main_option("script_location", str(_HERE))
             config.attributes["connection"] = conn
+            config.attributes["version_table"] = VERSION_TABLE
             if before is not None and before.startswith("legacy:"):
                 version = int(before.split(":", 1)[1])
                 if version > len(REVISIONS):
