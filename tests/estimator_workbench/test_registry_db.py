@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -229,6 +230,45 @@ def test_a_runner_lives_through_a_server_restart(workspace, postgres_server, pos
     assert metric_steps(workspace, run_id) == list(range(1, 61))
     log = (RunRegistry(workspace).run_dir(run_id) / "worker.log").read_text()
     assert "Traceback" not in log, log
+
+
+@pytest.mark.slow
+def test_a_runner_fails_clearly_when_the_server_stays_down(workspace, postgres_server, postgres_url,
+                                                          monkeypatch):
+    """The server stops mid-run for longer than the retries last: the runner cannot record its
+    outcome, says "database unreachable" in its log and exits 1; with the server back the launcher
+    marks the run lost, and a resume finishes it: every step once."""
+    from test_launcher import metric_steps, new_run
+
+    from estimator_workbench.execution.launcher import LocalLauncher
+    from estimator_workbench.execution.processes import pid_alive
+
+    monkeypatch.setenv(DATABASE_URL_ENV, postgres_url)
+    monkeypatch.setenv("WORKBENCH_DATABASE_RETRY_S", "2")
+    run_id = new_run(workspace, max_steps=60, sleep=0.05)
+    launcher = LocalLauncher(workspace, runner_module="stub_runner", env={"PYTHONPATH": str(HERE)},
+                             gpus=[])
+    try:
+        launcher.submit(run_id)
+        wait_for(lambda: len(metric_steps(workspace, run_id)) >= 5)
+        pid = RunRegistry(workspace).get(run_id).pid
+        postgres_server.stop()
+        try:
+            wait_for(lambda: not pid_alive(pid), timeout=60)
+        finally:
+            postgres_server.start()
+        log = (RunRegistry(workspace).run_dir(run_id) / "worker.log").read_text()
+        assert re.search(r"database unreachable: the run registry postgresql://postgres@127\.0\.0\.1:"
+                         rf"{postgres_server.port}/\w+ did not answer for 2 s", log), log
+        lost = wait_for(lambda: (launcher.poll(), RunRegistry(workspace).get(run_id))[1].status == "lost"
+                        and RunRegistry(workspace).get(run_id))
+        assert "runner exited with code 1" in lost.error
+        launcher.resume(run_id)
+        done = launcher.wait(run_id, timeout=120)
+    finally:
+        launcher.shutdown(grace=1.0)
+    assert done.status == "succeeded" and done.attempt == 2, done.error
+    assert metric_steps(workspace, run_id) == list(range(1, 61))  # nothing lost, nothing twice
 
 
 _WRITER = """
