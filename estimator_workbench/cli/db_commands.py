@@ -24,7 +24,7 @@ from typing import Any
 from estimator_workbench.cli.usage import PROG as _PROG
 from estimator_workbench.cli.usage import UsageError
 from estimator_workbench.store import migrations
-from estimator_workbench.store.registry_db import describe_url, engine_for, resolve_url
+from estimator_workbench.store.database import describe_url, engine_for, resolve_url
 
 __all__ = ["add_parsers", "cmd_db", "copy_registry"]
 

@@ -26,7 +26,6 @@ import contextlib
 import json
 import os
 import sqlite3
-import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Sequence
@@ -34,6 +33,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from estimator_workbench.store import paths
+from estimator_workbench.store.database import (
+    BUSY_TIMEOUT_MS,
+    DATABASE_URL_ENV,
+    describe_url,
+    dispose_engines,
+    engine_for,
+    is_sqlite_url,
+    resolve_url,
+)
 from estimator_workbench.store.guards import disk_full_error, is_disk_full, read_only_retry
 from estimator_workbench.store.records import RegistryError, RunNotFoundError, RunRecord
 
@@ -43,10 +51,7 @@ if TYPE_CHECKING:
 __all__ = ["DATABASE_URL_ENV", "SCHEMA_VERSION", "Connection", "RegistryDatabase", "Row",
            "describe_url", "dispose_engines", "engine_for", "resolve_url"]
 
-DATABASE_URL_ENV = "WORKBENCH_DATABASE_URL"
 RETRY_ENV = "WORKBENCH_DATABASE_RETRY_S"
-
-_BUSY_TIMEOUT_MS = 10_000
 
 _LOCK_RETRIES = 50
 
@@ -56,117 +61,6 @@ SCHEMA_VERSION = 4
 
 
 _T = TypeVar("_T")
-
-
-# -- URLs --------------------------------------------------------------------------------------
-
-def resolve_url(root: str | os.PathLike[str], url: str | None = None) -> str:
-    """The SQLAlchemy URL of a workspace's registry: ``url``, else ``$WORKBENCH_DATABASE_URL``,
-    else ``sqlite:///<root>/registry.sqlite``. ``postgresql://`` means psycopg 3.
-
-    Example:
-        >>> resolve_url("/tmp/ws", "postgresql://u@localhost:5432/runs")
-        'postgresql+psycopg://u@localhost:5432/runs'
-
-    Raises:
-        ValueError: a URL of another database (with what is accepted).
-    """
-    given = url if url is not None else os.environ.get(DATABASE_URL_ENV, "").strip() or None
-    if given is None:
-        return "sqlite:///" + str(paths.registry_path(Path(root)).absolute())
-    scheme = given.split("://", 1)[0].lower() if "://" in given else ""
-    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
-        return "postgresql+psycopg://" + given.split("://", 1)[1]
-    if scheme == "sqlite":
-        return given
-    source = "--database-url" if url is not None else f"${DATABASE_URL_ENV}"
-    raise ValueError(
-        f"{source} must be a postgresql://user:password@host:port/database or sqlite:///path URL, "
-        f"given: {describe_url(given)!r}; unset it to keep the registry in the workspace's "
-        "registry.sqlite.")
-
-
-def describe_url(url: str) -> str:
-    """``url`` with its password hidden, for messages.
-
-    Example:
-        >>> describe_url("postgresql+psycopg://bob:secret@db:5432/runs")
-        'postgresql://bob:***@db:5432/runs'
-        >>> describe_url("sqlite:////ws/registry.sqlite")
-        '/ws/registry.sqlite'
-    """
-    if _is_sqlite(url):
-        return url.split(":///", 1)[1] if ":///" in url else url  # the file
-    parts = urllib.parse.urlsplit(url)
-    scheme = parts.scheme.split("+", 1)[0]
-    netloc = parts.netloc
-    if parts.password is not None:
-        netloc = netloc.replace(":" + parts.password + "@", ":***@", 1)
-    return urllib.parse.urlunsplit((scheme, netloc, parts.path, parts.query, parts.fragment))
-
-
-def _is_sqlite(url: str) -> bool:
-    return url.startswith("sqlite")
-
-
-# -- engines (one per URL and process) ---------------------------------------------------------
-
-_ENGINES: dict[tuple[str, int], sqlalchemy.Engine] = {}
-_ENGINES_LOCK = threading.Lock()
-
-
-def _new_engine(url: str) -> sqlalchemy.Engine:
-    import sqlalchemy
-    from sqlalchemy import event
-    from sqlalchemy.pool import NullPool
-
-    if not _is_sqlite(url):
-        # A runner uses up to 3 connections at once (main thread, heartbeat, owner check).
-        return sqlalchemy.create_engine(url, pool_pre_ping=True, pool_size=2, max_overflow=4,
-                                        connect_args={"connect_timeout": 10})
-    # A fresh connection per transaction, as the registry always had (no pooled connection
-    # keeps the -shm index mapped when the disk fills), opened by this module's sqlite3.connect
-    # (the fault-injection tests of a full disk replace it).
-    file = url.split(":///", 1)[1] if ":///" in url else ":memory:"
-
-    def creator() -> sqlite3.Connection:
-        return sqlite3.connect(file, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
-                               check_same_thread=False)
-
-    engine = sqlalchemy.create_engine("sqlite://", creator=creator, poolclass=NullPool)
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: sqlite3.Connection, _record: Any) -> None:
-        dbapi_conn.isolation_level = None  # transactions are begun below, never by pysqlite
-        dbapi_conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        dbapi_conn.execute("PRAGMA synchronous = NORMAL")
-
-    @event.listens_for(engine, "begin")
-    def _on_begin(conn: sqlalchemy.Connection) -> None:
-        begin = conn.get_execution_options().get("sqlite_begin")
-        if begin:  # writes: BEGIN IMMEDIATE; reads run in autocommit, as before
-            conn.exec_driver_sql(begin)
-
-    return engine
-
-
-def engine_for(url: str) -> sqlalchemy.Engine:
-    """The SQLAlchemy engine of ``url`` in this process (made once; SQLite: a connection per use)."""
-    key = (url, os.getpid())  # a forked process makes its own (pooled connections are not shared)
-    with _ENGINES_LOCK:
-        engine = _ENGINES.get(key)
-        if engine is None:
-            engine = _ENGINES[key] = _new_engine(url)
-        return engine
-
-
-def dispose_engines() -> None:
-    """Closes every pooled connection of this process (tests; before dropping a database)."""
-    with _ENGINES_LOCK:
-        engines = list(_ENGINES.values())
-        _ENGINES.clear()
-    for engine in engines:
-        engine.dispose()
 
 
 # -- rows and connections ----------------------------------------------------------------------
@@ -324,7 +218,7 @@ class RegistryDatabase:
 
     @property
     def is_sqlite(self) -> bool:
-        return _is_sqlite(self.url)
+        return is_sqlite_url(self.url)
 
     @property
     def location(self) -> str:
@@ -349,9 +243,9 @@ class RegistryDatabase:
             "&immutable=1" if read_only == "immutable" else "")
 
         def creator() -> sqlite3.Connection:
-            conn = sqlite3.connect(target, timeout=_BUSY_TIMEOUT_MS / 1000, isolation_level=None,
+            conn = sqlite3.connect(target, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None,
                                    check_same_thread=False, uri=True)
-            conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+            conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             return conn
 
         engine = sqlalchemy.create_engine("sqlite://", creator=creator,

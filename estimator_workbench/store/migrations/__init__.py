@@ -56,7 +56,7 @@ def _read_revision(conn: sqlalchemy.Connection) -> str | None:
 
 def current_revision(url: str) -> str | None:
     """The database's revision (``'0004'``), ``'legacy:<n>'`` or None (nothing there yet)."""
-    from estimator_workbench.store.registry_db import engine_for
+    from estimator_workbench.store.database import engine_for
 
     with engine_for(url).connect() as conn:
         try:
@@ -66,7 +66,7 @@ def current_revision(url: str) -> str | None:
 
 
 def _newer(url: str, revision: str) -> RuntimeError:
-    from estimator_workbench.store.registry_db import describe_url
+    from estimator_workbench.store.database import describe_url
 
     return RuntimeError(
         f"The run registry {describe_url(url)} has schema revision {revision}, newer than this "
@@ -76,7 +76,7 @@ def _newer(url: str, revision: str) -> RuntimeError:
 def upgrade(url: str) -> str | None:
     """Brings the database at ``url`` to ``HEAD`` (creating the tables in an empty one) and
     returns the revision it was at before (None: empty). Safe to call from many processes."""
-    from estimator_workbench.store.registry_db import engine_for
+    from estimator_workbench.store.database import engine_for
 
     engine = engine_for(url)
     before = current_revision(url)  # the fast path of every process's first write
