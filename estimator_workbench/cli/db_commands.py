@@ -40,9 +40,13 @@ def add_parsers(sub: Any) -> None:
 
 
 def _rows(url: str, columns: list[str]) -> list[tuple[Any, ...]]:
-    with engine_for(url).connect() as conn:
-        rows = conn.exec_driver_sql(
-            f"SELECT {', '.join(columns)} FROM runs ORDER BY run_id").fetchall()  # names from the schema
+    import sqlalchemy
+
+    engine = engine_for(url)
+    table = sqlalchemy.Table("runs", sqlalchemy.MetaData(), autoload_with=engine)
+    with engine.connect() as conn:
+        rows = conn.execute(sqlalchemy.select(*(table.c[name] for name in columns))
+                            .order_by(table.c.run_id)).fetchall()
         conn.rollback()
     return [tuple(row) for row in rows]
 

@@ -276,14 +276,13 @@ class RunRegistry(RegistryDatabase):
                     f"from {current!r} a run can go to {list(allowed)}.")
             now = time.time()
             if status == "running":
-                # with a pid, its start time (even None: gone); without one, both stay
-                # (a parameter in "CASE WHEN ? IS NULL" has no type PostgreSQL can infer)
-                with_pid = "" if pid is None else "pid = ?, pid_started = ?, "
                 conn.execute(
-                    f"UPDATE runs SET status = ?, {with_pid}started_at = ?, "
-                    "heartbeat_at = ?, heartbeat_uptime = ?, finished_at = NULL, attempt = attempt + 1, "
-                    "last_step = NULL, last_step_at = NULL WHERE run_id = ?",
-                    (status, *(() if pid is None else (pid, pid_started)), now, now, uptime(), run_id))
+                    "UPDATE runs SET status = ?, started_at = ?, heartbeat_at = ?, heartbeat_uptime = ?, "
+                    "finished_at = NULL, attempt = attempt + 1, last_step = NULL, last_step_at = NULL "
+                    "WHERE run_id = ?", (status, now, now, uptime(), run_id))
+                if pid is not None:  # its start time too (None: gone); without a pid both stay
+                    conn.execute("UPDATE runs SET pid = ?, pid_started = ? WHERE run_id = ?",
+                                 (pid, pid_started, run_id))
             elif status == "queued":
                 conn.execute(
                     "UPDATE runs SET status = ?, pid = NULL, pid_started = NULL, finished_at = NULL, "

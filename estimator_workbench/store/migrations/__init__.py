@@ -44,7 +44,7 @@ def _read_revision(conn: sqlalchemy.Connection) -> str | None:
     """alembic's revision, else ``'legacy:<n>'`` for a pre-alembic SQLite registry of schema
     version n, else None (an empty database)."""
     if _table_exists(conn, VERSION_TABLE):
-        row = conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
+        row = conn.exec_driver_sql("SELECT version_num FROM registry_alembic_version").fetchone()
         if row is not None:
             return str(row[0])
     if _table_exists(conn, "schema_version"):
@@ -84,6 +84,7 @@ def upgrade(url: str) -> str | None:
         return before
     if before is not None and not before.startswith("legacy:") and before not in REVISIONS:
         raise _newer(url, before)
+    import sqlalchemy
     from alembic import command
     from alembic.config import Config
 
@@ -95,7 +96,7 @@ def upgrade(url: str) -> str | None:
             conn.execution_options(sqlite_begin="BEGIN IMMEDIATE")
         with conn.begin():
             if conn.dialect.name == "postgresql":
-                conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_UPGRADE_LOCK})")
+                conn.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _UPGRADE_LOCK})
             before = _read_revision(conn)  # again, under the lock
             if before == HEAD:
                 return before
