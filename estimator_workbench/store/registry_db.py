@@ -100,7 +100,7 @@ class _Result:
     def __init__(self, rows: list[Row]) -> None:
         self._rows = rows
 
-    def fetchone(self) -> Row | None:
+    def fetchone(self) -> Any:  # Row or None, typed as sqlite3's cursor types it
         return self._rows[0] if self._rows else None
 
     def fetchall(self) -> list[Row]:
