@@ -10,6 +10,9 @@ import child_processes
 import pytest
 import torch
 
+# postgres_server, postgres_url, db_backend: the run registry on PostgreSQL too
+pytest_plugins = ["postgres_server"]
+
 
 @pytest.fixture(autouse=True)
 def _deterministic_torch():

@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import os
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from estimator_workbench.cli import trash_commands
+from estimator_workbench.cli import db_commands, trash_commands
 from estimator_workbench.cli.data_flags import add_data_arguments, apply_data_flags
 from estimator_workbench.cli.follow import follow_run
 from estimator_workbench.cli.serve import cmd_ui
@@ -52,6 +53,7 @@ from estimator_workbench.store.records import (
     RunRecord,
 )
 from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.store.registry_db import DATABASE_URL_ENV, resolve_url
 
 __all__ = ['UsageError', 'build_parser', 'main']
 
@@ -398,6 +400,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=_PROG, description="Estimator Workbench: train, evaluate and predict "
                      "with tf.estimator-style model_fns on PyTorch.")
     parser.add_argument("--workspace", help="workspace folder (default: $WORKBENCH_HOME or ./workspace)")
+    parser.add_argument("--database-url", metavar="URL",
+                        help="the run registry's database, e.g. postgresql://user:password@host:5432/db "
+                             "(default: $WORKBENCH_DATABASE_URL, else the workspace's registry.sqlite)")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     ui = sub.add_parser("ui", help="start the UI (the default without a command)")
@@ -485,13 +490,14 @@ def build_parser() -> argparse.ArgumentParser:
     trash_commands.add_parsers(sub)
     _add_sweep_parser(sub)
     _add_serve_parser(sub)
+    db_commands.add_parsers(sub)
     return parser
 
 
 _COMMANDS = {"ui": cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
              "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
-             "sweep": _cmd_sweep, "serve": _cmd_serve, "notebook": _cmd_notebook}
+             "sweep": _cmd_sweep, "serve": _cmd_serve, "notebook": _cmd_notebook, "db": db_commands.cmd_db}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -503,6 +509,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     root: Path | None = None
     try:
         root = paths.workspace_root(args.workspace)
+        if args.database_url is not None:
+            resolve_url(root, args.database_url)  # a bad URL: one line, exit 2
+            os.environ[DATABASE_URL_ENV] = args.database_url  # runners inherit it
         if root.exists() and not root.is_dir():
             raise UsageError(f"--workspace {str(root)!r} is a file, not a folder.")
         note = paths.secure_workspace(root)

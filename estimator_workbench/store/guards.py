@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import shutil
@@ -242,23 +241,27 @@ class OwnerCheck:
 
     def __init__(self, registry: RunRegistry) -> None:
         self._registry = registry
-        self._conn: sqlite3.Connection | None = None
+        self._conn: Any = None  # registry_db.Connection
         self._lock = threading.Lock()
 
     def check(self, run_id: str, attempt: int) -> None:
+        def read() -> Any:
+            try:
+                if self._conn is None:
+                    self._conn = self._registry._connect()
+                row = self._conn.execute(
+                    "SELECT attempt, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
+                self._conn.end()  # PostgreSQL: no transaction left open between checks
+                return row
+            except Exception:
+                self._close()
+                raise
+
         with self._lock:
-            row: Any = None
-            for retry in (False, True):
-                try:
-                    if self._conn is None:
-                        self._conn = self._registry._connect()
-                    row = self._conn.execute(
-                        "SELECT attempt, status FROM runs WHERE run_id = ?", (run_id,)).fetchone()
-                    break
-                except sqlite3.OperationalError:
-                    self._close()
-                    if retry:
-                        raise
+            try:
+                row = read()
+            except Exception:  # a broken connection (a restarted server): afresh, with the
+                row = self._registry._retry(read)  # registry's retries (locks, an unreachable server)
         if row is not None and row[0] == attempt and row[1] in OWNED_STATUSES:
             return
         if row is None:
@@ -273,5 +276,4 @@ class OwnerCheck:
     def _close(self) -> None:
         conn, self._conn = self._conn, None
         if conn is not None:
-            with contextlib.suppress(sqlite3.Error):
-                conn.close()
+            conn.close()

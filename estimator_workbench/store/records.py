@@ -203,7 +203,7 @@ class RunRecord:
         return out
 
     @classmethod
-    def from_row(cls, row: sqlite3.Row) -> RunRecord:
+    def from_row(cls, row: Any) -> RunRecord:  # sqlite3.Row or registry_db.Row
         # A database of an older schema is migrated at its first write; reads before that (a
         # read-only workspace, a full disk) see the columns added since at their defaults.
         keys = row.keys()

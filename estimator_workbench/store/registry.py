@@ -1,4 +1,5 @@
-"""The run registry: one SQLite file per workspace, the source of truth for runs.
+"""The run registry: the source of truth for runs, one SQLite file per workspace or a shared
+PostgreSQL database (``$WORKBENCH_DATABASE_URL``).
 
 The registry holds one row per run (what was asked for, where it stands, summary metrics); time
 series live in each run's ``metrics.jsonl``. The SQLite plumbing (WAL mode, short
@@ -55,7 +56,13 @@ from estimator_workbench.store.records import (
     new_run_id,
     run_spec,
 )
-from estimator_workbench.store.registry_db import SCHEMA_VERSION, RegistryDatabase, json_text
+from estimator_workbench.store.registry_db import (
+    SCHEMA_VERSION,
+    Connection,
+    RegistryDatabase,
+    json_text,
+    resolve_url,
+)
 
 __all__ = ['SCHEMA_VERSION', 'RunRegistry', 'process_start_time']
 
@@ -64,11 +71,14 @@ _EDITABLE_COLUMNS = ("name", "tags_json", "note")
 
 
 class RunRegistry(RegistryDatabase):
-    """The runs of one workspace, stored in ``<root>/registry.sqlite``.
+    """The runs of one workspace, stored in ``<root>/registry.sqlite`` or the database at
+    ``database_url`` (default ``$WORKBENCH_DATABASE_URL``).
 
     Args:
-        root: the workspace folder (see ``estimator_workbench.store.paths.workspace_root``). Nothing is created
-            until the first write.
+        root: the workspace folder (see ``estimator_workbench.store.paths.workspace_root``): the run
+            folders, and the SQLite file by default. Nothing is created until the first write.
+        database_url: ``postgresql://user:password@host:port/database`` (psycopg 3) or
+            ``sqlite:///path``; None: ``$WORKBENCH_DATABASE_URL``, else ``<root>/registry.sqlite``.
 
     Example:
         >>> reg = RunRegistry("/tmp/ws")                                         # doctest: +SKIP
@@ -79,9 +89,10 @@ class RunRegistry(RegistryDatabase):
         'running'
     """
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, database_url: str | None = None) -> None:
         self.root = Path(root)
         self.db_path = paths.registry_path(self.root)
+        self.url = resolve_url(self.root, database_url)
         self._initialised = False
         self._owner_check = OwnerCheck(self)
 
@@ -145,7 +156,7 @@ class RunRegistry(RegistryDatabase):
         created = time.time()
         self._ensure_schema()
 
-        def insert(conn: sqlite3.Connection) -> RunRecord:
+        def insert(conn: Connection) -> RunRecord:
             if parent_run_id is not None:
                 self._fetch(conn, parent_run_id)
             for _ in range(100):
@@ -249,7 +260,7 @@ class RunRegistry(RegistryDatabase):
 
         pid_started = process_start_time(pid) if status == "running" else None
 
-        def change(conn: sqlite3.Connection) -> RunRecord:
+        def change(conn: Connection) -> RunRecord:
             record = self._fetch(conn, run_id)
             current = record.status
             if attempt is not None:
@@ -266,11 +277,12 @@ class RunRegistry(RegistryDatabase):
             now = time.time()
             if status == "running":
                 conn.execute(
-                    "UPDATE runs SET status = ?, pid = COALESCE(?, pid), "
-                    "pid_started = CASE WHEN ? IS NULL THEN pid_started ELSE ? END, started_at = ?, "
-                    "heartbeat_at = ?, heartbeat_uptime = ?, finished_at = NULL, attempt = attempt + 1, "
-                    "last_step = NULL, last_step_at = NULL WHERE run_id = ?",
-                    (status, pid, pid, pid_started, now, now, uptime(), run_id))
+                    "UPDATE runs SET status = ?, started_at = ?, heartbeat_at = ?, heartbeat_uptime = ?, "
+                    "finished_at = NULL, attempt = attempt + 1, last_step = NULL, last_step_at = NULL "
+                    "WHERE run_id = ?", (status, now, now, uptime(), run_id))
+                if pid is not None:  # its start time too (None: gone); without a pid both stay
+                    conn.execute("UPDATE runs SET pid = ?, pid_started = ? WHERE run_id = ?",
+                                 (pid, pid_started, run_id))
             elif status == "queued":
                 conn.execute(
                     "UPDATE runs SET status = ?, pid = NULL, pid_started = NULL, finished_at = NULL, "
@@ -327,7 +339,7 @@ class RunRegistry(RegistryDatabase):
         With ``attempt``: raises ``OwnershipLostError`` when that attempt no longer owns the run
         (a beat while the run is ``lost`` but still owned records nothing).
         """
-        def beat(conn: sqlite3.Connection) -> None:
+        def beat(conn: Connection) -> None:
             if attempt is not None:
                 check_record_owner(self._fetch(conn, run_id), attempt)
             conn.execute(
@@ -360,7 +372,7 @@ class RunRegistry(RegistryDatabase):
         else:
             rows = list(metrics)
 
-        def merge(conn: sqlite3.Connection) -> RunRecord:
+        def merge(conn: Connection) -> RunRecord:
             record = self._fetch(conn, run_id)
             if attempt is not None:
                 check_record_owner(record, attempt)
@@ -414,7 +426,7 @@ class RunRegistry(RegistryDatabase):
         if column not in _EDITABLE_COLUMNS:
             raise ValueError(f"column must be one of {list(_EDITABLE_COLUMNS)}, given: {column!r}")
 
-        def change(conn: sqlite3.Connection) -> RunRecord:
+        def change(conn: Connection) -> RunRecord:
             self._fetch(conn, run_id)
             conn.execute(f"UPDATE runs SET {column} = ? WHERE run_id = ?", (value, run_id))
             return self._fetch(conn, run_id)
@@ -433,7 +445,7 @@ class RunRegistry(RegistryDatabase):
         if self.get(run_id).status == "running" and not force:
             raise ValueError(running)
 
-        def remove(conn: sqlite3.Connection) -> None:
+        def remove(conn: Connection) -> None:
             record = self._fetch(conn, run_id)
             if record.status == "running" and not force:
                 raise ValueError(running)

@@ -36,6 +36,7 @@ from pathlib import Path
 from estimator_workbench.store import paths
 from estimator_workbench.store.records import RunNotFoundError, RunRecord
 from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.store.registry_db import Connection
 
 __all__ = ["ORPHAN_MIN_AGE_S", "TrashOutcome", "TrashedRun", "empty_trash", "move_to_trash", "orphan_folders",
            "restore", "restore_run", "trash_run", "trashed_runs", "trashed_times"]
@@ -83,7 +84,7 @@ class TrashOutcome:
         return text
 
 
-# The registry's transaction helpers (_write: one BEGIN IMMEDIATE transaction, retried on lock
+# The registry's transaction helpers (_write: one write transaction, retried on lock
 # contention; _read: tolerant of a missing database; _fetch) are shared within estimator_workbench.store.
 
 def trash_run(registry: RunRegistry, run_id: str) -> float:
@@ -94,7 +95,7 @@ def trash_run(registry: RunRegistry, run_id: str) -> float:
         ValueError: the run is queued or running (cancel it first).
         RunNotFoundError: no such run.
     """
-    def move(conn: sqlite3.Connection) -> float:
+    def move(conn: Connection) -> float:
         record = registry._fetch(conn, run_id)
         if record.is_active:
             raise ValueError(f"Run {run_id!r} ({record.name!r}) is {record.status}; cancel it before "
@@ -115,7 +116,7 @@ def restore_run(registry: RunRegistry, run_id: str) -> RunRecord:
     Raises:
         RunNotFoundError: no such run.
     """
-    def back(conn: sqlite3.Connection) -> RunRecord:
+    def back(conn: Connection) -> RunRecord:
         registry._fetch(conn, run_id)
         conn.execute("UPDATE runs SET trashed_at = NULL WHERE run_id = ?", (run_id,))
         return registry._fetch(conn, run_id)

@@ -203,6 +203,7 @@ def test_descendants_crosses_sessions(tmp_path):
             os.kill(grandchild, signal.SIGKILL)
 
 
+@pytest.mark.usefixtures("db_backend")
 def test_queued_run_cancel_and_stop(workspace, make_launcher):
     launcher = make_launcher(max_concurrent=1)
     blocker = new_run(workspace, max_steps=2000, sleep=0.02)
@@ -216,6 +217,7 @@ def test_queued_run_cancel_and_stop(workspace, make_launcher):
     launcher.cancel(blocker, grace=5, wait=True)
 
 
+@pytest.mark.usefixtures("db_backend")
 def test_reaper_marks_sigkilled_runner_lost_and_resume_continues(workspace, make_launcher):
     launcher = make_launcher()
     run_id = new_run(workspace, max_steps=40, sleep=0.05)

@@ -70,6 +70,7 @@ class TestCreateAndRead:
         sqlite3.connect(workspace / "registry.sqlite").close()
         assert RunRegistry(workspace).list_runs() == []
 
+    @pytest.mark.usefixtures("db_backend")
     def test_create_run_writes_record_and_run_json(self, workspace):
         reg = RunRegistry(workspace)
         rec = make_run(reg)
@@ -103,6 +104,7 @@ class TestCreateAndRead:
         reg = RunRegistry(workspace)
         rec = make_run(reg)
         with sqlite3.connect(workspace / "registry.sqlite") as conn:  # back to schema 1
+            conn.execute("DROP TABLE IF EXISTS registry_alembic_version")  # as a workbench before alembic made it
             for column in ("attempt", "pid_started", "last_step", "last_step_at", "trashed_at",
                            "heartbeat_uptime"):
                 conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
@@ -113,6 +115,7 @@ class TestCreateAndRead:
         with sqlite3.connect(workspace / "registry.sqlite") as conn:
             assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 4
 
+    @pytest.mark.usefixtures("db_backend")
     def test_invalid_create_collects_problems(self, workspace):
         reg = RunRegistry(workspace)
         with pytest.raises(ValueError, match=r"action must be one of .* given: 'fit'.*"
@@ -124,6 +127,7 @@ class TestCreateAndRead:
             make_run(reg, params={"f": object()})
         assert reg.list_runs() == []
 
+    @pytest.mark.usefixtures("db_backend")
     def test_parent_must_exist(self, workspace):
         reg = RunRegistry(workspace)
         with pytest.raises(RunNotFoundError):
@@ -133,6 +137,7 @@ class TestCreateAndRead:
                          checkpoint_path="model/ckpt-10.pt")
         assert (child.parent_run_id, child.parent_relation) == (parent.run_id, "warm_start")
 
+    @pytest.mark.usefixtures("db_backend")
     def test_list_filters(self, workspace):
         reg = RunRegistry(workspace)
         a, b = make_run(reg, name="a"), make_run(reg, name="b", action="evaluate")
@@ -150,6 +155,7 @@ class TestCreateAndRead:
         assert len({new_run_id() for _ in range(200)}) > 190
 
 
+@pytest.mark.usefixtures("db_backend")
 class TestStateMachine:
     def test_happy_path_sets_timestamps(self, workspace):
         reg = RunRegistry(workspace)
@@ -220,6 +226,7 @@ class TestStateMachine:
         assert rec2.heartbeat_at >= first and rec2.pid == 7
 
 
+@pytest.mark.usefixtures("db_backend")
 class TestSummaryAndEdits:
     def test_summary_last_best_step(self, workspace):
         reg = RunRegistry(workspace)
@@ -288,6 +295,7 @@ def _hammer(root: str, run_id: str, n: int) -> None:
         reg.list_runs()
 
 
+@pytest.mark.usefixtures("db_backend")
 class TestConcurrency:
     def test_threads_write_without_lock_errors(self, workspace):
         reg = RunRegistry(workspace)

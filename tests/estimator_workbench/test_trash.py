@@ -40,6 +40,7 @@ def ids(records):
 
 
 class TestRegistryTrash:
+    @pytest.mark.usefixtures("db_backend")
     def test_a_trashed_run_is_hidden_from_every_list_and_keeps_its_folder(self, workspace):
         reg = RunRegistry(workspace)
         keep, gone = finished(reg, "keep"), finished(reg, "gone")
@@ -58,6 +59,7 @@ class TestRegistryTrash:
         [item] = trash.trashed_runs(reg)
         assert item.record.run_id == gone.run_id and before <= item.trashed_at <= time.time()
 
+    @pytest.mark.usefixtures("db_backend")
     def test_restore_brings_it_back(self, workspace):
         reg = RunRegistry(workspace)
         rec = finished(reg)
@@ -66,6 +68,7 @@ class TestRegistryTrash:
         assert ids(reg.list_runs()) == [rec.run_id] and trash.trashed_runs(reg) == []
 
     @pytest.mark.parametrize("status", ["queued", "running"])
+    @pytest.mark.usefixtures("db_backend")
     def test_an_active_run_cannot_be_trashed(self, workspace, status):
         reg = RunRegistry(workspace)
         rec = make_run(reg, "busy")
@@ -78,6 +81,7 @@ class TestRegistryTrash:
         assert outcome.done == [] and "cancel it" in outcome.refused[rec.run_id]
         assert ids(reg.list_runs()) == [rec.run_id]
 
+    @pytest.mark.usefixtures("db_backend")
     def test_empty_trash_deletes_rows_and_folders_of_trashed_runs_only(self, workspace):
         reg = RunRegistry(workspace)
         keep, gone = finished(reg, "keep"), finished(reg, "gone")
@@ -90,6 +94,7 @@ class TestRegistryTrash:
         assert refused.done == [] and "is not in the trash" in refused.refused[keep.run_id]
         assert reg.exists(keep.run_id)
 
+    @pytest.mark.usefixtures("db_backend")
     def test_empty_trash_spares_a_run_whose_folder_an_active_run_reads(self, workspace):
         reg = RunRegistry(workspace)
         parent = finished(reg, "parent")
@@ -108,6 +113,7 @@ class TestRegistryTrash:
         rec = finished(reg)
         # an older workbench's registry: no trashed_at column (version 3) nor what came after it
         with sqlite3.connect(reg.db_path) as conn:
+            conn.execute("DROP TABLE IF EXISTS registry_alembic_version")  # as a workbench before alembic made it
             conn.execute("ALTER TABLE runs DROP COLUMN trashed_at")
             conn.execute("ALTER TABLE runs DROP COLUMN heartbeat_uptime")  # version 4 (issue 24)
             conn.execute("DELETE FROM schema_version WHERE version >= 3")
@@ -119,6 +125,7 @@ class TestRegistryTrash:
         with sqlite3.connect(reg.db_path) as conn:
             assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION
 
+    @pytest.mark.usefixtures("db_backend")
     def test_an_unknown_run_is_reported(self, workspace):
         reg = RunRegistry(workspace)
         finished(reg)
@@ -128,6 +135,7 @@ class TestRegistryTrash:
 
 
 class TestCommands:
+    @pytest.mark.usefixtures("db_backend")
     def test_delete_list_restore_empty(self, workspace, capsys):
         reg = RunRegistry(workspace)
         keep, gone = finished(reg, "keep"), finished(reg, "gone")

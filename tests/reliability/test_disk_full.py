@@ -244,13 +244,25 @@ def test_a_run_whose_log_cannot_be_opened_on_a_full_disk_stays_queued(workspace,
 class _FillsUp(sqlite3.Connection):
     """A connection whose statements starting with one of ``FULL_AT`` fail as on a full disk:
     SQLite rolls the transaction back itself (SQLITE_FULL), so a later ROLLBACK fails with
-    "cannot rollback - no transaction is active", the traceback the attack saw."""
+    "cannot rollback - no transaction is active", the traceback the attack saw. SQLAlchemy runs
+    statements through cursors: theirs fail the same way."""
 
     FULL_AT: tuple[str, ...] = ()
 
     def execute(self, sql, *args):
         if sql.lstrip().upper().startswith(self.FULL_AT):
             super().execute("ROLLBACK")
+            raise sqlite3.OperationalError("database or disk is full")
+        return super().execute(sql, *args)
+
+    def cursor(self, *args, **kwargs):
+        return super().cursor(_FillsUpCursor)
+
+
+class _FillsUpCursor(sqlite3.Cursor):
+    def execute(self, sql, *args):
+        if sql.lstrip().upper().startswith(_FillsUp.FULL_AT):
+            self.connection.execute("ROLLBACK")
             raise sqlite3.OperationalError("database or disk is full")
         return super().execute(sql, *args)
 

@@ -66,6 +66,7 @@ def listed_checkpoints(model_dir: Path) -> set[str]:
     return {Path(p).name for p in checkpoints.all_checkpoints(model_dir)}
 
 
+@pytest.mark.usefixtures("db_backend")
 def test_stop_lost_resume_cont_ends_with_one_writer_and_one_history(workspace):
     """The issue's sequence, with the CLI's launcher (a second one) reaping and resuming."""
     slow = "    __import__('time').sleep(0.01)\n"  # ~100 steps/s at most: time to stop it mid-run
@@ -109,6 +110,7 @@ def _resume_elsewhere(registry: RunRegistry, run_id: str, pid: int) -> None:
     registry.set_status(run_id, "running", pid=pid)
 
 
+@pytest.mark.usefixtures("db_backend")
 def test_a_runner_whose_token_is_stale_writes_nothing_more(workspace, monkeypatch, capsys):
     """The run changes hands at step 30 (as if resumed by another launcher while this runner was
     stopped): this runner writes no metric row, checkpoint or status after that, and exits 3."""
@@ -151,6 +153,7 @@ def test_a_runner_started_for_another_attempt_does_not_start(workspace, capsys):
     assert registry.get(rec.run_id).status == "running"
 
 
+@pytest.mark.usefixtures("db_backend")
 class TestRegistryFence:
     def test_every_start_is_a_new_attempt_and_old_attempts_cannot_write(self, workspace):
         registry = RunRegistry(workspace)

@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("streamlit")
 from streamlit.testing.v1 import AppTest
 
-from estimator_workbench.store import registry_db
+from estimator_workbench.store import database, registry_db
 from estimator_workbench.store.registry import RunRegistry
 
 REPO = Path(__file__).resolve().parents[2]
@@ -88,7 +88,7 @@ def test_pages_wait_out_a_locked_registry(workspace, page):
 
 def test_a_lock_held_past_every_retry_shows_a_warning_not_a_crash(workspace, monkeypatch):
     add_run(workspace)
-    monkeypatch.setattr(registry_db, "_BUSY_TIMEOUT_MS", 50)
+    monkeypatch.setattr(database, "BUSY_TIMEOUT_MS", 50)
     monkeypatch.setattr(registry_db, "_LOCK_RETRIES", 2)
     locker = _Locker(workspace / "registry.sqlite", 3.0)
     try:

@@ -86,7 +86,7 @@ def test_sql_values_are_parameters_and_injection_is_inert(workspace):
 # Interpolations reviewed as safe: they never hold user input (constants, '?' lists, a literal
 # sort direction, a column name from the whitelist checked in RunRegistry._update).
 _SAFE_SQL_INTERPOLATIONS = {
-    "_BUSY_TIMEOUT_MS",
+    "BUSY_TIMEOUT_MS",
     "', '.join(('?' for _ in wanted))",
     "'DESC' if newest_first else 'ASC'",
     "column",
