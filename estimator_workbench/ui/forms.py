@@ -28,7 +28,7 @@ from estimator_workbench.ui.session import (
 )
 from estimator_workbench.ui.tables import start_from_label
 
-__all__ = ['EDITOR_FONT', 'NAN_POLICIES', 'edit_code', 'encodings_form', 'launch_run', 'params_form', 'run_config_form', 'run_picker', 'single_row_inputs',
+__all__ = ['EDITOR_FONT', 'NAN_POLICIES', 'csv_read_form', 'edit_code', 'encodings_form', 'launch_run', 'params_form', 'run_config_form', 'run_picker', 'single_row_inputs',
            'start_from_picker', 'warm_start_check']
 
 
@@ -107,6 +107,33 @@ def single_row_inputs(sample: pd.DataFrame, columns: Sequence[str], dtypes: Mapp
 _DATE_CHOICES = {"expand": "Expand into year, month and day of week", "ignore": "Leave it out"}
 _TEXT_CHOICES = {"vocabulary": "Keep: one id per value", "hash": "Hash buckets",
                  "embedding": "Embedding", "ignore": "Ignore"}
+
+
+_DELIMITER_NAMES = {",": "',' comma", ";": "';' semicolon", "\t": "tab", "|": "'|' pipe"}
+
+
+def csv_read_form(saved: Mapping[str, Any], key: str) -> dict[str, str]:
+    """The Data page's choice of how a CSV file is read: its field delimiter and text encoding,
+    each 'Detected' (``load_csv`` finds it) or one of ``DELIMITERS`` / ``CSV_ENCODINGS``, starting
+    from ``saved`` (the ``read_options`` of the session's dataset for this file). Returns the
+    chosen ones for the dataset ref (``DatasetSpec.read_options``): empty when both are detected."""
+    from estimator_workbench.data.sources import CSV_ENCODINGS, DELIMITERS
+
+    chosen: dict[str, str] = {}
+    c1, c2 = st.columns(2)
+    for column, name, label, choices, names in (
+            (c1, "delimiter", "Delimiter", DELIMITERS, _DELIMITER_NAMES),
+            (c2, "encoding", "Encoding", CSV_ENCODINGS, {})):
+        options = [None, *choices]
+        start = saved.get(name)
+        value = column.selectbox(label, options, index=options.index(start) if start in options else 0,
+                                 key=f"{key}-{name}", format_func=lambda v, n=names: "Detected" if v is None
+                                 else n.get(v, v),
+                                 help=f"How the file is read, for this page and for every run on it. "
+                                      f"'Detected' lets the workbench find the {name}.")
+        if value is not None:
+            chosen[name] = value
+    return chosen
 
 
 def encodings_form(df: pd.DataFrame, schema: Any, saved: Any, key: str) -> tuple[dict[str, str], int]:

@@ -325,7 +325,7 @@ def _evaluation_plots(record: RunRecord, kids: list[RunRecord]) -> None:
     preds = predictions_frame(shown.run_id)
     try:
         spec = datasets.DatasetSpec.from_dict(record.dataset)
-        df = load_dataset_frame(spec.path)
+        df = load_dataset_frame(spec.path, **spec.read_options)
     except (ValueError, OSError) as exc:
         show_error(exc, level="warning", prefix="The run's dataset cannot be read: ")
         return
