@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from estimator_workbench.data import datasets
+from estimator_workbench.data import datasets, profile
 from estimator_workbench.ui import context, forms, session
 
 st.title("Data")
@@ -58,18 +58,33 @@ else:
     path = datasets.upload_path(workspace, chosen_upload)
     ref = {"kind": "file", "path": str(path)}
 
-df = session.load_dataset_frame(path)
+read: dict[str, str] = {}  # how a CSV upload is read, where the analyst chose it: part of the ref the run loads
+read_note = None
+if ref["kind"] == "file" and path.suffix.lower() == ".csv":
+    read_note = st.empty()
+    saved_read = current_ref if current_ref.get("path") == ref["path"] else {}
+    with st.expander("CSV format: delimiter and encoding", icon=":material/table_rows:",
+                     expanded=any(k in saved_read for k in ("delimiter", "encoding"))):
+        read = forms.csv_read_form(saved_read, key=f"data-csv-{path.name}")
+    ref |= read
+try:
+    df = session.load_dataset_frame(path, **read)
+except ValueError as exc:  # a delimiter or encoding chosen that does not fit the file
+    session.show_error(exc)
+    st.stop()
+if read_note is not None:  # what was detected (or chosen): encoding, delimiter, decimal mark
+    read_note.caption(session.md(profile.source_format_note(df) or ""))
 try:  # the saved choice describes this data: its roles, encodings and split come back
     saved = datasets.DatasetSpec.from_dict(current) if current_ref == ref else None
 except ValueError:
     saved = None
 st.caption(f"{len(df):,} rows x {df.shape[1]} columns · {session.md(path.name)}")
-inferred = session.inferred_schema(path)
+inferred = session.inferred_schema(path, **read)
 if saved is not None and list(saved.schema.names) == list(inferred.names):
     inferred = saved.schema
 preview, distributions, stats = st.tabs(["Preview", "Distributions and missing values", "Column summary"])
 preview.dataframe(df.head(200), height=260)
-distributions.dataframe(session.dataset_distributions(path, inferred), hide_index=True,
+distributions.dataframe(session.dataset_distributions(path, inferred, **read), hide_index=True,
                         height=min(420, 35 * (df.shape[1] + 1) + 3),  # no empty rows below a few columns
                         column_config={"distribution": st.column_config.BarChartColumn(
                             "distribution", help="Numbers: a histogram over 20 bins. Dates: rows per month. "
@@ -79,13 +94,14 @@ stats.dataframe(datasets.summary(df), height=260)
 st.subheader("Roles and types")
 table = pd.DataFrame([{"column": c.name, "role": c.role, "type": c.dtype, "missing": c.n_missing}
                       for c in inferred.columns])
-edited = st.data_editor(table, hide_index=True, disabled=["column", "missing"], key=f"roles-{path}",
+data_key = f"{path}|{read}" if read else str(path)  # other columns when read another way: other widgets
+edited = st.data_editor(table, hide_index=True, disabled=["column", "missing"], key=f"roles-{data_key}",
                         column_config={"role": st.column_config.SelectboxColumn(options=list(datasets.ROLES), required=True),
                                        "type": st.column_config.SelectboxColumn(options=list(datasets.DTYPES), required=True)})
 schema = datasets.Schema(tuple(datasets.ColumnSchema(r.column, r.role, r.type, int(r.missing))
                                for r in edited.itertuples()))
 
-encodings, hash_buckets = forms.encodings_form(df, schema, saved, key=f"enc-{path}")
+encodings, hash_buckets = forms.encodings_form(df, schema, saved, key=f"enc-{data_key}")
 
 st.subheader("Split and missing values")
 start = saved or datasets.DatasetSpec(ref, schema)  # the saved settings of this data, else the defaults

@@ -25,7 +25,7 @@ single, batch = st.tabs(["Dataset", "Single row"])
 with batch:
     info_cols = [c.name for c in base.schema.columns if c.role == "feature"]
     with st.form("single-row"):
-        sample = session.load_dataset_frame(base.path)
+        sample = session.load_dataset_frame(base.path, **base.read_options)
         # typed: numbers, selects of the seen categories, dates (labels escaped: column names are user text)
         row = forms.single_row_inputs(sample, info_cols, {c.name: c.dtype for c in base.schema.columns},
                                       key=f"row-{record.run_id}")

@@ -23,7 +23,7 @@ if problem:  # never train other code than the editor shows: the broken code is 
     st.stop()
 spec = datasets.DatasetSpec.from_dict(dataset)
 label = spec.schema.label
-frame = session.load_dataset_frame(spec.path) if label else None
+frame = session.load_dataset_frame(spec.path, **spec.read_options) if label else None
 mismatch = datasets.label_task_warning(template["name"], template["code"], label,
                                        spec.schema.column(label).dtype if label else None,
                                        frame[label] if frame is not None and label in frame.columns else None)

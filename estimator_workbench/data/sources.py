@@ -21,6 +21,7 @@ import pandas as pd
 from estimator_workbench import resources
 
 __all__ = [
+    'CSV_ENCODINGS',
     'CSV_FORMAT_ATTR',
     'DEFAULT_MAX_BYTES',
     'DELIMITERS',
@@ -195,6 +196,8 @@ def _check_size(source: Any, where: str, max_bytes: int | None) -> int:
 
 #: The field delimiters a CSV file is sniffed for (spreadsheets export ';' where ',' is the decimal mark).
 DELIMITERS = (",", ";", "\t", "|")
+#: The text encodings an analyst can choose for a CSV file (``load_csv(encoding=)``).
+CSV_ENCODINGS = ("utf-8", "utf-8-sig", "cp1252", "latin-1")
 #: The text encodings tried after UTF-8: what spreadsheets on Western-European Windows save.
 _LEGACY_ENCODINGS = ("cp1252", "latin_1")
 #: Where ``load_csv`` records how it read the file: ``df.attrs[CSV_FORMAT_ATTR]`` (a CsvFormat dict).
@@ -433,18 +436,24 @@ def _has_decimal_commas(df: pd.DataFrame) -> bool:
     return False
 
 
-def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTES) -> pd.DataFrame:
+def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTES,
+               delimiter: str | None = None, encoding: str | None = None) -> pd.DataFrame:
     """Loads a ``.csv`` (see ``load_csv``) or ``.parquet`` file, checked the same way.
 
-    Parquet needs ``pyarrow``; without it the error says so and how to install it.
+    ``delimiter`` and ``encoding`` are passed to ``load_csv`` (None: detected); a Parquet file
+    takes neither. Parquet needs ``pyarrow``; without it the error says so and how to install it.
     """
     if isinstance(path, (str, os.PathLike)) and os.path.isdir(path):
         raise ValueError(f"Data file {_describe_source(path)} is a folder, not a file. Give the "
                          "path of a .csv or .parquet file inside it.")
     suffix = Path(path).suffix.lower()
     if suffix in (".csv", ".txt"):
-        return load_csv(path, max_bytes=max_bytes)
+        return load_csv(path, max_bytes=max_bytes, delimiter=delimiter, encoding=encoding)
     if suffix in (".parquet", ".pq"):
+        if delimiter is not None or encoding is not None:
+            raise ValueError(f"Parquet file {_describe_source(path)} has no delimiter or text encoding "
+                             f"to choose (given delimiter={delimiter!r}, encoding={encoding!r}); these "
+                             "apply to CSV files only.")
         where = _describe_source(path)
         _check_size(path, where, max_bytes)
         try:

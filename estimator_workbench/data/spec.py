@@ -3,6 +3,7 @@ the train/eval split, and ``task_info`` (task, classes, vocabularies) handed to 
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import hashlib
 import json
@@ -62,7 +63,10 @@ class DatasetSpec:
     """Which data, which roles, which split and which missing-value handling a run uses.
 
     Args:
-        ref: ``{'kind': 'bundled', 'name': 'iris'}`` or ``{'kind': 'file', 'path': '/abs/x.csv'}``.
+        ref: ``{'kind': 'bundled', 'name': 'iris'}`` or ``{'kind': 'file', 'path': '/abs/x.csv'}``;
+            a CSV file's ref may add how to read it, ``'delimiter'`` (one character) and/or
+            ``'encoding'`` (a codec name), where the analyst chose them (``read_options``);
+            without them both are detected, as for refs written before they existed.
         schema: the column roles and types.
         eval_fraction: share of rows held out for evaluation, in [0, 1).
         seed: seed of the split (and of nothing else).
@@ -107,6 +111,17 @@ class DatasetSpec:
             raise ValueError(f"DatasetSpec ref must be {{'kind': 'bundled', 'name': str}} or "
                              f"{{'kind': 'file', 'path': str}}, given: {self.ref!r}.")
         object.__setattr__(self, "ref", dict(self.ref))
+        delimiter, encoding = self.ref.get("delimiter"), self.ref.get("encoding")
+        if delimiter is not None and not (isinstance(delimiter, str) and len(delimiter) == 1
+                                          and delimiter not in "\r\n\"'"):
+            raise ValueError(f"DatasetSpec ref's delimiter must be one character such as ',' or ';', "
+                             f"given: {delimiter!r}.")
+        if encoding is not None:
+            try:
+                codecs.lookup(encoding)
+            except (LookupError, TypeError):
+                raise ValueError(f"DatasetSpec ref's encoding {encoding!r} is not a known text encoding; "
+                                 "use e.g. 'utf-8', 'cp1252' or 'latin-1'.") from None
         if not (isinstance(self.eval_fraction, (int, float)) and 0 <= self.eval_fraction < 1):
             raise ValueError(f"eval_fraction must be a number in [0, 1), given: {self.eval_fraction!r}.")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
@@ -160,6 +175,17 @@ class DatasetSpec:
         return Path(self.ref["path"])
 
     @property
+    def read_options(self) -> dict[str, str]:
+        """How the file is read where the ref says (``load_table``'s ``delimiter`` and
+        ``encoding``); empty: detected.
+
+        Example:
+            >>> DatasetSpec({"kind": "file", "path": "x.csv", "delimiter": ";"}, Schema(())).read_options
+            {'delimiter': ';'}
+        """
+        return {k: self.ref[k] for k in ("delimiter", "encoding") if self.ref.get(k) is not None}
+
+    @property
     def task(self) -> str:
         label = self.schema.label
         if label is None:
@@ -167,8 +193,8 @@ class DatasetSpec:
         return "classification" if self.schema.column(label).dtype == CATEGORICAL else "regression"
 
     def load(self, max_bytes: int | None = DEFAULT_MAX_BYTES) -> pd.DataFrame:
-        """Reads the referenced file (``load_table``)."""
-        return load_table(self.path, max_bytes=max_bytes)
+        """Reads the referenced file (``load_table``, with the ref's ``read_options``)."""
+        return load_table(self.path, max_bytes=max_bytes, **self.read_options)
 
     def fingerprint(self) -> str:
         """sha256 of the file content, the column roles and types, the split and the missing-value
@@ -183,6 +209,8 @@ class DatasetSpec:
             + ([self.label_missing] if self.label_missing != "error" else []),
             # (encodings only when chosen, so earlier fingerprints still hold)
             **({"encodings": self.encodings, "hash_buckets": self.hash_buckets} if self.encodings else {}),
+            # (how the file is read only when chosen: another delimiter gives other examples)
+            **({"read": self.read_options} if self.read_options else {}),
         }, sort_keys=True).encode())
         return h.hexdigest()
 

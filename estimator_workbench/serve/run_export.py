@@ -23,7 +23,8 @@ from typing import Any
 
 from estimator_workbench.store import paths
 
-__all__ = ["SAVED_MODEL_DIR", "export_run", "export_run_in_child", "parse_spec_for_task", "saved_model_base"]
+__all__ = ["SAVED_MODEL_DIR", "example_instance", "export_run", "export_run_in_child", "parse_spec_for_task",
+           "read_task_info", "saved_model_base"]
 
 SAVED_MODEL_DIR = "saved_model"
 _TASK_INFO_FILE = "task_info.json"  # written by the runner beside run.json (execution.lineage)
@@ -54,6 +55,53 @@ def parse_spec_for_task(task: dict[str, Any]) -> dict[str, Any]:
     for name in [*task.get("categorical_features", []), *dict(task.get("hashed_features", {}))]:
         spec[name] = serving.VarLenFeature("string")
     return {name: value for name, value in spec.items() if value is not None}
+
+
+def read_task_info(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
+    """The task info the runner wrote beside run.json (the columns and statistics the model was
+    trained with), or None when the run has none (it never reached training)."""
+    try:
+        return json.loads((Path(run_dir) / _TASK_INFO_FILE).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def example_instance(task: dict[str, Any], row: Any) -> dict[str, Any]:
+    """One record for TF Serving's row format (``{"instances": [record]}``) of a run's served
+    model, from ``row`` (a mapping or Series: one row of the run's dataset): a number per numeric
+    input (an expanded date's parts computed from the date; a missing number takes the training
+    mean, as in training), a string per categorical or hashed one (a missing value '<missing>').
+
+    Example:
+        >>> task = {"feature_names": ["x", "c"], "numeric_features": ["x"], "categorical_features": ["c"],
+        ...         "numeric_stats": {"x": {"mean": 2.5, "std": 1.0}}}
+        >>> example_instance(task, {"x": None, "c": 3.0, "label": "a"})
+        {'x': 2.5, 'c': '3'}
+    """
+    import math
+
+    import pandas as pd
+
+    from estimator_workbench.data.schema import MISSING_TOKEN
+    from estimator_workbench.data.spec import with_date_features
+
+    frame = with_date_features(pd.DataFrame([dict(row)]), task.get("date_features") or {})
+    values = frame.iloc[0]
+    stats = task.get("numeric_stats") or {}
+    record: dict[str, Any] = {}
+    for name, feature in parse_spec_for_task(task).items():
+        value = values.get(name)
+        if feature.dtype == "string":
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                record[name] = MISSING_TOKEN
+            elif isinstance(value, float) and value.is_integer():
+                record[name] = str(int(value))  # 3.0 and '3' name one category (spec.as_str)
+            else:
+                record[name] = str(value)
+        else:
+            number = pd.to_numeric(pd.Series([value]), errors="coerce").iloc[0]
+            record[name] = float(stats.get(name, {}).get("mean", 0.0)) if pd.isna(number) else float(number)
+    return record
 
 
 def _latest_checkpoint(run_dir: Path) -> str | None:

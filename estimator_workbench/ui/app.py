@@ -67,8 +67,9 @@ def _safety_banner() -> None:
 
 def main() -> None:
     """Builds the navigation and runs the selected page (after the optional password)."""
-    st.set_page_config(page_title="Estimator Workbench", page_icon=":material/model_training:",
-                       layout="wide")
+    # An emoji favicon is drawn in the browser (a data: URL); a :material/...: one is fetched
+    # from fonts.gstatic.com on every page change (issue 27: nothing is fetched from outside).
+    st.set_page_config(page_title="Estimator Workbench", page_icon="📈", layout="wide")
     heap.freeze_import_heap()
     _safety_banner()
     if not session.require_password():

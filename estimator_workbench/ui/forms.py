@@ -28,7 +28,7 @@ from estimator_workbench.ui.session import (
 )
 from estimator_workbench.ui.tables import start_from_label
 
-__all__ = ['NAN_POLICIES', 'edit_code', 'encodings_form', 'launch_run', 'params_form', 'run_config_form', 'run_picker', 'single_row_inputs',
+__all__ = ['EDITOR_FONT', 'NAN_POLICIES', 'csv_read_form', 'edit_code', 'encodings_form', 'launch_run', 'params_form', 'run_config_form', 'run_picker', 'single_row_inputs',
            'start_from_picker', 'warm_start_check']
 
 
@@ -109,6 +109,33 @@ _TEXT_CHOICES = {"vocabulary": "Keep: one id per value", "hash": "Hash buckets",
                  "embedding": "Embedding", "ignore": "Ignore"}
 
 
+_DELIMITER_NAMES = {",": "',' comma", ";": "';' semicolon", "\t": "tab", "|": "'|' pipe"}
+
+
+def csv_read_form(saved: Mapping[str, Any], key: str) -> dict[str, str]:
+    """The Data page's choice of how a CSV file is read: its field delimiter and text encoding,
+    each 'Detected' (``load_csv`` finds it) or one of ``DELIMITERS`` / ``CSV_ENCODINGS``, starting
+    from ``saved`` (the ``read_options`` of the session's dataset for this file). Returns the
+    chosen ones for the dataset ref (``DatasetSpec.read_options``): empty when both are detected."""
+    from estimator_workbench.data.sources import CSV_ENCODINGS, DELIMITERS
+
+    chosen: dict[str, str] = {}
+    c1, c2 = st.columns(2)
+    for column, name, label, choices, names in (
+            (c1, "delimiter", "Delimiter", DELIMITERS, _DELIMITER_NAMES),
+            (c2, "encoding", "Encoding", CSV_ENCODINGS, {})):
+        options = [None, *choices]
+        start = saved.get(name)
+        value = column.selectbox(label, options, index=options.index(start) if start in options else 0,
+                                 key=f"{key}-{name}", format_func=lambda v, n=names: "Detected" if v is None
+                                 else n.get(v, v),
+                                 help=f"How the file is read, for this page and for every run on it. "
+                                      f"'Detected' lets the workbench find the {name}.")
+        if value is not None:
+            chosen[name] = value
+    return chosen
+
+
 def encodings_form(df: pd.DataFrame, schema: Any, saved: Any, key: str) -> tuple[dict[str, str], int]:
     """The Data page's choices for date columns (expand / leave out) and high-cardinality text
     columns (keep, hash buckets, embedding, ignore), starting from ``saved`` (the session's
@@ -160,6 +187,22 @@ def _editor_text(response: Any) -> str | None:
     return response if isinstance(response, str) else None
 
 
+#: The code editor's font: local monospace fonts only. The component's default, "Source Code Pro",
+#: comes with its Streamlit themes, which @import it from fonts.googleapis.com (issue 27).
+EDITOR_FONT = 'ui-monospace, "SFMono-Regular", Menlo, Consolas, "DejaVu Sans Mono", "Liberation Mono", monospace'
+
+
+def _editor_theme() -> str:
+    """The Ace theme of the code editor: one that ships with the component (its own
+    ``streamlit_light``/``streamlit_dark`` themes fetch their font from Google, offline a failure
+    and a leak to a third party); dark when the browser shows Streamlit's dark theme."""
+    try:
+        dark = st.context.theme.type == "dark"
+    except AttributeError:  # a Streamlit without st.context.theme
+        dark = False
+    return "tomorrow_night" if dark else "textmate"
+
+
 def edit_code(label: str, value: str, key: str, height: int = 420,
               on_change: Callable[[str], None] | None = None) -> str:
     """A code editor: ``streamlit-code-editor`` (Ace, bundled, works offline) when installed,
@@ -186,7 +229,10 @@ def edit_code(label: str, value: str, key: str, height: int = 420,
                 shortcuts="vscode", snippets=["", ""], completions=[], keybindings={},
                 buttons=[{"name": "Apply", "feather": "Check", "hasText": True, "alwaysOn": True,
                           "commands": ["submit"], "style": {"bottom": "0.4rem", "right": "0.4rem"}}],
-                options={}, props={}, editor_props={}, component_props={}, menu={}, info={},
+                # props reach Ace last: their theme replaces the one `theme=` picks (always a
+                # streamlit_* theme, which fetches its font from Google)
+                options={"fontFamily": EDITOR_FONT}, props={"theme": _editor_theme()}, editor_props={},
+                component_props={}, menu={}, info={},
                 allow_reset=False, replace_completer=False, response_mode=["blur"], ghost_text="")
         except TypeError:  # a release with another signature: the plain editor still works
             st.session_state["_plain_editor"] = True

@@ -36,7 +36,7 @@ from estimator_workbench.ui.tables import (
     probability_columns,
 )
 
-__all__ = ['bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'launch_from', 'newest_checkpoint', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'single_prediction', 'source_step', 'status_badge']
+__all__ = ['bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'launch_from', 'newest_checkpoint', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'serve_panel', 'single_prediction', 'source_step', 'status_badge']
 
 
 def status_badge(record: RunRecord) -> None:
@@ -137,6 +137,51 @@ def checkpoint_text(step: int | None) -> str:
         'checkpoint step 1500 (model.ckpt-1500)'
     """
     return "an unknown checkpoint" if step is None else f"checkpoint step {step} (model.ckpt-{step})"
+
+
+SERVE_PORT = 8501  # TF Serving's REST port, `serve`'s default
+
+
+def serve_panel(record: RunRecord) -> None:
+    """'Serve' (an expander keyed ``serve-<run id>``) for a finished training run: the command that
+    serves its model over TF Serving's REST API and a curl ``:predict`` request with one row of its
+    dataset in the row (``instances``) format. The UI starts no server itself: exporting runs the
+    template, user code, which runs only in processes the analyst (or a runner) starts."""
+    import json
+    import shlex
+
+    from estimator_workbench.data import datasets
+    from estimator_workbench.serve.run_export import example_instance, read_task_info
+
+    if record.action not in TRAINING_ACTIONS:
+        return
+    with st.expander("Serve", icon=":material/api:", key=f"serve-{record.run_id}"):
+        if record.status not in ("succeeded", "stopped") or newest_checkpoint(record) is None:
+            st.caption("A run that has finished training with a checkpoint can be served over TensorFlow "
+                       f"Serving's REST API; this run is {md(display_status(record))}.")
+            return
+        command = (f"estimator-workbench --workspace {shlex.quote(str(workspace()))} serve {record.run_id} "
+                   f"--port {SERVE_PORT}")
+        st.caption("Serve the model (exported on first use) over TensorFlow Serving's REST API; existing TF "
+                   "Serving clients work unchanged. Stop it with Ctrl-C.")
+        st.code(command, language="bash")
+        base = f"http://127.0.0.1:{SERVE_PORT}/v1/models/{record.run_id}"
+        task = read_task_info(get_registry().run_dir(record.run_id))
+        try:
+            spec = datasets.DatasetSpec.from_dict(record.dataset)
+            frame = load_dataset_frame(spec.path, **spec.read_options)
+        except (ValueError, OSError, KeyError):
+            frame = None
+        if task is None or frame is None or not len(frame):
+            st.caption(f"Then `POST {base}:predict` with `{{\"instances\": [...]}}`, one record of the "
+                       "feature columns per row (the run's dataset cannot be read for an example).")
+            return
+        body = json.dumps({"instances": [example_instance(task, frame.iloc[0])]})
+        st.caption("Predict the first row of the run's dataset (the row format, `instances`):")
+        st.code(f"curl -s {base}:predict \\\n  -H 'Content-Type: application/json' -d {shlex.quote(body)}",
+                language="bash")
+        st.caption("The model's inputs and outputs (its signatures):")
+        st.code(f"curl -s {base}/metadata", language="bash")
 
 
 def newest_checkpoint(record: RunRecord) -> tuple[int, str] | None:
@@ -325,7 +370,7 @@ def _evaluation_plots(record: RunRecord, kids: list[RunRecord]) -> None:
     preds = predictions_frame(shown.run_id)
     try:
         spec = datasets.DatasetSpec.from_dict(record.dataset)
-        df = load_dataset_frame(spec.path)
+        df = load_dataset_frame(spec.path, **spec.read_options)
     except (ValueError, OSError) as exc:
         show_error(exc, level="warning", prefix="The run's dataset cannot be read: ")
         return

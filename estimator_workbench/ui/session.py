@@ -272,48 +272,53 @@ def set_selected_run(run_id: str | None) -> None:
 # cache_data pickled the frame into the cache and unpickled a fresh copy on every call (issue
 # 24.3: four sessions on a 209 MB CSV peaked at 13.2 GB). Callers only read the frame.
 @st.cache_resource(show_spinner="Loading the dataset…", max_entries=4)
-def _load_frame(path: str, mtime_ns: int, size: int) -> pd.DataFrame:
+def _load_frame(path: str, mtime_ns: int, size: int, delimiter: str | None = None,
+                encoding: str | None = None) -> pd.DataFrame:
     from estimator_workbench.data import datasets
 
-    return datasets.load_table(path)
+    return datasets.load_table(path, delimiter=delimiter, encoding=encoding)
 
 
-def load_dataset_frame(path: str | Path) -> pd.DataFrame:
-    """The table at ``path`` (cached by path, size and modification time): the same frame object
-    for every session of the server, so never modify it (copy first)."""
+def load_dataset_frame(path: str | Path, delimiter: str | None = None, encoding: str | None = None) -> pd.DataFrame:
+    """The table at ``path`` (cached by path, size, modification time and the CSV ``delimiter`` and
+    ``encoding``, None: detected; a ``DatasetSpec``'s ``read_options``): the same frame object for
+    every session of the server, so never modify it (copy first)."""
     stat = os.stat(path)
-    return _load_frame(str(path), stat.st_mtime_ns, stat.st_size)
+    return _load_frame(str(path), stat.st_mtime_ns, stat.st_size, delimiter, encoding)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
-def _inferred_schema(path: str, mtime_ns: int, size: int) -> Any:
+def _inferred_schema(path: str, mtime_ns: int, size: int, delimiter: str | None = None,
+                     encoding: str | None = None) -> Any:
     from estimator_workbench.data import datasets
 
-    return datasets.infer_schema(_load_frame(path, mtime_ns, size))
+    return datasets.infer_schema(_load_frame(path, mtime_ns, size, delimiter, encoding))
 
 
-def inferred_schema(path: str | Path) -> Any:
+def inferred_schema(path: str | Path, delimiter: str | None = None, encoding: str | None = None) -> Any:
     """``infer_schema`` of the table at ``path`` (cached like ``load_dataset_frame``: the date
     detection parses text columns, too slow to redo on every widget change)."""
     stat = os.stat(path)
-    return _inferred_schema(str(path), stat.st_mtime_ns, stat.st_size)
+    return _inferred_schema(str(path), stat.st_mtime_ns, stat.st_size, delimiter, encoding)
 
 
 @st.cache_data(show_spinner="Profiling the columns…", max_entries=16)
-def _distributions(path: str, mtime_ns: int, size: int, kinds: tuple[tuple[str, str], ...]) -> pd.DataFrame:
+def _distributions(path: str, mtime_ns: int, size: int, kinds: tuple[tuple[str, str], ...],
+                   delimiter: str | None = None, encoding: str | None = None) -> pd.DataFrame:
     from estimator_workbench.data import datasets
     from estimator_workbench.data.schema import ColumnSchema, Schema
 
     schema = Schema(tuple(ColumnSchema(name, "feature", kind) for name, kind in kinds))
-    return datasets.distribution_table(_load_frame(path, mtime_ns, size), schema)
+    return datasets.distribution_table(_load_frame(path, mtime_ns, size, delimiter, encoding), schema)
 
 
-def dataset_distributions(path: str | Path, schema: Any) -> pd.DataFrame:
-    """``distribution_table`` of the table at ``path`` with the column types of ``schema`` (cached
-    by file and types: 0.2-4 s per dataset on this machine, once)."""
+def dataset_distributions(path: str | Path, schema: Any, delimiter: str | None = None,
+                          encoding: str | None = None) -> pd.DataFrame:
+    """``distribution_table`` of the table at ``path`` (read as ``load_dataset_frame`` does) with
+    the column types of ``schema`` (cached by file and types: 0.2-4 s per dataset, once)."""
     stat = os.stat(path)
     return _distributions(str(path), stat.st_mtime_ns, stat.st_size,
-                          tuple((c.name, c.dtype) for c in schema.columns))
+                          tuple((c.name, c.dtype) for c in schema.columns), delimiter, encoding)
 
 
 def current_dataset() -> dict[str, Any]:

@@ -377,6 +377,39 @@ def test_fingerprint_changes_with_content_roles_and_seed(tmp_path):
     assert spec.fingerprint() != fp
 
 
+def test_a_ref_may_say_how_its_csv_file_is_read(tmp_path):
+    """Issue 27: the delimiter and encoding an analyst chose travel in the ref; ``load`` (what the
+    runner calls) reads the file with them, and refs without them read and fingerprint as before."""
+    path = tmp_path / "d.csv"
+    path.write_bytes(b"a;b;label\n1,5;2;x\n3;4;y\n5;6;\x80\n")  # cp1252 '\u20ac', Latin-1 '\x80'
+    detected = ds.DatasetSpec({"kind": "file", "path": str(path)}, ds.infer_schema(ds.load_csv(path)))
+    assert detected.read_options == {}
+    assert detected.load()["label"].tolist() == ["x", "y", "\u20ac"] and detected.load()["a"].iloc[0] == 1.5
+    # The fingerprint of a ref without read options, as computed before they existed (main at b9ec301).
+    assert detected.fingerprint() == "c05db7f42888fd171a7687e0f67c87cd41937c8efb98a2156c8355a4a8754795"
+
+    chosen = ds.DatasetSpec.from_dict({**detected.to_dict(), "ref": {**detected.ref, "encoding": "latin-1",
+                                                                      "delimiter": ";"}})
+    assert chosen.read_options == {"delimiter": ";", "encoding": "latin-1"}
+    assert chosen.load()["label"].tolist() == ["x", "y", "\x80"]
+    assert ds.DatasetSpec.from_dict(chosen.to_dict()) == chosen
+    assert chosen.fingerprint() != detected.fingerprint()
+    with pytest.raises(ValueError, match="has only one column"):
+        ds.DatasetSpec(dict(detected.ref, delimiter="|"), detected.schema).load()
+
+    with pytest.raises(ValueError, match=re.escape("DatasetSpec ref's delimiter must be one character such as "
+                                                   "',' or ';', given: ';;'.")):
+        ds.DatasetSpec(dict(detected.ref, delimiter=";;"), detected.schema)
+    with pytest.raises(ValueError, match=re.escape("DatasetSpec ref's encoding 'klingon' is not a known text "
+                                                   "encoding; use e.g. 'utf-8', 'cp1252' or 'latin-1'.")):
+        ds.DatasetSpec(dict(detected.ref, encoding="klingon"), detected.schema)
+    parquet = tmp_path / "d.parquet"
+    pytest.importorskip("pyarrow")
+    detected.load().to_parquet(parquet)
+    with pytest.raises(ValueError, match="has no delimiter or text encoding to choose"):
+        ds.load_table(parquet, encoding="utf-8")
+
+
 def test_dataset_spec_validates_its_fields():
     _, spec = bundled("iris")
     with pytest.raises(ValueError, match=r"ref must be .* given: \{'kind': 'url'\}"):

@@ -461,3 +461,20 @@ def test_serve_a_workbench_run_with_categorical_columns(tmp_path):
         assert sorted(task["categorical_features"]) and (run_dir / "export" / "saved_model").is_dir()
     finally:
         server.close()
+
+
+def test_the_run_page_example_record_is_answered_as_predict_answers_that_row(classifier):
+    """The Serve panel's curl body (``run_export.example_instance`` of a dataset row, with a
+    missing number: the training mean) is a request the server answers, as predict() does."""
+    from estimator_workbench.serve.run_export import example_instance
+
+    estimator, _, server = classifier
+    task = {"feature_names": ["size", "color"], "numeric_features": ["size"], "categorical_features": ["color"],
+            "numeric_stats": {"size": {"mean": 4.0, "std": 1.0}}}
+    record = example_instance(task, {"size": float("nan"), "color": "red", "label": "yes"})
+    assert record == {"size": 4.0, "color": "red"}
+    status, body = TFServingClient(server.port, "shapes").post(
+        "predict", json.loads(json.dumps({"signature_name": "predict", "instances": [record]})))
+    assert status == 200, body
+    expected = _predict(estimator, pd.DataFrame({"size": np.float32([4.0]), "color": ["red"]}))
+    np.testing.assert_allclose(body["predictions"][0]["probabilities"], expected["probabilities"][0], rtol=1e-6)

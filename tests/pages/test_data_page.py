@@ -131,3 +131,53 @@ def test_an_identifier_label_is_warned_about_and_the_hold_out_keeps_its_size(hom
     warnings = " ".join(w.value for w in at.warning).replace("\\", "")  # shown markdown-escaped
     assert "Stratifying by 'customer' would hold out 1 of 120 rows" in warnings
     assert "The label 'customer' has 500 distinct values in 600 rows: it looks like an identifier" in warnings
+
+
+def _semicolon_cp1252() -> bytes:
+    """A spreadsheet's CSV export on Western-European Windows: ';' between fields, decimal commas,
+    cp1252 text ('é', and '€', a byte that Latin-1 reads as the control character U+0080)."""
+    rows = ["taille;prix;catégorie"] + [f"{1 + i % 7},{i % 10};{10 + i},5;{'été' if i % 2 else 'hiver €'}"
+                                         for i in range(40)]
+    return "\r\n".join(rows).encode("cp1252")
+
+
+def test_a_csv_upload_shows_its_detected_format_and_reads_it_as_chosen(home):
+    """A ';'-delimited cp1252 upload: the Data page says how it was read (detected), the analyst
+    changes the encoding and the delimiter (the file re-read, a misfit explained), and the choice is
+    part of the dataset ref the run records, so the runner reads the file the same way."""
+    from estimator_workbench.store.registry import RunRegistry
+    from estimator_workbench.ui.session import md
+
+    at = _upload(data_page(), "export.csv", _semicolon_cp1252())
+    captions = [c.value for c in at.caption]
+    assert md("Read as cp1252 text, ';' between fields, ',' as the decimal mark.") in captions
+    ref = at.session_state["dataset"]["ref"]
+    assert "delimiter" not in ref and "encoding" not in ref  # detected: nothing chosen
+    assert [c["name"] for c in at.session_state["dataset"]["schema"]["columns"]] == ["taille", "prix", "catégorie"]
+    key = "data-csv-export.csv"
+    assert at.selectbox(key=f"{key}-delimiter").value is None  # "Detected"
+    assert at.selectbox(key=f"{key}-encoding").value is None
+
+    at.selectbox(key=f"{key}-encoding").set_value("latin-1").run()
+    assert not at.exception and not at.error
+    assert md("Read as latin-1 text, ';' between fields, ',' as the decimal mark.") in [c.value for c in at.caption]
+    assert at.session_state["dataset"]["ref"]["encoding"] == "latin-1"
+
+    at.selectbox(key=f"{key}-delimiter").set_value(",").run()  # a misfit: the header has no ','
+    assert not at.exception
+    assert at.error and "has only one column" in at.error[0].value + "".join(c.value for c in at.code)
+    at.selectbox(key=f"{key}-delimiter").set_value(";").run()
+    assert not at.exception and not at.error
+    dataset = at.session_state["dataset"]
+    assert (dataset["ref"]["delimiter"], dataset["ref"]["encoding"]) == (";", "latin-1")
+
+    at.switch_page("../../pages/train.py").run()
+    at.number_input(key="rc-steps").set_value(3)
+    at.button[0].click()
+    at.run()
+    assert not at.exception, at.exception
+    [record] = RunRegistry(home).list_runs()
+    assert {k: record.dataset["ref"][k] for k in ("delimiter", "encoding")} == {"delimiter": ";", "encoding": "latin-1"}
+    frame = datasets.DatasetSpec.from_dict(record.dataset).load()  # as the runner loads it
+    assert frame["catégorie"].iloc[0] == "hiver \x80"  # Latin-1 as chosen; detected cp1252 reads '€'
+    assert frame["prix"].iloc[0] == 10.5

@@ -94,3 +94,44 @@ def test_a_training_run_offers_open_as_notebook_and_a_predict_run_does_not(home)
     assert "Open as notebook (.ipynb)" in labels
     labels = [b.proto.label for b in run_page(finished_run(home, "predict")).get("download_button")]
     assert "Open as notebook (.ipynb)" not in labels
+
+
+def test_a_finished_training_run_shows_how_to_serve_it_with_one_dataset_row(home):
+    """The Serve panel: the `serve` command and a curl :predict request in TF Serving's row format
+    with the first row of the run's dataset (iris), as the runner's task info names the inputs."""
+    import json
+    import shlex
+
+    from estimator_workbench.data import datasets
+
+    reg = RunRegistry(home)
+    iris = datasets.load_table(datasets.bundled_path("iris"))
+    spec = datasets.DatasetSpec({"kind": "bundled", "name": "iris"}, datasets.infer_schema(iris))
+    rec = reg.create_run(name="served", action="train", run_config={}, params={}, dataset=spec.to_dict(),
+                         template={"name": "t", "code": "def model_fn(features): ..."})
+    folder = reg.run_dir(rec.run_id)
+    (folder / "task_info.json").write_text(json.dumps(datasets.task_info(iris, spec)))
+    (folder / paths.MODEL_DIR).mkdir(parents=True, exist_ok=True)
+    (folder / paths.MODEL_DIR / "model.ckpt-20").write_bytes(b"")
+    reg.set_status(rec.run_id, "running")
+    at = run_page(rec.run_id)
+    [panel] = [e for e in at.expander if e.label == "Serve"]
+    assert "finished training" in panel.caption[0].value  # still running: nothing to serve yet
+
+    reg.set_status(rec.run_id, "succeeded")
+    at = run_page(rec.run_id)
+    [panel] = [e for e in at.expander if e.label == "Serve"]
+    command, predict, metadata = (c.value for c in panel.code)
+    assert command == f"estimator-workbench --workspace {shlex.quote(str(home))} serve {rec.run_id} --port 8501"
+    url = f"http://127.0.0.1:8501/v1/models/{rec.run_id}"
+    assert predict.startswith(f"curl -s {url}:predict \\\n  -H 'Content-Type: application/json' -d '")
+    body = json.loads(shlex.split(predict.replace("\\\n", " "))[-1])
+    header, first = (line.split(",") for line in Path(datasets.bundled_path("iris")).read_text().splitlines()[:2])
+    assert header[-1] == "species"  # the label: not an input
+    assert body == {"instances": [{name: float(value) for name, value in zip(header[:4], first[:4])}]}
+    assert metadata == f"curl -s {url}/metadata"
+
+
+def test_a_predict_run_has_no_serve_panel(home):
+    at = run_page(finished_run(home, "predict"))
+    assert not [e for e in at.expander if e.label == "Serve"]
