@@ -209,6 +209,19 @@ class Workspace:
         return _frame(rows, () if rows else ("run_id", "name", "status", "action", "dataset", "template",
                                              "created", "last_step"))
 
+    def compare(self, run_ids: Sequence[str | Run], interval: float = 1.0, *, widget: bool | None = None,
+                metric: str | None = None, direction: str | None = None, param: str | None = None,
+                smoothing: float = 0.0) -> Any:
+        """The Compare page's charts of these runs (overlaid curves; with differing params, parallel
+        coordinates and a param scatter against ``metric``), live in Jupyter while a run trains (a
+        background thread: the kernel stays free), static figures elsewhere. Returns a
+        ``CompareChart``: ``.figures`` (dict of plotly figures), ``.table``, ``.best``."""
+        from estimator_workbench.notebook_live import CompareChart
+
+        ids = [r.id if isinstance(r, Run) else str(r) for r in run_ids]
+        return CompareChart(self, ids, interval, widget=widget, metric=metric, direction=direction,
+                            param=param, smoothing=smoothing)
+
     def sweep(self, dataset: Any, template: Any, *, space: Mapping[str, Any], steps: int, metric: str,
               trials: int = 10, parallel: int = 1, direction: str = "", sampler: str = "tpe",
               params: Mapping[str, Any] | None = None, label: str | None = None, eval_every: int = 0,

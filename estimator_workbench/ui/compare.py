@@ -43,6 +43,7 @@ __all__ = [
     "default_direction",
     "differing_facts",
     "metric_options",
+    "overlay_frame",
     "parse_run_ids",
     "pick_runs",
     "run_facts",
@@ -216,6 +217,24 @@ def best_run(table: pd.DataFrame, metric: str, direction: str) -> str | None:
     return str(table["run"].iloc[index])
 
 
+def overlay_frame(runs: Sequence[RunRecord], root: Path) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """``(the runs' metrics in one long frame with a ``run`` column, every train loss per run)``:
+    what the compare curves draw, each run downsampled to its share of the point budget."""
+    budget = max(100, _TOTAL_POINTS // max(len(runs), 1))
+    frames, owners, losses = [], [], {}
+    for r in runs:
+        frame, loss = run_series(root, r.run_id, budget)
+        losses[r.run_id] = loss
+        if len(frame):
+            frames.append(frame)
+            owners.append((r.run_id, len(frame)))
+    if not frames:
+        return metrics_store.rows_to_frame([]), losses
+    data = pd.concat(frames, ignore_index=True)  # a new frame: the cached ones stay untouched
+    data["run"] = np.repeat([o for o, _ in owners], [n for _, n in owners])
+    return data, losses
+
+
 # -- drawing ------------------------------------------------------------------------------------
 
 
@@ -247,22 +266,6 @@ def pick_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
     return [by_id[i] for i in chosen]
 
 
-def _overlay(runs: Sequence[RunRecord], root: Path) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
-    budget = max(100, _TOTAL_POINTS // max(len(runs), 1))
-    frames, owners, losses = [], [], {}
-    for r in runs:
-        frame, loss = run_series(root, r.run_id, budget)
-        losses[r.run_id] = loss
-        if len(frame):
-            frames.append(frame)
-            owners.append((r.run_id, len(frame)))
-    if not frames:
-        return metrics_store.rows_to_frame([]), losses
-    data = pd.concat(frames, ignore_index=True)  # a new frame: the cached ones stay untouched
-    data["run"] = np.repeat([o for o, _ in owners], [n for _, n in owners])
-    return data, losses
-
-
 def compare_view(runs: Sequence[RunRecord], root: Path, controls: Mapping[str, Any],
                  interval: float = 1.0) -> None:
     """Curves, differences, metric choice with the best run, parallel coordinates and scatter of
@@ -282,7 +285,7 @@ def compare_view(runs: Sequence[RunRecord], root: Path, controls: Mapping[str, A
             fresh = {r.run_id: r for r in registry.list_runs() if r.run_id in set(ids)}
             current = [fresh[i] for i in ids if i in fresh]
         labels = figures.unique_run_labels([(r.run_id, r.name) for r in current], max_length=32)
-        data, losses = _overlay(current, root)
+        data, losses = overlay_frame(current, root)
         st.plotly_chart(figures.curves_figure(data, run_labels=labels, **controls), key="cmp-curves")
         smoothing = controls.get("smoothing") or DEFAULT_SMOOTHING
         table, differing = comparison_frame(current, labels, losses, smoothing)

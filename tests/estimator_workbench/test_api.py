@@ -194,3 +194,56 @@ def test_sweep_runs_its_trials_as_runs_and_reports_the_best(ws):
     assert best.summary["eval/accuracy"]["last"] == trials["value"].max()
     assert set(ws.runs()["run_id"]) == set(trials["run"])  # each trial is an ordinary run
     assert sweep.parallel_coordinates() is not None
+
+
+@pytest.mark.slow
+def test_compare_draws_the_compare_pages_figures_live_and_static(ws):
+    from estimator_workbench.ui import compare, figures
+
+    runs = [ws.submit(dataset="iris", template="mlp_classifier", steps=STEPS, config=CONFIG, batch_size=16,
+                      params={"learning_rate": lr}, action="train_and_evaluate", schedule={"eval_every_steps": 20},
+                      name=f"lr {lr}") for lr in (0.003, 0.1)]
+    view = ws.compare(runs, interval=0.2, widget=True)  # live while they train, as in a Jupyter kernel
+    assert {type(f).__name__ for f in view.figures.values()} == {"FigureWidget"}
+    view.join(timeout=240)  # ends by itself once both runs have finished
+    assert not view.running and view.updates >= 1
+    for run in runs:
+        assert run.wait(timeout=60, progress=False).status == "succeeded", run.record.error
+
+    # The page's choices: the first eval metric (accuracy) maximized, the differing param on x.
+    assert (view.metric, view.direction, view.param) == ("eval accuracy", "maximize", "param: learning_rate")
+    accuracies = {run.id: run.summary["eval/accuracy"]["last"] for run in runs}
+    table = view.table.set_index("run")
+    assert table["eval accuracy"].to_dict() == accuracies
+    best = max(accuracies, key=lambda i: (accuracies[i], -list(accuracies).index(i)))  # ties: the first
+    assert view.best == best and table.loc[best, "best"]
+
+    # Each figure is the one the page draws from the same inputs (its functions, not a copy).
+    records = [run.record for run in runs]
+    labels = figures.unique_run_labels([(r.run_id, r.name) for r in records], max_length=32)
+    data, losses = compare.overlay_frame(records, ws.root)
+    page_table, differing = compare.comparison_frame(records, labels, losses, compare.DEFAULT_SMOOTHING)
+    expected = {
+        "curves": figures.curves_figure(data, run_labels=labels, smoothing=0.0, x_axis="step", log_y=False),
+        "parallel": figures.parallel_coordinates_figure(page_table, ["param: learning_rate"], "eval accuracy",
+                                                        direction="maximize", label_column="name"),
+        "scatter": figures.param_scatter_figure(page_table, "param: learning_rate", "eval accuracy",
+                                                label_column="name", best=labels[best]),
+    }
+    assert differing == ["param: learning_rate"]
+    for key, figure in expected.items():
+        assert json.loads(view.figures[key].to_json()) == json.loads(figure.to_json()), key
+    loss_traces = [t for t in view.figures["curves"].data if t.name == "lr 0.1 · train"]
+    losses_b = runs[1].metrics().query("tag == 'train/loss'")
+    assert [float(x) for x in loss_traces[0].x] == [float(x) for x in losses_b["step"]]
+
+    static = ws.compare([r.id for r in runs], metric="train loss (smoothed)")  # outside Jupyter
+    assert {type(f).__name__ for f in static.figures.values()} == {"Figure"} and not static.running
+    assert (static.direction, static.best) == (
+        "minimize", min(static.table["run"], key=lambda i: static.table.set_index("run").loc[i, "train loss (smoothed)"]))
+
+    with pytest.raises(ValueError, match=r"compare\(\): no run 'r-nope' in .*\(ws.runs\(\) lists the run ids\)"):
+        ws.compare([runs[0].id, "r-nope"])
+    with pytest.raises(ValueError, match=r"compare\(\): metric 'eval auc' is not one of these runs' metrics: "
+                                         r"\['eval accuracy', "):
+        ws.compare(runs, metric="eval auc")
