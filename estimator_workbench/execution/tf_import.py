@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IMPORT_FILE", "ImportFit", "check_fit", "execute_import", "is_optimizer_variable",
+__all__ = ["IMPORT_FILE", "ImportFit", "check_fit", "copy_checkpoint", "execute_import", "is_optimizer_variable",
            "source_checkpoint"]
 
 IMPORT_FILE = "imported.json"  # in the run folder: where the model came from

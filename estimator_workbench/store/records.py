@@ -16,7 +16,7 @@ from typing import Any
 
 from estimator_workbench.store import paths
 
-__all__ = ['ACTIONS', 'IMPORT_ACTION', 'RUN_ACTIONS', 'ALLOWED_TRANSITIONS', 'DEFAULT_STALL_TIMEOUT_S', 'FINISHED_STATUSES', 'OWNED_STATUSES', 'PARENT_RELATIONS', 'RUN_JSON_SCHEMA_VERSION', 'STALL_ACTIONS', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'InvalidTransitionError', 'OwnershipLostError', 'RegistryError', 'RunNotFoundError', 'RunRecord', 'is_lower_better', 'migrate_run_json', 'new_run_id', 'read_run_json', 'run_spec']
+__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'DEFAULT_STALL_TIMEOUT_S', 'FINISHED_STATUSES', 'IMPORT_ACTION', 'OWNED_STATUSES', 'PARENT_RELATIONS', 'RUN_ACTIONS', 'RUN_JSON_SCHEMA_VERSION', 'STALL_ACTIONS', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'InvalidTransitionError', 'OwnershipLostError', 'RegistryError', 'RunNotFoundError', 'RunRecord', 'is_lower_better', 'migrate_run_json', 'new_run_id', 'read_run_json', 'run_spec']
 
 
 # What `estimator-workbench run` (and the Train page) can start.
