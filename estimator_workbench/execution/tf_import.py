@@ -161,8 +161,8 @@ def execute_import(ctx: Any) -> None:
     a resumed import keeps its copy), saves the dataset statistics the model is used with, and
     evaluates it on the eval split (when there is one) so the run has metrics to compare."""
     from estimator_workbench.execution.build import build_estimator
-    from estimator_workbench.execution.engine_run import engine_spec
     from estimator_workbench.execution.lineage import TASK_INFO_FILE
+    from estimator_workbench.execution.run_context import engine_spec
 
     source = str(ctx.spec.get("checkpoint_path") or "")
     prefix, step = source_checkpoint(source)
