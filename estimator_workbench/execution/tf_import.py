@@ -34,8 +34,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-__all__ = ["IMPORT_FILE", "ImportFit", "check_fit", "copy_checkpoint", "execute_import", "is_optimizer_variable",
-           "source_checkpoint"]
+__all__ = ["IMPORT_FILE", "ImportFit", "check_fit", "copy_checkpoint", "describe_import", "execute_import",
+           "is_optimizer_variable", "source_checkpoint"]
 
 IMPORT_FILE = "imported.json"  # in the run folder: where the model came from
 
@@ -184,6 +184,28 @@ def execute_import(ctx: Any) -> None:
     if evaluation is not None and not ctx.stop_requested():
         results = estimator.evaluate(evaluation, steps=ctx.schedule.get("eval_steps"), hooks=[ctx.make_hook()])
         ctx.write_eval(int(results.get("global_step", step)), results)
+
+
+def describe_import(record: Any, run_dir: Path) -> str | None:
+    """"Imported from TensorFlow: <checkpoint> (global step N)" for an ``import_tf`` run (the line
+    its run page and ``runs`` show), else None.
+
+    Example:
+        >>> from types import SimpleNamespace
+        >>> describe_import(SimpleNamespace(action="train"), Path("."))
+        >>> describe_import(SimpleNamespace(action="import_tf", checkpoint_path="/m/model.ckpt-20"), Path("/none"))
+        'Imported from TensorFlow: /m/model.ckpt-20'
+    """
+    from estimator_workbench.store.records import IMPORT_ACTION
+
+    if getattr(record, "action", None) != IMPORT_ACTION:
+        return None
+    text = f"Imported from TensorFlow: {record.checkpoint_path}"
+    try:
+        step = json.loads((run_dir / IMPORT_FILE).read_text("utf-8"))["global_step"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return text  # not copied yet (queued, or the import failed)
+    return f"{text} (global step {step})"
 
 
 def _json_default(value: Any) -> Any:
