@@ -165,3 +165,26 @@ def test_cli_refuses_a_model_that_does_not_fit(workspace, capsys, model, params,
     assert all(name in err for name in names), err
     assert "Traceback" not in err
     assert RunRegistry(workspace).list_runs() == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case,template,params", [
+    ("dnn_classifier_3", "DNNClassifier", '{"hidden_units": "6", "standardize_numeric": false}'),
+    ("linear_classifier_3", "LinearClassifier", '{"standardize_numeric": false}'),
+])
+def test_a_model_trained_on_raw_numbers_imports_with_standardize_numeric_off(workspace, tmp_path, capsys, case,
+                                                                             template, params):
+    """TF models of the engine's fixtures (numeric_column(name), no normalizer) on iris's columns."""
+    import numpy as np
+    import pandas as pd
+
+    reference = json.loads((ENGINE_FIXTURES / "models" / f"{case}.json").read_text())
+    assert cli.main(["import-tf", str(ENGINE_FIXTURES / "models" / case), "--template", template,
+                     "--dataset", "iris", "--params", params, "--json"]) == 0, capsys.readouterr().err
+    imported = _last_json(capsys.readouterr().out)
+    rows = tmp_path / "rows.csv"
+    pd.DataFrame({name: column["values"] for name, column in reference["features"].items()}).to_csv(rows, index=False)
+    out = tmp_path / "predictions.csv"
+    assert cli.main(["predict", imported["run_id"], "--data", str(rows), "--out", str(out)]) == 0
+    predicted = pd.read_csv(out)[["probability_setosa", "probability_versicolor", "probability_virginica"]]
+    assert np.abs(predicted.to_numpy() - np.array(reference["predictions"]["probabilities"])).max() < 1e-5
