@@ -168,20 +168,23 @@ def test_cli_refuses_a_model_that_does_not_fit(workspace, capsys, model, params,
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("case,template,params", [
-    ("dnn_classifier_3", "DNNClassifier", '{"hidden_units": "6", "standardize_numeric": false}'),
-    ("linear_classifier_3", "LinearClassifier", '{"standardize_numeric": false}'),
+@pytest.mark.parametrize("source,case,template,params", [
+    ("models", "dnn_classifier_3", "DNNClassifier", '{"hidden_units": "6", "standardize_numeric": false}'),
+    ("models", "linear_classifier_3", "LinearClassifier", '{"standardize_numeric": false}'),
+    ("saved_model", "dnn_classifier_3", "DNNClassifier", '{"hidden_units": "6", "standardize_numeric": false}'),
 ])
-def test_a_model_trained_on_raw_numbers_imports_with_standardize_numeric_off(workspace, tmp_path, capsys, case,
-                                                                             template, params):
-    """TF models of the engine's fixtures (numeric_column(name), no normalizer) on iris's columns."""
+def test_a_model_trained_on_raw_numbers_imports_with_standardize_numeric_off(workspace, tmp_path, capsys, source,
+                                                                             case, template, params):
+    """TF models of the engine's fixtures (numeric_column(name), no normalizer) on iris's columns: two
+    model_dirs and the SavedModel exported from dnn_classifier_3."""
     import numpy as np
     import pandas as pd
 
     reference = json.loads((ENGINE_FIXTURES / "models" / f"{case}.json").read_text())
-    assert cli.main(["import-tf", str(ENGINE_FIXTURES / "models" / case), "--template", template,
+    assert cli.main(["import-tf", str(ENGINE_FIXTURES / source / case), "--template", template,
                      "--dataset", "iris", "--params", params, "--json"]) == 0, capsys.readouterr().err
     imported = _last_json(capsys.readouterr().out)
+    assert imported["checkpoint_path"].endswith("variables/variables" if source == "saved_model" else "model.ckpt-5")
     rows = tmp_path / "rows.csv"
     pd.DataFrame({name: column["values"] for name, column in reference["features"].items()}).to_csv(rows, index=False)
     out = tmp_path / "predictions.csv"
