@@ -3,7 +3,7 @@
 ::
 
     estimator-workbench import-tf /models/iris_dnn --template DNNClassifier --dataset iris \\
-        --params '{"hidden_units": "10,10"}'
+        --params '{"hidden_units": "10,10"}' [--role COLUMN=ignore ...]
 
 The run (action ``import_tf``) holds a copy of TF's latest checkpoint in its ``model/`` folder;
 evaluate, predict, compare and continue it like any run (``run --action evaluate --from RUN``,
@@ -42,6 +42,9 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     cmd.add_argument("--config", help="RunConfig fields as a JSON object")
     cmd.add_argument("--name", help="the run's name (default: 'TF <model_dir name> (<template>)')")
     cmd.add_argument("--detach", action="store_true", help="print the run id and return")
+    from estimator_workbench.cli.data_flags import add_data_arguments
+
+    add_data_arguments(cmd)  # e.g. --role COL=ignore for a column the TF model did not read
     cmd.add_argument("--json", action="store_true", help="print the run as JSON, as `runs --json` does")
     return cmd
 
@@ -61,6 +64,7 @@ def _json_object(text: str | None, flag: str) -> dict[str, Any]:
 def cmd_import_tf(args: argparse.Namespace, root: Path) -> int:
     """Checks and registers the import through ``submit_run``, then follows the run."""
     from estimator_workbench import templates
+    from estimator_workbench.cli.data_flags import apply_data_flags
     from estimator_workbench.cli.follow import follow_run
     from estimator_workbench.execution import run_request
     from estimator_workbench.execution.launcher import make_launcher
@@ -72,7 +76,7 @@ def cmd_import_tf(args: argparse.Namespace, root: Path) -> int:
     params = _json_object(args.params, "--params")
     run_config = _json_object(args.config, "--config")
     try:
-        dataset = run_request.dataset_dict(args.dataset, args.label)
+        dataset = run_request.dataset_dict(args.dataset, args.label, adjust=lambda spec: apply_data_flags(spec, args))
         template, schema = run_request.template_dict(args.template, root)
         params = templates.validate_params(schema, params)
     except ValueError as exc:

@@ -147,19 +147,20 @@ def test_import_evaluate_predict_and_continue_give_tensorflows_numbers(workspace
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model,params,names", [
-    (ENGINE_FIXTURES / "models" / "linear_classifier_3", PARAMS,
+@pytest.mark.parametrize("model,extra,names", [
+    (ENGINE_FIXTURES / "models" / "linear_classifier_3", ["--params", PARAMS],
      ["the model has, the TensorFlow checkpoint lacks: dnn/hiddenlayer_0/bias, dnn/hiddenlayer_0/kernel, "
       "dnn/logits/bias, dnn/logits/kernel",
       "the TensorFlow checkpoint has, the model lacks: linear/linear_model/bias_weights, "
       "linear/linear_model/petal_length_cm/weights"]),
-    (MODEL, '{"hidden_units": "8"}',
+    (MODEL, ["--params", '{"hidden_units": "8"}'],
      ["differ in shape (TensorFlow -> this model): dnn/hiddenlayer_0/bias [6] -> [8], dnn/hiddenlayer_0/kernel "
       "[4, 6] -> [4, 8], dnn/logits/kernel [6, 3] -> [8, 3]"]),
+    (MODEL, ["--params", PARAMS, "--role", "sepal_width_cm=ignore"],  # a column the TF model read is left out
+     ["differ in shape (TensorFlow -> this model): dnn/hiddenlayer_0/kernel [4, 6] -> [3, 6]. Choose"]),
 ])
-def test_cli_refuses_a_model_that_does_not_fit(workspace, capsys, model, params, names):
-    assert cli.main(["import-tf", str(model), "--template", "DNNClassifier", "--dataset", "iris",
-                     "--params", params]) == 2
+def test_cli_refuses_a_model_that_does_not_fit(workspace, capsys, model, extra, names):
+    assert cli.main(["import-tf", str(model), "--template", "DNNClassifier", "--dataset", "iris", *extra]) == 2
     err = capsys.readouterr().err
     assert f"error: The TensorFlow model {str(model)!r} does not fit template 'DNNClassifier' on dataset 'iris'" in err
     assert all(name in err for name in names), err
