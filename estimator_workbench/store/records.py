@@ -16,7 +16,7 @@ from typing import Any
 
 from estimator_workbench.store import paths
 
-__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'DEFAULT_STALL_TIMEOUT_S', 'FINISHED_STATUSES', 'IMPORT_ACTION', 'OWNED_STATUSES', 'PARENT_RELATIONS', 'RUN_ACTIONS', 'RUN_JSON_SCHEMA_VERSION', 'STALL_ACTIONS', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'InvalidTransitionError', 'OwnershipLostError', 'RegistryError', 'RunNotFoundError', 'RunRecord', 'is_lower_better', 'migrate_run_json', 'new_run_id', 'read_run_json', 'run_spec']
+__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'DEFAULT_STALL_TIMEOUT_S', 'FINISHED_STATUSES', 'IMPORT_ACTION', 'MODEL_ACTIONS', 'OWNED_STATUSES', 'PARENT_RELATIONS', 'RUN_ACTIONS', 'RUN_JSON_SCHEMA_VERSION', 'STALL_ACTIONS', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'InvalidTransitionError', 'OwnershipLostError', 'RegistryError', 'RunNotFoundError', 'RunRecord', 'is_lower_better', 'migrate_run_json', 'new_run_id', 'read_run_json', 'run_spec']
 
 
 # What `estimator-workbench run` (and the Train page) can start.
@@ -32,6 +32,10 @@ ACTIONS = (*RUN_ACTIONS, IMPORT_ACTION)
 
 
 TRAINING_ACTIONS = ("train", "train_and_evaluate")  # the ones that write checkpoints
+
+
+# Runs whose model_dir holds a trained model: what evaluate, predict, compare and warm start use.
+MODEL_ACTIONS = (*TRAINING_ACTIONS, IMPORT_ACTION)
 
 
 STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "cancelled", "lost")

@@ -56,3 +56,18 @@ def test_the_run_page_header_says_where_an_import_came_from(home):
     at = open_page("run", query={"run": rec.run_id})
     captions = [c.value.replace("\\", "") for c in at.caption]
     assert "Imported from TensorFlow: /m/model.ckpt-20 (global step 20)" in captions, captions
+
+
+def test_an_import_is_a_run_to_start_from_predict_with_and_compare(home):
+    from estimator_workbench.ui import tables
+
+    reg = RunRegistry(home)
+    rec = reg.create_run(name="TF iris", action="import_tf", run_config={}, params={},
+                         dataset={"ref": {"kind": "bundled", "name": "iris"}}, checkpoint_path="/m/model.ckpt-20",
+                         template={"name": "DNNClassifier", "code": "def model_fn(features): ..."})
+    assert tables.finished_runs_for_start(reg.list_runs()) == []  # queued: not yet
+    reg.set_status(rec.run_id, "running")
+    reg.set_status(rec.run_id, "succeeded")
+    assert [r.run_id for r in tables.finished_runs_for_start(reg.list_runs())] == [rec.run_id]
+    at = open_page("compare")
+    assert not [i for i in at.info if "No training runs yet" in i.value]
