@@ -4,12 +4,12 @@ of them runs."""
 
 import streamlit as st
 
-from estimator_workbench.store.records import TRAINING_ACTIONS
+from estimator_workbench.store.records import MODEL_ACTIONS
 from estimator_workbench.ui import compare, live, session, tables
 
 st.title("Compare runs")
 registry = session.get_registry()
-records = [r for r in registry.list_runs() if r.action in TRAINING_ACTIONS]
+records = [r for r in registry.list_runs() if r.action in MODEL_ACTIONS]
 if len(records) < 1:
     st.info("No training runs yet. Launch some on the Train page.")
     st.stop()

@@ -3,7 +3,7 @@
 import streamlit as st
 
 from estimator_workbench import templates
-from estimator_workbench.ui import context, forms, session
+from estimator_workbench.ui import context, forms, session, tf_import_form
 
 st.title("Model")
 session.get_launcher()  # pre-starts the warm spare runner while the run is being set up
@@ -66,4 +66,6 @@ if report:
     tabs = st.tabs(["TRAIN", "EVAL", "PREDICT"])
     for tab, mode in zip(tabs, ("train", "eval", "predict")):
         tab.json(report["modes"].get(mode, {"skipped": "not reached"}))
+if not problem:
+    tf_import_form.import_section(template, session.current_dataset())
 session.page_link("train", "Train →", icon=":material/play_arrow:")

@@ -5,12 +5,12 @@ import streamlit as st
 
 from estimator_workbench.data import datasets
 from estimator_workbench.store import paths
-from estimator_workbench.store.records import TRAINING_ACTIONS
+from estimator_workbench.store.records import MODEL_ACTIONS
 from estimator_workbench.ui import forms, live, panels, session, tables
 
 st.title("Predict")
 registry = session.get_registry()
-trained = [r for r in registry.list_runs() if r.action in TRAINING_ACTIONS
+trained = [r for r in registry.list_runs() if r.action in MODEL_ACTIONS
            and tables.has_checkpoint(registry.run_dir(r.run_id))]
 if not trained:
     st.info("No trained run with a checkpoint yet. Train one first.")

@@ -12,6 +12,7 @@
     estimator-workbench export RUN            a reproducible zip bundle
     estimator-workbench serve RUN|EXPORT_DIR  serve the model over TF Serving's REST API (--port 8501)
     estimator-workbench notebook RUN -o run.ipynb   the run as a Jupyter notebook (engine only)
+    estimator-workbench import-tf MODEL_DIR --template DNNClassifier --dataset iris   a TF model as a run
 
 ``--workspace DIR`` (before the command) picks the workspace (else ``$WORKBENCH_HOME``, else
 ``./workspace``). Bad input prints one clear line on stderr and exits with code 2, never a
@@ -33,6 +34,8 @@ from typing import Any, NoReturn
 from estimator_workbench.cli import db_commands, trash_commands
 from estimator_workbench.cli.data_flags import add_data_arguments, apply_data_flags
 from estimator_workbench.cli.follow import follow_run
+from estimator_workbench.cli.import_tf import add_parser as _add_import_tf_parser
+from estimator_workbench.cli.import_tf import cmd_import_tf as _cmd_import_tf
 from estimator_workbench.cli.serve import cmd_ui
 from estimator_workbench.cli.serve_model import add_parser as _add_serve_parser
 from estimator_workbench.cli.serve_model import cmd_serve as _cmd_serve
@@ -45,7 +48,8 @@ from estimator_workbench.execution.bundle import export_bundle
 from estimator_workbench.store import paths, trash
 from estimator_workbench.store.guards import is_disk_full
 from estimator_workbench.store.records import (
-    ACTIONS,
+    IMPORT_ACTION,
+    RUN_ACTIONS,
     STATUSES,
     TRAINING_ACTIONS,
     RegistryError,
@@ -188,25 +192,28 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
     dataset = args.dataset if args.dataset is not None else spec.get("dataset")
     template = args.template if args.template is not None else spec.get("template")
     action = args.action or spec.get("action") or "train"
-    if action not in ACTIONS:
-        raise UsageError(f"--action must be one of {list(ACTIONS)}, given: {action!r}.")
+    if action not in RUN_ACTIONS:
+        raise UsageError(f"--action must be one of {list(RUN_ACTIONS)}, given: {action!r}.")
     source = args.from_run or spec.get("from_run")
     parent = _existing(root, str(source)) if source else None
     checkpoint = args.checkpoint or spec.get("checkpoint")
     params = {**(spec.get("params") or {}), **_json_arg(args.params, "--params")}
     run_config = {**(spec.get("run_config") or {}), **_json_arg(args.config, "--config")}
     uses_a_trained_model = action in ("evaluate", "predict")
+    # Training from an imported TF model continues it, as TF would on its model_dir: same model,
+    # TF's global step and optimizer state (a resume), not a warm start of another model.
+    continues_import = parent is not None and parent.action == IMPORT_ACTION and action in TRAINING_ACTIONS
     if uses_a_trained_model and parent is None:
         raise UsageError(f"--action {action} needs --from RUN: the trained run whose model to use (its "
                          f"newest checkpoint, or --checkpoint model.ckpt-N). To predict on a new file, "
                          f"`{_PROG} predict RUN --data FILE --out FILE` writes the predictions CSV.")
     if checkpoint and parent is None:
         raise UsageError("--checkpoint names a checkpoint of the run given with --from RUN.")
-    if uses_a_trained_model and parent is not None:
+    if (uses_a_trained_model or continues_import) and parent is not None:
         template = template if template is not None else dict(parent.template)
         params = {**parent.params, **params}
         run_config = {**parent.run_config, **run_config}
-        dataset_dict = _dataset_of(parent, dataset, action)
+        dataset_dict = _dataset_of(parent, dataset, "train" if continues_import else action)
     elif dataset is None or template is None:
         raise UsageError("run needs --dataset and --template (or --file run.json holding them).")
     else:
@@ -244,7 +251,7 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
             action=action, dataset=dataset_dict, template=template_dict, params=params,
             run_config=run_config, schedule=schedule, num_processes=args.num_processes,
             parent_run_id=parent.run_id if parent else None, checkpoint_path=checkpoint,
-            control=CLI_CONTROLS)
+            relation="resume" if continues_import else None, control=CLI_CONTROLS)
     except RunSpecError as exc:
         raise UsageError(str(exc)) from None
 
@@ -424,7 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dataset", help="bundled dataset name (e.g. iris) or a CSV/Parquet file")
     run.add_argument("--label", help="the label column (default: inferred)")
     run.add_argument("--template", help="template name (see the UI or estimator_workbench/templates/)")
-    run.add_argument("--action", choices=ACTIONS,
+    run.add_argument("--action", choices=RUN_ACTIONS,
                      help="default: train (the UI's Train page starts with train_and_evaluate, which "
                           "needs --steps and evaluation rows); the submitted line says which")
     run.add_argument("--from", dest="from_run", metavar="RUN",
@@ -491,13 +498,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep_parser(sub)
     _add_serve_parser(sub)
     db_commands.add_parsers(sub)
+    _add_import_tf_parser(sub)
     return parser
 
 
 _COMMANDS = {"ui": cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop,
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
              "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
-             "sweep": _cmd_sweep, "serve": _cmd_serve, "notebook": _cmd_notebook, "db": db_commands.cmd_db}
+             "sweep": _cmd_sweep, "serve": _cmd_serve, "notebook": _cmd_notebook, "db": db_commands.cmd_db,
+             "import-tf": _cmd_import_tf}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -192,7 +192,7 @@ def _standardise(mean: float, std: float) -> Any:
 
 
 def feature_columns(task: Mapping[str, Any], categorical: str = "embedding", embedding_dim: int = 8,
-                    numeric: bool = True) -> list[Any]:
+                    numeric: bool = True, standardize: bool = True) -> list[Any]:
     """The engine's feature columns for ``params['task']``, in the dataset's column order.
 
     Numeric columns become ``numeric_column`` standardised with the train statistics. Categorical
@@ -208,7 +208,9 @@ def feature_columns(task: Mapping[str, Any], categorical: str = "embedding", emb
     'embedding' (``task['embedded_features']``) are embedded also under ``'indicator'`` (a linear
     model, ``'categorical'``, reads every categorical column as is).
 
-    ``numeric=False`` leaves the numeric columns out (e.g. the wide part of a wide & deep model).
+    ``numeric=False`` leaves the numeric columns out (e.g. the wide part of a wide & deep model);
+    ``standardize=False`` reads them raw, as TF's ``numeric_column(name)`` does (a TF model trained
+    so is imported with ``import-tf`` and the template param ``standardize_numeric`` off).
 
     Example:
         >>> task = {"feature_names": ["x", "c"], "numeric_features": ["x"],
@@ -234,8 +236,8 @@ def feature_columns(task: Mapping[str, Any], categorical: str = "embedding", emb
     columns: list[Any] = []
     for name in order:
         if name in numeric_names and numeric:
-            columns.append(fc.numeric_column(
-                name, normalizer_fn=_standardise(float(stats[name]["mean"]), float(stats[name]["std"]))))
+            columns.append(fc.numeric_column(name, normalizer_fn=_standardise(
+                float(stats[name]["mean"]), float(stats[name]["std"])) if standardize else None))
         elif name in categorical_names or name in hashed:
             column: Any = fc.categorical_column_with_hash_bucket(name, int(hashed[name])) if name in hashed else \
                 fc.categorical_column_with_vocabulary_list(name, sorted(vocabs[name]), num_oov_buckets=1)

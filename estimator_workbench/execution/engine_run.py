@@ -25,7 +25,6 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from estimator_workbench.execution.lineage import (
@@ -33,9 +32,9 @@ from estimator_workbench.execution.lineage import (
     drop_orphaned_metrics,
     prepare_lineage,
 )
-from estimator_workbench.execution.run_context import SCHEDULE_KEYS, RunContext, run_schedule
+from estimator_workbench.execution.run_context import RunContext, engine_spec
 from estimator_workbench.store import paths
-from estimator_workbench.store.records import TRAINING_ACTIONS
+from estimator_workbench.store.records import IMPORT_ACTION, TRAINING_ACTIONS
 
 __all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'PREFLIGHT_FILE', 'PreflightFailed', 'execute_with_engine']
 
@@ -46,17 +45,7 @@ PREFLIGHT_FILE = "preflight.json"
 DEFAULT_PREFLIGHT_TIMEOUT_S = 60.0
 
 
-def _engine_spec(spec: Mapping[str, Any], model_dir: Path) -> dict[str, Any]:
-    """The run spec handed to ``build_estimator``: RunConfig without schedule keys, absolute paths."""
-    out = dict(spec)
-    out["run_config"] = {k: v for k, v in (spec.get("run_config") or {}).items()
-                         if k not in SCHEDULE_KEYS}
-    out["schedule"] = run_schedule(spec)
-    for key in ("batch_size", "shuffle_seed"):  # build_estimator reads these at the top level
-        if out["schedule"].get(key) is not None:
-            out[key] = out["schedule"][key]
-    out["model_dir"] = str(model_dir)
-    return out
+_engine_spec = engine_spec  # (the name the tests know; it lives in run_context)
 
 
 def _input_fn(input_fns: Any, key: str) -> Any:
@@ -110,14 +99,20 @@ def _preflight(ctx: RunContext) -> None:
 
 def execute_with_engine(ctx: RunContext) -> None:
     """Runs the pre-flight check when asked, builds the Estimator through
-    ``estimator_workbench.execution.build.build_estimator`` and runs the action."""
+    ``estimator_workbench.execution.build.build_estimator`` and runs the action (an ``import_tf``
+    run: ``estimator_workbench.execution.tf_import.execute_import``)."""
+    if ctx.spec.get("action") == IMPORT_ACTION:
+        from estimator_workbench.execution.tf_import import execute_import
+
+        execute_import(ctx)
+        return
     _preflight(ctx)
     if ctx.stop_requested():
         return
     from estimator_workbench.execution.build import build_estimator
 
     ctx.model_dir.mkdir(parents=True, exist_ok=True)
-    spec = _engine_spec(ctx.spec, ctx.model_dir)
+    spec = engine_spec(ctx.spec, ctx.model_dir)
     prepare_lineage(ctx, spec)
     if ctx.is_chief and ctx.spec["action"] in TRAINING_ACTIONS:
         drop_orphaned_metrics(ctx.metrics_path, ctx.model_dir)
@@ -145,7 +140,7 @@ def execute_with_engine(ctx: RunContext) -> None:
         _predict(ctx, estimator, input_fns, checkpoint_path)
     else:
         raise ValueError(f"Unknown action {action!r} in run.json; expected train, evaluate, "
-                         "predict or train_and_evaluate.")
+                         "predict, train_and_evaluate or import_tf.")
 
 
 def _json_default(value: Any) -> Any:

@@ -21,7 +21,7 @@ from estimator_workbench.store import paths
 from estimator_workbench.store.records import OwnershipLostError
 from estimator_workbench.store.registry import RunRegistry
 
-__all__ = ['SCHEDULE_KEYS', 'Executor', 'RunContext']
+__all__ = ['SCHEDULE_KEYS', 'Executor', 'RunContext', 'engine_spec', 'run_schedule']
 
 
 SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
@@ -163,3 +163,16 @@ def run_schedule(spec: Mapping[str, Any]) -> dict[str, Any]:
     if merged.get("max_steps") is None and merged.get("steps") is not None:
         merged["max_steps"] = merged["steps"]
     return merged
+
+
+def engine_spec(spec: Mapping[str, Any], model_dir: Path) -> dict[str, Any]:
+    """The run spec handed to ``build_estimator``: RunConfig without schedule keys, absolute paths."""
+    out = dict(spec)
+    out["run_config"] = {k: v for k, v in (spec.get("run_config") or {}).items()
+                         if k not in SCHEDULE_KEYS}
+    out["schedule"] = run_schedule(spec)
+    for key in ("batch_size", "shuffle_seed"):  # build_estimator reads these at the top level
+        if out["schedule"].get(key) is not None:
+            out[key] = out["schedule"][key]
+    out["model_dir"] = str(model_dir)
+    return out

@@ -17,7 +17,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from estimator_workbench.store.records import ACTIONS, TRAINING_ACTIONS, RunRecord
+from estimator_workbench.store.records import ACTIONS, IMPORT_ACTION, TRAINING_ACTIONS, RunRecord
 from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.store.run_spec import RunSpecError, check_request
 
@@ -69,7 +69,8 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
                schedule: Mapping[str, Any], num_processes: Any = 1, parent_run_id: str | None = None,
                relation: str | None = None, checkpoint_path: str | None = None,
                control: Mapping[str, str] | None = None,
-               preflight_runner: Callable[..., Any] | None = None) -> RunRecord:
+               preflight_runner: Callable[..., Any] | None = None,
+               import_checker: Callable[..., Any] | None = None) -> RunRecord:
     """Validates, applies the pre-flight policy, registers the run ``queued`` and submits it.
 
     The pre-flight check runs in the runner's own process for a one-process training run
@@ -77,6 +78,13 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
     run is checked here first in a child process (``preflight_runner``, default
     ``run_preflight``) and a failed check raises ``RunSpecError`` with its report, registering
     nothing. ``launcher=None`` registers without submitting.
+
+    An ``import_tf`` run (``checkpoint_path``: a TensorFlow model_dir, checkpoint prefix or
+    SavedModel) is checked here before it exists: the checkpoint is read with the engine's reader,
+    and the model the template builds for the dataset is compared with it in a child process
+    (``import_checker``, default ``tf_import.check_fit``); a variable that does not fit refuses it
+    with ``RunSpecError`` naming the variables on both sides. The run records the checkpoint's
+    prefix as its ``checkpoint_path``.
     """
     config, checked, processes = validate_run(action=action, run_config=run_config, schedule=schedule,
                                               num_processes=num_processes, control=control)
@@ -94,7 +102,11 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
             raise RunSpecError(report.summary())
         _check_watched_metric(watched, report, str(template.get("name") or "template"), control or {})
         checked["preflight"] = False  # checked already: the runner does not check again
-    check_dataset(dataset, action)
+    if action == IMPORT_ACTION:
+        checkpoint_path = _check_import(checkpoint_path, dataset=dataset, template=template, params=params,
+                                        run_config=config, checker=import_checker, control=control or {})
+    else:
+        check_dataset(dataset, action)
     if parent_run_id is not None and relation is None:
         relation = parent_relation(action)
     record = registry.create_run(
@@ -134,6 +146,30 @@ def check_dataset(dataset: Mapping[str, Any], action: str) -> None:
     except (ValueError, TypeError, OSError) as exc:
         raise RunSpecError(f"The dataset cannot be used for {action!r}: {exc}") from None
     _CHECKED_DATASETS.add(key)
+
+
+def _check_import(source: str | None, *, dataset: Mapping[str, Any], template: Mapping[str, Any],
+                  params: Mapping[str, Any], run_config: Mapping[str, Any], checker: Callable[..., Any] | None,
+                  control: Mapping[str, str]) -> str:
+    """The TF checkpoint prefix an ``import_tf`` run imports, once it fits the run's model."""
+    from estimator_workbench.execution import tf_import
+
+    if not source:
+        raise RunSpecError(f"An import needs the TensorFlow model to import ({control.get('checkpoint_path', 'checkpoint_path')}): "
+                           "a model_dir, a checkpoint prefix or a SavedModel folder.")
+    try:
+        prefix, _ = tf_import.source_checkpoint(source)
+    except ValueError as exc:
+        raise RunSpecError(str(exc)) from None
+    check_dataset(dataset, "train")  # the model's statistics come from the train split
+    spec = {"template": {"name": template.get("name"), "code": template.get("code")}, "params": dict(params),
+            "dataset": dict(dataset), "run_config": dict(run_config)}
+    fit = (checker or tf_import.check_fit)(spec, prefix)
+    if not fit.ok:
+        from estimator_workbench.execution.run_request import dataset_name
+
+        raise RunSpecError(fit.refusal(source, str(template.get("name") or "template"), dataset_name(dataset)))
+    return prefix
 
 
 def _check_watched_metric(metric: str, report: Any, template_name: str, control: Mapping[str, str]) -> None:

@@ -16,13 +16,26 @@ from typing import Any
 
 from estimator_workbench.store import paths
 
-__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'DEFAULT_STALL_TIMEOUT_S', 'FINISHED_STATUSES', 'OWNED_STATUSES', 'PARENT_RELATIONS', 'RUN_JSON_SCHEMA_VERSION', 'STALL_ACTIONS', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'InvalidTransitionError', 'OwnershipLostError', 'RegistryError', 'RunNotFoundError', 'RunRecord', 'is_lower_better', 'migrate_run_json', 'new_run_id', 'read_run_json', 'run_spec']
+__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'DEFAULT_STALL_TIMEOUT_S', 'FINISHED_STATUSES', 'IMPORT_ACTION', 'MODEL_ACTIONS', 'OWNED_STATUSES', 'PARENT_RELATIONS', 'RUN_ACTIONS', 'RUN_JSON_SCHEMA_VERSION', 'STALL_ACTIONS', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'InvalidTransitionError', 'OwnershipLostError', 'RegistryError', 'RunNotFoundError', 'RunRecord', 'is_lower_better', 'migrate_run_json', 'new_run_id', 'read_run_json', 'run_spec']
 
 
-ACTIONS = ("train", "evaluate", "predict", "train_and_evaluate")
+# What `estimator-workbench run` (and the Train page) can start.
+RUN_ACTIONS = ("train", "evaluate", "predict", "train_and_evaluate")
+
+
+# A TensorFlow Estimator's checkpoint registered as a run (``estimator-workbench import-tf``; its
+# ``checkpoint_path`` is the TF checkpoint it came from): ``execution.tf_import``.
+IMPORT_ACTION = "import_tf"
+
+
+ACTIONS = (*RUN_ACTIONS, IMPORT_ACTION)
 
 
 TRAINING_ACTIONS = ("train", "train_and_evaluate")  # the ones that write checkpoints
+
+
+# Runs whose model_dir holds a trained model: what evaluate, predict, compare and warm start use.
+MODEL_ACTIONS = (*TRAINING_ACTIONS, IMPORT_ACTION)
 
 
 STATUSES = ("queued", "running", "succeeded", "failed", "stopped", "cancelled", "lost")

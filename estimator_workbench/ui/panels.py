@@ -14,7 +14,12 @@ import pandas as pd
 import streamlit as st
 
 from estimator_workbench.store import paths
-from estimator_workbench.store.records import TRAINING_ACTIONS, RunNotFoundError, RunRecord
+from estimator_workbench.store.records import (
+    MODEL_ACTIONS,
+    TRAINING_ACTIONS,
+    RunNotFoundError,
+    RunRecord,
+)
 from estimator_workbench.ui import figures
 from estimator_workbench.ui.forms import launch_run
 from estimator_workbench.ui.runs_hub import confirm_trash, confirmation_dialogs
@@ -301,8 +306,8 @@ def evaluation_plots(record: RunRecord, interval: float = 2.0) -> None:
     them in a runner automatically, once per new checkpoint (the registry's children are the
     record: a failed recomputation is offered again as a button, not relaunched in a loop). The
     panel refreshes itself (``st.fragment``) while the run or its predict run is active."""
-    if record.action not in TRAINING_ACTIONS:
-        st.caption("Evaluation plots are drawn for training runs.")
+    if record.action not in MODEL_ACTIONS:
+        st.caption("Evaluation plots are drawn for training runs and TensorFlow imports.")
         return
     registry = get_registry()
 

@@ -15,6 +15,7 @@ from typing import Any
 
 import streamlit as st
 
+from estimator_workbench.execution.tf_import import describe_import
 from estimator_workbench.store import trash
 from estimator_workbench.store.records import STATUSES, RunNotFoundError, RunRecord
 from estimator_workbench.ui import tables
@@ -312,6 +313,10 @@ def run_header(record: RunRecord) -> None:
     st.caption(f"**{md(record.name)}** · {record.action} · template {md(record.template_name)} · "
                f"dataset {md(tables.dataset_name(record))} · created {created} · tags: "
                f"{md(', '.join(record.tags)) or '—'}")
+    imported = describe_import(record, get_registry().run_dir(record.run_id))
+    if imported:
+        st.caption(md(imported), help="A TensorFlow Estimator's checkpoint, copied into this run's model "
+                   "folder (estimator-workbench import-tf); evaluate, predict and continue it like any run.")
     progress_line(record)
     with st.expander("Name and notes", icon=":material/edit_note:", expanded=bool(record.note),
                      key=f"name-note-open-{record.run_id}"):

@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from estimator_workbench.store import metrics_store, paths
-from estimator_workbench.store.records import TRAINING_ACTIONS, RunRecord
+from estimator_workbench.store.records import MODEL_ACTIONS, TRAINING_ACTIONS, RunRecord
 
 __all__ = ['LOSS_SMOOTHING', 'STATUS_ICONS', 'RunProgress', 'dataset_name', 'default_metric', 'differing_params', 'display_status', 'eval_metric_names', 'filter_runs', 'finished_runs_for_start', 'has_checkpoint', 'hub_frame', 'list_checkpoints', 'queue_positions', 'run_progress', 'runs_frame', 'series_csv', 'smoothed_train_loss', 'start_from_label', 'summary_frame']
 
@@ -496,10 +496,10 @@ def hub_frame(records: Sequence[RunRecord], root: Path, metric: str | None = Non
 
 
 def finished_runs_for_start(records: Sequence[RunRecord]) -> list[RunRecord]:
-    """The runs a new run can start from (warm start, "Start from"): finished training runs
-    (not queued or running, not in the trash when ``records`` comes from ``list_runs()``), newest
+    """The runs a new run can start from (warm start, "Start from"): finished training runs and
+    TensorFlow imports (not queued or running, not in the trash when ``records`` comes from ``list_runs()``), newest
     first. Label them with ``start_from_label``."""
-    out = [r for r in records if r.action in TRAINING_ACTIONS and r.is_finished]
+    out = [r for r in records if r.action in MODEL_ACTIONS and r.is_finished]
     return sorted(out, key=lambda r: r.created_at, reverse=True)
 
 

@@ -24,6 +24,7 @@ PARAMS = {
     "batch_norm": {"type": "bool", "default": False, "help": "Batch-normalise after each hidden layer."},
     "optimizer": {"type": "choice", "default": "Adagrad", "choices": ["Adagrad", "Adam", "Ftrl", "RMSProp", "SGD"], "help": "The optimizer of every layer."},
     "learning_rate": {"type": "float", "default": 0.0, "min": 0.0, "max": 10.0, "help": "0 keeps TF 2's default for the estimator and optimizer (Keras' rate: 0.001, SGD 0.01)."},
+    "standardize_numeric": {"type": "bool", "default": True, "help": "Standardise numeric columns with the train split's mean and std; off reads the raw values, as TF's numeric_column(name) does (importing a TF model trained on raw values)."},
 }
 
 ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": torch.nn.functional.elu, "sigmoid": torch.sigmoid}
@@ -33,7 +34,8 @@ def model_fn(features, labels, mode, params, config):
     task = require_task(params["task"], "classification", "DNNClassifier")
     estimator = ee.canned.DNNClassifier(
         hidden_units=[int(u) for u in params["hidden_units"].split(",") if u.strip()],
-        feature_columns=feature_columns(task, params["categorical_encoding"], params["embedding_dim"]),
+        feature_columns=feature_columns(task, params["categorical_encoding"], params["embedding_dim"],
+                                        standardize=params["standardize_numeric"]),
         n_classes=task["n_classes"],
         weight_column=task.get("weight"),
         optimizer=optimizer_arg(params["optimizer"], params["learning_rate"]),

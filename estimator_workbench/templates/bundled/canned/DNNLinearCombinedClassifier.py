@@ -26,6 +26,7 @@ PARAMS = {
     "linear_learning_rate": {"type": "float", "default": 0.0, "min": 0.0, "max": 10.0, "help": "0 keeps TF's default (Ftrl at min(0.005, 1/sqrt(number of columns)))."},
     "dnn_optimizer": {"type": "choice", "default": "Adagrad", "choices": ["Adagrad", "Adam", "Ftrl", "RMSProp", "SGD"], "help": "Optimizer of the DNN (deep) part."},
     "dnn_learning_rate": {"type": "float", "default": 0.0, "min": 0.0, "max": 10.0, "help": "0 keeps TF's default (Adagrad at 0.001 in the combined model)."},
+    "standardize_numeric": {"type": "bool", "default": True, "help": "Standardise numeric columns with the train split's mean and std; off reads the raw values, as TF's numeric_column(name) does (importing a TF model trained on raw values)."},
 }
 
 ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": torch.nn.functional.elu, "sigmoid": torch.sigmoid}
@@ -34,9 +35,10 @@ ACTIVATIONS = {"relu": torch.relu, "tanh": torch.tanh, "elu": torch.nn.functiona
 def model_fn(features, labels, mode, params, config):
     task = require_task(params["task"], "classification", "DNNLinearCombinedClassifier")
     estimator = ee.canned.DNNLinearCombinedClassifier(
-        linear_feature_columns=feature_columns(task, "categorical"),
+        linear_feature_columns=feature_columns(task, "categorical", standardize=params["standardize_numeric"]),
         linear_optimizer=optimizer_arg(params["linear_optimizer"], params["linear_learning_rate"]),
-        dnn_feature_columns=feature_columns(task, params["categorical_encoding"], params["embedding_dim"]),
+        dnn_feature_columns=feature_columns(task, params["categorical_encoding"], params["embedding_dim"],
+                                            standardize=params["standardize_numeric"]),
         dnn_optimizer=optimizer_arg(params["dnn_optimizer"], params["dnn_learning_rate"]),
         dnn_hidden_units=[int(u) for u in params["dnn_hidden_units"].split(",") if u.strip()],
         dnn_activation_fn=ACTIVATIONS[params["dnn_activation"]],

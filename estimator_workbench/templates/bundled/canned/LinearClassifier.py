@@ -17,13 +17,14 @@ DESCRIPTION = (
 PARAMS = {
     "optimizer": {"type": "choice", "default": "Ftrl", "choices": ["Adagrad", "Adam", "Ftrl", "RMSProp", "SGD"], "help": "The optimizer of the weights."},
     "learning_rate": {"type": "float", "default": 0.0, "min": 0.0, "max": 10.0, "help": "0 keeps TF 2's default for the estimator and optimizer (0.2 for a named optimizer)."},
+    "standardize_numeric": {"type": "bool", "default": True, "help": "Standardise numeric columns with the train split's mean and std; off reads the raw values, as TF's numeric_column(name) does (importing a TF model trained on raw values)."},
 }
 
 
 def model_fn(features, labels, mode, params, config):
     task = require_task(params["task"], "classification", "LinearClassifier")
     estimator = ee.canned.LinearClassifier(
-        feature_columns=feature_columns(task, "categorical"),
+        feature_columns=feature_columns(task, "categorical", standardize=params["standardize_numeric"]),
         n_classes=task["n_classes"],
         weight_column=task.get("weight"),
         optimizer=optimizer_arg(params["optimizer"], params["learning_rate"]),
