@@ -68,7 +68,8 @@ def test_model_page_shows_a_preflight_error_as_text(home):
         f"def model_fn(features, labels, mode, params):\n    raise ValueError({EVIL!r})\n", 1)
     at = open_page("model", _plain_editor=True)
     at.text_area(key="editor-mlp_classifier").set_value(code).run()
-    at.button[-1].click().run(timeout=120)  # "Run pre-flight check"
+    [check] = [b for b in at.button if b.label == "Run pre-flight check"]
+    check.click().run(timeout=120)
     assert not at.exception, at.exception
     assert not at.session_state["preflight"]["ok"]
     assert_shown_as_text(at, in_code=f"ValueError: {EVIL}")
