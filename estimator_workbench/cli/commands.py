@@ -42,7 +42,7 @@ from estimator_workbench.cli.serve_model import cmd_serve as _cmd_serve
 from estimator_workbench.cli.sweep import add_parser as _add_sweep_parser
 from estimator_workbench.cli.sweep import cmd_sweep as _cmd_sweep
 from estimator_workbench.cli.usage import PROG as _PROG
-from estimator_workbench.cli.usage import UsageError, positive_int
+from estimator_workbench.cli.usage import UsageError, json_object, positive_int
 from estimator_workbench.execution import run_request
 from estimator_workbench.execution.bundle import export_bundle
 from estimator_workbench.store import paths, trash
@@ -66,22 +66,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def _json_arg(text: str | None, what: str) -> dict[str, Any]:
-    if text is None or text == "":
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{what} must be a JSON object, given: {text!r} ({exc.msg} at "
-                         f"position {exc.pos}). Example: '{{\"hidden_units\": [32, 16]}}'.") from None
-    except RecursionError:
-        raise UsageError(f"{what} is nested too deeply to read; a run's settings are a few levels deep "
-                         "at most.") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{what} must be a JSON object, given: {text!r}.")
-    return value
 
 
 def _registry(root: Path) -> RunRegistry:
@@ -197,8 +181,8 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
     source = args.from_run or spec.get("from_run")
     parent = _existing(root, str(source)) if source else None
     checkpoint = args.checkpoint or spec.get("checkpoint")
-    params = {**(spec.get("params") or {}), **_json_arg(args.params, "--params")}
-    run_config = {**(spec.get("run_config") or {}), **_json_arg(args.config, "--config")}
+    params = {**(spec.get("params") or {}), **json_object(args.params, "--params")}
+    run_config = {**(spec.get("run_config") or {}), **json_object(args.config, "--config")}
     uses_a_trained_model = action in ("evaluate", "predict")
     # Training from an imported TF model continues it, as TF would on its model_dir: same model,
     # TF's global step and optimizer state (a resume), not a warm start of another model.

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from estimator_workbench.cli.usage import UsageError
+from estimator_workbench.cli.usage import UsageError, json_object
 
 __all__ = ["add_parser", "cmd_import_tf"]
 
@@ -49,18 +49,6 @@ def add_parser(sub: Any) -> argparse.ArgumentParser:
     return cmd
 
 
-def _json_object(text: str | None, flag: str) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{flag} must be a JSON object, given: {text!r} ({exc.msg}).") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{flag} must be a JSON object, given: {text!r}.")
-    return value
-
-
 def cmd_import_tf(args: argparse.Namespace, root: Path) -> int:
     """Checks and registers the import through ``submit_run``, then follows the run."""
     from estimator_workbench import templates
@@ -73,8 +61,8 @@ def cmd_import_tf(args: argparse.Namespace, root: Path) -> int:
     from estimator_workbench.store.registry import RunRegistry
     from estimator_workbench.store.run_spec import RunSpecError
 
-    params = _json_object(args.params, "--params")
-    run_config = _json_object(args.config, "--config")
+    params = json_object(args.params, "--params")
+    run_config = json_object(args.config, "--config")
     try:
         dataset = run_request.dataset_dict(args.dataset, args.label, adjust=lambda spec: apply_data_flags(spec, args))
         template, schema = run_request.template_dict(args.template, root)

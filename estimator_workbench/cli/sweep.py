@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from estimator_workbench.cli.usage import PROG, UsageError
+from estimator_workbench.cli.usage import PROG, UsageError, json_object
 
 __all__ = ["add_parser", "cmd_sweep"]
 
@@ -77,21 +77,6 @@ def _template(name: str, root: Path) -> dict[str, Any]:
     return {"name": info.name, "code": info.code}
 
 
-def _json_object(text: str | None, flag: str) -> dict[str, Any]:
-    if not text:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{flag} must be a JSON object, given: {text!r} ({exc.msg}). "
-                         "Example: '{\"hidden_units\": \"32,16\"}'.") from None
-    except RecursionError:
-        raise UsageError(f"{flag} is nested too deeply to read.") from None
-    if not isinstance(value, dict):
-        raise UsageError(f"{flag} must be a JSON object, given: {text!r}.")
-    return value
-
-
 def _plan(args: argparse.Namespace, root: Path) -> Any:
     from estimator_workbench.sweeps.plan import default_name, plan_sweep
 
@@ -114,7 +99,7 @@ def _plan(args: argparse.Namespace, root: Path) -> Any:
                       steps=args.steps, trials=10 if args.trials is None else args.trials,
                       parallel=1 if args.parallel is None else args.parallel, metric=args.metric,
                       direction=args.direction or "", sampler=args.sampler,
-                      base_params=_json_object(args.params, "--params"), eval_every=args.eval_every or 0,
+                      base_params=json_object(args.params, "--params"), eval_every=args.eval_every or 0,
                       pruner=args.pruner, prune_after=args.prune_after, seed=args.seed)
 
 

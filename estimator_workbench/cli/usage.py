@@ -4,8 +4,10 @@ stderr, exit code 2) and the checks of arguments that several commands take."""
 from __future__ import annotations
 
 import argparse
+import json
+from typing import Any
 
-__all__ = ["PROG", "UsageError", "positive_int"]
+__all__ = ["PROG", "UsageError", "json_object", "positive_int"]
 
 PROG = "estimator-workbench"
 
@@ -25,3 +27,24 @@ def positive_int(text: str) -> int:
     return value
 
 
+def json_object(text: str | None, flag: str) -> dict[str, Any]:
+    """The JSON object a flag such as ``--params`` gives (``{}`` when it is not given); a
+    ``UsageError`` naming the flag for anything else.
+
+    Example:
+        >>> json_object('{"learning_rate": 0.1}', "--params")
+        {'learning_rate': 0.1}
+    """
+    if text is None or text == "":
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{flag} must be a JSON object, given: {text!r} ({exc.msg} at "
+                         f"position {exc.pos}). Example: '{{\"hidden_units\": [32, 16]}}'.") from None
+    except RecursionError:
+        raise UsageError(f"{flag} is nested too deeply to read; a run's settings are a few levels deep "
+                         "at most.") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"{flag} must be a JSON object, given: {text!r}.")
+    return value
