@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from estimator_workbench.store import paths
@@ -52,6 +53,16 @@ class Launcher:
     def _started_here(self, record: RunRecord) -> bool:
         """Whether this launcher has started (or submitted) the queued run already."""
         return False
+
+    def _queued_run_folder(self, run_id: str) -> tuple[RunRecord, Path]:
+        """The record and folder of a run ``start`` may launch: queued, with its run.json written."""
+        record = self.registry.get(run_id)
+        if record.status != "queued":
+            raise InvalidTransitionError(f"Cannot start run {run_id!r}: it is {record.status!r}, not 'queued'.")
+        folder = self.registry.run_dir(run_id)
+        if not (folder / paths.RUN_JSON).exists():
+            raise FileNotFoundError(f"Run {run_id!r} has no {paths.RUN_JSON} in {folder}.")
+        return record, folder
 
     def start_queued(self) -> list[str]:
         """Starts queued runs, oldest first, while slots are free; returns their ids.

@@ -172,13 +172,7 @@ class LocalLauncher(Launcher):
         launcher starts it again.
         """
         with self._lock:
-            record = self.registry.get(run_id)
-            if record.status != "queued":
-                raise InvalidTransitionError(
-                    f"Cannot start run {run_id!r}: it is {record.status!r}, not 'queued'.")
-            folder = self.registry.run_dir(run_id)
-            if not (folder / paths.RUN_JSON).exists():
-                raise FileNotFoundError(f"Run {run_id!r} has no {paths.RUN_JSON} in {folder}.")
+            record, folder = self._queued_run_folder(run_id)
             gpus = self._assign_gpus(record.num_processes)
             marker = new_run_marker(run_id)
             env = self._child_env(gpus, marker)

@@ -231,13 +231,7 @@ class RayJobLauncher(Launcher):
     def start(self, run_id: str) -> RunRecord:
         """Submits the Ray job of a queued run now (ignores ``max_concurrent``)."""
         with self._lock:
-            record = self.registry.get(run_id)
-            if record.status != "queued":
-                raise InvalidTransitionError(
-                    f"Cannot start run {run_id!r}: it is {record.status!r}, not 'queued'.")
-            folder = self.registry.run_dir(run_id)
-            if not (folder / paths.RUN_JSON).exists():
-                raise FileNotFoundError(f"Run {run_id!r} has no {paths.RUN_JSON} in {folder}.")
+            record, folder = self._queued_run_folder(run_id)
             attempt = len((read_ray_job(folder) or {}).get("history", [])) + 1
             submission_id = f"workbench-{run_id}-{attempt}"
             entrypoint = self.entrypoint(record, folder)
