@@ -45,11 +45,19 @@ def _settled_box(page, grid) -> dict:
     """The grid's box once it has stopped moving: a table inside an opening expander is visible
     (and clipped) while the expander still grows, and a click computed then missed its row (seen
     once in the fresh-clone CI: the trash's Restore button never appeared)."""
-    grid.wait_for(state="visible", timeout=30_000)  # the table is rebuilt when its rows change
-    grid.scroll_into_view_if_needed()
-    previous, deadline = None, time.monotonic() + 10
+    previous, deadline = None, time.monotonic() + 30
     while time.monotonic() < deadline:
-        box = grid.bounding_box()
+        try:
+            grid.wait_for(state="visible", timeout=30_000)  # the table is rebuilt when its rows change
+            grid.scroll_into_view_if_needed(timeout=5_000)
+            box = grid.bounding_box(timeout=5_000)
+        except playwright_sync.Error as error:
+            # A rerun replaced the table between finding it and scrolling to it ("Element is not
+            # attached to the DOM", seen in a fresh-clone CI after a filter): find it again.
+            if "not attached" not in str(error):
+                raise
+            previous = None
+            continue
         if box and box == previous:
             return box
         previous = box
