@@ -82,9 +82,11 @@ def test_analyst_journey(server, page):
                            timeout=60_000)
     TIMINGS["click_train_to_first_point_s"] = round(time.monotonic() - clicked, 2)
     first = chart_points(page)
-    time.sleep(2.5)  # no interaction: the fragment polls on its own
-    grown = chart_points(page)
-    assert grown > first, f"the live chart did not grow without interaction ({first} -> {grown})"
+    # No interaction: the fragment polls on its own, so the chart grows while the test only waits.
+    page.wait_for_function(
+        "n => { const el = document.querySelector('.js-plotly-plot');"
+        " return el && el._fullData && el._fullData.reduce((s, t) => s + (t.x ? t.x.length : 0), 0) > n; }",
+        arg=first, timeout=30_000)
 
     # Stop (graceful), then resume the same run to its budget.
     page.locator(f".st-key-detail-stop-{run_a} button:not([disabled])").first.click()

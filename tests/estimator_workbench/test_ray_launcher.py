@@ -320,7 +320,7 @@ def test_ray_pending_job_is_queued_then_cancelled(workspace, make_ray):
     launcher = make_ray(num_gpus_per_process=1)  # the local head has no GPU: stays PENDING
     run_id = new_run(workspace, max_steps=5)
     assert launcher.submit(run_id).status == "queued"
-    time.sleep(1.0)
+    wait_for(lambda: launcher.job_status(run_id) == "PENDING")  # Ray has the job, cannot place it
     launcher.poll()
     assert launcher.job_status(run_id) == "PENDING" and launcher.registry.get(run_id).status == "queued"
     start = time.monotonic()

@@ -86,7 +86,7 @@ def test_stop_lost_resume_cont_ends_with_one_writer_and_one_history(workspace):
         os.kill(old, signal.SIGCONT) if pid_alive(old) else None  # gone with the fix
         done = second.wait(rec.run_id, timeout=120)
         assert done.status == "succeeded", done.error
-        time.sleep(1.0)  # an old runner that survived would now be writing too
+        wait_for(lambda: not pid_alive(old))  # the frozen runner is ended, not left to write later
     finally:
         if old is not None and pid_alive(old):
             os.kill(old, signal.SIGCONT)
