@@ -46,6 +46,7 @@ from estimator_engine.hooks import (
     LoggingTensorHook,
     NanTensorHook,
     OnDevice,
+    ScheduledHook,
     SessionRunContext,
     SessionRunHook,
     SessionRunValues,
@@ -395,13 +396,22 @@ class _CheckpointWriter:
                 self._executor = None
 
 
-def _has_known_schedule(hook: SessionRunHook) -> bool:
-    """Whether ``hook`` is one of the engine's own hooks that say on which steps they act.
+def _follows_its_schedule(hook: SessionRunHook) -> bool:
+    """Whether the loop may leave ``hook`` out of the steps its ``steps_until_due`` skips.
 
-    Only the engine's classes themselves: a user's subclass may act on any step, so it is called
-    on every step, as TF calls every hook.
+    A ``ScheduledHook`` whose ``before_run`` and ``after_run`` come from the class that wrote its
+    schedule (or from a base of it). A subclass that overrode them without a schedule of its own
+    may act on any step, so it is called on every step, as TF calls every hook.
     """
-    return type(hook).__module__.startswith("estimator_engine.hooks.") and hasattr(hook, "_schedule")
+    if not isinstance(hook, ScheduledHook):
+        return False
+    mro = type(hook).__mro__
+
+    def owner(name: str) -> type:
+        return next(cls for cls in mro if name in vars(cls))
+
+    scheduled_by = owner("steps_until_due")
+    return all(issubclass(scheduled_by, owner(name)) for name in ("before_run", "after_run"))
 
 
 class _StepHooks:
@@ -428,7 +438,7 @@ class _StepHooks:
         self._after_all = [(i, hook.after_run) for i, hook in enumerate(hooks)
                            if type(hook).after_run is not SessionRunHook.after_run]
         self._scheduled: dict[int, Any] = {i: hook for i, hook in enumerate(hooks)
-                                           if scheduled and _has_known_schedule(hook)}
+                                           if scheduled and _follows_its_schedule(hook)}
         self._decides_before = {i for i, _ in self._before_all if i in self._scheduled}
         self._unscheduled = {i for i in range(len(hooks)) if i not in self._scheduled}
         self.before_runs = [(i, f) for i, f in self._before_all if i in self._unscheduled]
@@ -447,7 +457,7 @@ class _StepHooks:
     def reschedule(self, positions: Iterable[int], iteration: int, session: _Session) -> None:
         """Asks the hooks at ``positions``, just called, when they act next (from ``iteration``)."""
         for i in positions:
-            idle_steps, due_time = self._scheduled[i]._schedule(session)
+            idle_steps, due_time = self._scheduled[i].steps_until_due(session)
             self._due_step[i] = iteration + idle_steps
             self._due_time[i] = due_time
         self.next_step = min(self._due_step.values(), default=NEVER)
@@ -489,8 +499,8 @@ class _StepHooks:
     def _catch_up(self, positions: Iterable[int], iteration: int) -> None:
         for i in positions:
             skipped = iteration - self._last_called[i] - 1
-            if skipped > 0 and hasattr(self._scheduled[i], "_skipped"):
-                self._scheduled[i]._skipped(skipped)
+            if skipped > 0:
+                self._scheduled[i].skip_steps(skipped)
             self._last_called[i] = iteration
 
 

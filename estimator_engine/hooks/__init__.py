@@ -5,6 +5,7 @@ from __future__ import annotations
 from estimator_engine.hooks.base import (
     CheckpointSaverListener,
     OnDevice,
+    ScheduledHook,
     Session,
     SessionRunArgs,
     SessionRunContext,
@@ -36,6 +37,7 @@ __all__ = [
     "NeverTriggerTimer",
     "OnDevice",
     "ProgressBarHook",
+    "ScheduledHook",
     "SecondOrStepTimer",
     "Session",
     "SessionRunArgs",

@@ -24,6 +24,7 @@ import torch
 from estimator_engine.errors import NanLossDuringTrainingError
 from estimator_engine.hooks.base import (
     OnDevice,
+    ScheduledHook,
     Session,
     SessionRunArgs,
     SessionRunContext,
@@ -65,7 +66,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, Integral) and not isinstance(value, bool)
 
 
-class StopAtStepHook(SessionRunHook):
+class StopAtStepHook(ScheduledHook):
     """Requests a stop once the global step reaches a last step.
 
     Exactly one of ``num_steps`` (counted from the global step when the session starts) and
@@ -115,14 +116,14 @@ class StopAtStepHook(SessionRunHook):
         if self._last_step is not None and _session_of(run_context).global_step >= self._last_step:
             run_context.request_stop()
 
-    def _schedule(self, session: Session) -> tuple[int, float | None]:
+    def steps_until_due(self, session: Session) -> tuple[int, float | None]:
         # It acts on the step that brings the global step (one more per step) to last_step.
         if self._last_step is None:
             return NEVER, None
         return max(0, self._last_step - session.global_step - 1), None
 
 
-class LoggingTensorHook(SessionRunHook):
+class LoggingTensorHook(ScheduledHook):
     """Logs fetched values every N local iterations, every N seconds, and/or at the end.
 
     Logs to the ``'estimator_engine'`` logger at INFO as ``"tag = value, tag = value (x.xxx sec)"``
@@ -210,10 +211,10 @@ class LoggingTensorHook(SessionRunHook):
             self._log_tensors(run_values.results)
         self._iter_count += 1
 
-    def _schedule(self, session: Session) -> tuple[int, float | None]:
+    def steps_until_due(self, session: Session) -> tuple[int, float | None]:
         return self._timer.steps_until_trigger(self._iter_count)
 
-    def _skipped(self, steps: int) -> None:
+    def skip_steps(self, steps: int) -> None:
         self._iter_count += steps  # the iterations the loop ran without calling this hook
 
     def on_exception(self, exception: BaseException) -> None:
@@ -224,7 +225,7 @@ class LoggingTensorHook(SessionRunHook):
             self._log_tensors(session.run(self._tensors))
 
 
-class StepCounterHook(SessionRunHook):
+class StepCounterHook(ScheduledHook):
     """Measures global steps per second, logs it and writes the ``global_step/sec`` summary.
 
     The rate is measured between triggers (every ``every_n_steps`` global steps or
@@ -290,7 +291,7 @@ class StepCounterHook(SessionRunHook):
             )
         self._last_global_step = global_step
 
-    def _schedule(self, session: Session) -> tuple[int, float | None]:
+    def steps_until_due(self, session: Session) -> tuple[int, float | None]:
         # Checked on the global step after a step: the next step produces global_step + 1.
         return self._timer.steps_until_trigger(session.global_step + 1)
 
@@ -464,7 +465,7 @@ def _flattened(results: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return pairs
 
 
-class SummarySaverHook(SessionRunHook):
+class SummarySaverHook(ScheduledHook):
     """Writes scalar values fetched by name as summaries every N steps or N seconds.
 
     Exactly one of ``scaffold`` (an object whose ``summary_op`` attribute is used) and
@@ -550,7 +551,7 @@ class SummarySaverHook(SessionRunHook):
             values[tag] = float(array.reshape(()))
         writer.add_scalars(values, global_step)
 
-    def _schedule(self, session: Session) -> tuple[int, float | None]:
+    def steps_until_due(self, session: Session) -> tuple[int, float | None]:
         if self._summary_writer is None or not self._fetches:
             return NEVER, None
         return self._timer.steps_until_trigger(session.global_step + 1)
@@ -603,7 +604,7 @@ class FinalOpsHook(SessionRunHook):
             self._final_ops_values = session.run(self._final_ops)
 
 
-class GlobalStepWaiterHook(SessionRunHook):
+class GlobalStepWaiterHook(ScheduledHook):
     """Delays the first step until the global step reaches ``wait_until_step`` (polling).
 
     Meant for workers that should start once others have trained a while; in a single process
@@ -631,7 +632,7 @@ class GlobalStepWaiterHook(SessionRunHook):
     def begin(self) -> None:
         self._worker_is_started = False
 
-    def _schedule(self, session: Session) -> tuple[int, float | None]:
+    def steps_until_due(self, session: Session) -> tuple[int, float | None]:
         return (NEVER, None) if self._worker_is_started else (0, None)
 
     def before_run(self, run_context: SessionRunContext) -> None:

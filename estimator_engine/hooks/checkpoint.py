@@ -13,9 +13,9 @@ from typing import Any
 
 from estimator_engine.hooks.base import (
     CheckpointSaverListener,
+    ScheduledHook,
     Session,
     SessionRunContext,
-    SessionRunHook,
     SessionRunValues,
     _session_of,
 )
@@ -43,7 +43,7 @@ def check_listeners_type(saving_listeners: Iterable[Any] | None) -> list[Checkpo
     return listeners
 
 
-class CheckpointSaverHook(SessionRunHook):
+class CheckpointSaverHook(ScheduledHook):
     """Saves checkpoints every N steps or N seconds, once at the start and once at the end.
 
     The first save, in ``after_create_session``, records the starting step (``model.ckpt-0`` for a
@@ -142,7 +142,7 @@ class CheckpointSaverHook(SessionRunHook):
             if self._save(session, global_step):
                 run_context.request_stop()
 
-    def _schedule(self, session: Session) -> tuple[int, float | None]:
+    def steps_until_due(self, session: Session) -> tuple[int, float | None]:
         # Checked on the global step after a step: the next step produces global_step + 1.
         return self._timer.steps_until_trigger(session.global_step + 1)
 

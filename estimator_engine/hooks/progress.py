@@ -21,10 +21,10 @@ import time
 from typing import Any
 
 from estimator_engine.hooks.base import (
+    ScheduledHook,
     Session,
     SessionRunArgs,
     SessionRunContext,
-    SessionRunHook,
     SessionRunValues,
 )
 from estimator_engine.hooks.timer import NEVER
@@ -70,7 +70,7 @@ def progress_bar_enabled(setting: bool | None) -> bool:
         return False
 
 
-class ProgressBarHook(SessionRunHook):
+class ProgressBarHook(ScheduledHook):
     """Shows a tqdm progress bar with steps/s, the latest loss and an ETA.
 
     In ``train`` the bar counts global steps (it starts at the restored step); in ``evaluate`` and
@@ -137,7 +137,7 @@ class ProgressBarHook(SessionRunHook):
                          dynamic_ncols=True, mininterval=self._interval)
 
     def before_run(self, run_context: SessionRunContext) -> SessionRunArgs | None:
-        # In TRAIN the loop calls this only when _schedule says so; elsewhere on every batch.
+        # In TRAIN the loop calls this only when steps_until_due says so; elsewhere on every batch.
         self._fetch_now = time.time() >= self._next_refresh
         if self._fetch_now and self._mode != ModeKeys.PREDICT:
             return SessionRunArgs({"loss": "loss"})
@@ -153,13 +153,13 @@ class ProgressBarHook(SessionRunHook):
         self._advance(run_context.session)
         self._next_refresh = time.time() + self._interval
 
-    def _schedule(self, session: Session) -> tuple[int, float | None]:
+    def steps_until_due(self, session: Session) -> tuple[int, float | None]:
         # TRAIN only (the loop schedules its standard hooks there): due again after `interval`.
         if self._next_refresh == 0.0:
             return 0, None
         return NEVER, self._next_refresh
 
-    def _skipped(self, steps: int) -> None:
+    def skip_steps(self, steps: int) -> None:
         self._batches += steps
 
     def _advance(self, session: Any) -> None:

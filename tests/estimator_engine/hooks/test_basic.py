@@ -22,6 +22,7 @@ from estimator_engine.hooks import (
     NanTensorHook,
     NeverTriggerTimer,
     OnDevice,
+    ScheduledHook,
     SecondOrStepTimer,
     SessionRunArgs,
     SessionRunContext,
@@ -592,7 +593,7 @@ FACTORIES = {
 HOOK_CLASSES = sorted(
     (obj for name in hooks_module.__all__
      if isinstance(obj := getattr(hooks_module, name), type)
-     and issubclass(obj, SessionRunHook) and obj is not SessionRunHook),
+     and issubclass(obj, SessionRunHook) and obj not in (SessionRunHook, ScheduledHook)),
     key=lambda cls: cls.__name__,
 )
 PROTOCOL = ("begin", "after_create_session", "before_run", "after_run", "on_exception", "end")

@@ -235,3 +235,45 @@ def test_logging_counts_local_iterations_it_sat_out(tmp_path, caplog, every_n_it
     # Per call: iterations 0, n, 2n, ... (fetched global steps 0, n, ...: the value before each
     # step's increment, as in TF), then once at the end (a session.run after training: 7).
     assert steps == [*logged, 7, *(s + 7 for s in logged), 14]
+
+
+def test_a_users_scheduled_hook_is_called_only_on_the_steps_it_names(tmp_path):
+    class EveryTenth(ee.ScheduledHook):
+        def __init__(self):
+            self.steps_seen, self.skipped = [], 0
+
+        def after_run(self, run_context, run_values):
+            self.steps_seen.append(run_context.session.global_step)
+
+        def steps_until_due(self, session):
+            return (-session.global_step - 1) % 10, None  # the step that makes a multiple of 10
+
+        def skip_steps(self, steps):
+            self.skipped += steps
+
+    hook = EveryTenth()
+    est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={},
+                       config=ee.RunConfig(tf_random_seed=1, save_checkpoints_steps=50))
+    est.train(_input_fn(), steps=35, hooks=[hook])
+    assert hook.steps_seen == [10, 20, 30]
+    assert hook.skipped == 32  # 35 steps, 3 of them called
+
+
+def test_a_subclass_that_brings_its_own_schedule_keeps_it(tmp_path):
+    class QuietLogger(LoggingTensorHook):  # overrides after_run AND says when it is due
+        def __init__(self):
+            super().__init__({"loss": "loss"}, every_n_iter=1000)
+            self.after = 0
+
+        def after_run(self, run_context, run_values):
+            self.after += 1
+            super().after_run(run_context, run_values)
+
+        def steps_until_due(self, session):
+            return 4, None  # every fifth step
+
+    hook = QuietLogger()
+    est = ee.Estimator(linear_model_fn, model_dir=str(tmp_path), params={},
+                       config=ee.RunConfig(tf_random_seed=1, save_checkpoints_steps=50))
+    est.train(_input_fn(), steps=20, hooks=[hook])
+    assert hook.after == 4  # steps 5, 10, 15, 20
