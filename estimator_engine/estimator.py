@@ -302,8 +302,9 @@ class _Session:
             return None
         directory, step = checkpoint_dir or self.model_dir, self.global_step
         path = os.path.abspath(os.path.join(directory, f"{checkpoint_basename}-{step}"))
-        if self._restored_from == (path, step):
-            # Nothing trained since the restore from this very file: it already holds this state.
+        if self._restored_from == (path, step) or (self._last_saved_step, self._last_saved_path) == (step, path):
+            # Nothing trained since the restore from (or the last save to) this very file: it
+            # already holds this state.
             self._last_saved_step, self._last_saved_path = step, path
             return path
         # The snapshot is taken now (tensors copied), so training can go on while it is written.
@@ -322,6 +323,27 @@ class _Session:
     def wait_for_checkpoints(self) -> None:
         """Blocks until every submitted checkpoint is on disk; re-raises a failed write."""
         self.writer.wait()
+
+    def evaluate(self, input_fn: Callable[..., Any], steps: int | None = None,
+                 hooks: Iterable[SessionRunHook] | None = None, name: str | None = None,
+                 checkpoint_path: str | None = None) -> dict[str, Any]:
+        """Evaluates the training state as it is now, in process (no checkpoint is read), and
+        writes the results where ``Estimator.evaluate`` writes them; training then goes on."""
+        if self.mode != ModeKeys.TRAIN:
+            raise RuntimeError(f"session.evaluate is only available in TRAIN mode, not {self.mode}.")
+        state = self.state
+        summaries: dict[str, float] = {}
+        try:
+            with state.activated(ModeKeys.EVAL), torch.no_grad():
+                results = self.estimator._evaluate_state(state, input_fn, steps, list(hooks or ()),
+                                                         summaries_out=summaries)
+        finally:
+            # ``activated`` restores the active state, not the modules' mode.
+            state.mode = ModeKeys.TRAIN
+            for module in state.modules.values():
+                module.train(True)
+        self.estimator._write_eval_results(results, name, checkpoint_path, summaries)
+        return results
 
 
 @contextlib.contextmanager
@@ -702,7 +724,7 @@ class Estimator:
                 _log.warning("Training with estimator made no steps: input_fn produced no batches.")
                 return None
             session.features, session.labels = split_batch(batch)
-            call = self._model_fn_caller(ModeKeys.TRAIN)
+            call = self.model_fn_caller(ModeKeys.TRAIN)
             spec = session.spec = self._first_spec(call, session)
             hooks = self._assemble_training_hooks(spec, user_hooks, saving_listeners, steps, max_steps,
                                                   progress_bar)
@@ -876,7 +898,7 @@ class Estimator:
             _log.warning("evaluate: input_fn produced no batches; returning only global_step.")
             return {"global_step": state.global_step}
         session.features, session.labels = split_batch(batch)
-        call = self._model_fn_caller(ModeKeys.EVAL)
+        call = self.model_fn_caller(ModeKeys.EVAL)
         spec = session.spec = self._first_spec(call, session)
         for reserved in ("loss", "global_step"):
             if reserved in spec.eval_metric_ops:
@@ -967,7 +989,7 @@ class Estimator:
             if batch is _END:
                 return
             session.features, _ = split_batch(batch)
-            call = self._model_fn_caller(ModeKeys.PREDICT)
+            call = self.model_fn_caller(ModeKeys.PREDICT)
             spec = session.spec = self._first_spec(call, session)
         hooks = [*hooks, *spec.prediction_hooks]
         run_context = SessionRunContext(original_args=None, session=session)
@@ -1078,12 +1100,21 @@ class Estimator:
             return _StatefulIterator(iterable, iterator)
         return iterator
 
-    def _model_fn_caller(self, mode: ModeKeys) -> Callable[[Any, Any], EstimatorSpec]:
-        """A fast ``(features, labels) -> spec`` for one call, moving batches to the device."""
+    def model_fn_caller(self, mode: ModeKeys | str,
+                        device: str | torch.device | None = None) -> Callable[[Any, Any], EstimatorSpec]:
+        """``(features, labels) -> EstimatorSpec``: one ``model_fn`` call as train, evaluate and
+        predict make it (params, config, the batch moved to ``device``, the precision's autocast).
+
+        ``device`` defaults to the estimator's own; an exporter traces on ``'cpu'``. The call
+        builds or reuses modules through ``ee.get_module``, so it runs inside the loop of one of
+        those methods, or of ``export_saved_model``.
+        """
+        mode = ModeKeys(mode)
         static = {"mode": mode, "params": copy.deepcopy(self._params), "config": self._config}
         static = {k: v for k, v in static.items() if k in self._model_fn_args}
         takes_labels = "labels" in self._model_fn_args
-        model_fn, device = self._model_fn, self._device
+        model_fn = self._model_fn
+        device = self._device if device is None else torch.device(device)
         on_cpu = device.type == "cpu"
         autocast_dtype = _AUTOCAST_DTYPES.get(self._config.precision or "32")
 

@@ -472,19 +472,6 @@ def _check_same_outputs(expected: Mapping[str, ExportOutput], got: Mapping[str, 
                          "categorical features only through feature columns to be exported.")
 
 
-def _cpu_model_fn_caller(estimator: Any) -> Callable[[Any, Any], Any]:
-    """The estimator's PREDICT model_fn caller, without moving features to its training device:
-    the program is traced on CPU (and a move would copy the export's features mapping into a dict)."""
-    device = getattr(estimator, "_device", None)
-    if device is None or device.type == "cpu":
-        return estimator._model_fn_caller(ModeKeys.PREDICT)
-    estimator._device = torch.device("cpu")
-    try:
-        return estimator._model_fn_caller(ModeKeys.PREDICT)
-    finally:
-        estimator._device = device
-
-
 def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLike,
                        serving_input_receiver_fn: Callable[[], _AnyReceiver] | None,
                        assets_extra: Mapping[str, str] | None = None,
@@ -556,7 +543,9 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
         raw_inputs = {name: _tensor_info(t, not static_batch) for name, t in receiver_tensors.items()}
 
     state = ModelState(torch.device("cpu"), checkpoint_path=path, checkpoint=checkpoint)
-    call_model_fn = _cpu_model_fn_caller(estimator)
+    # Traced on CPU, without moving the export's features to the training device (a move would
+    # also copy the features mapping into a dict).
+    call_model_fn = estimator.model_fn_caller(ModeKeys.PREDICT, device="cpu")
 
     layouts: list[list[_OutputLayout]] = []  # of every call, to check tracing saw the same outputs
 

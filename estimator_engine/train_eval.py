@@ -25,9 +25,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any, cast
-
-import torch
+from typing import Any
 
 from estimator_engine._validation import step_count
 from estimator_engine.exporter import Exporter, call_exporter
@@ -39,7 +37,6 @@ from estimator_engine.hooks.base import (
     SessionRunValues,
 )
 from estimator_engine.hooks.timer import SecondOrStepTimer
-from estimator_engine.mode_keys import ModeKeys
 
 __all__ = ["EvalSpec", "InMemoryEvaluatorHook", "TrainSpec", "train_and_evaluate"]
 
@@ -206,30 +203,17 @@ class _Evaluator:
         return "evaluated"
 
     def evaluate_live(self, session: Session) -> None:
-        """Evaluates the running training state in process, then restores TRAIN mode."""
-        estimator, spec = self._estimator, self._eval_spec
-        # The hook protocol's Session does not expose ``state``; this evaluator only runs from the
-        # estimator's own training loop, whose session object carries its ModelState as ``state``.
-        state = cast(Any, session).state
-        with _preserved_rng():
-            try:
-                with state.activated(ModeKeys.EVAL), torch.no_grad():
-                    summaries: dict[str, float] = {}
-                    metrics = estimator._evaluate_state(state, spec.input_fn, spec.steps, list(spec.hooks),
-                                                        summaries_out=summaries)
-            finally:
-                # ``activated`` restores the active state, not the modules' mode.
-                state.mode = ModeKeys.TRAIN
-                for module in state.modules.values():
-                    module.train(True)
+        """Evaluates the running training state in process (``session.evaluate``)."""
+        spec = self._eval_spec
+        evaluate = getattr(session, "evaluate", None)
+        if evaluate is None:
+            raise RuntimeError("Evaluating while training needs the session of Estimator.train "
+                               f"(one with evaluate()); given {type(session).__name__}.")
         checkpoint_path = None
-        if spec.exporters and estimator.config.is_chief:
-            step = session.global_step
-            if getattr(session, "_last_saved_step", None) == step:
-                checkpoint_path = estimator.latest_checkpoint()
-            else:
-                checkpoint_path = session.save_checkpoint()
-        estimator._write_eval_results(metrics, spec.name, checkpoint_path, summaries)
+        if spec.exporters and self._estimator.config.is_chief:
+            checkpoint_path = session.save_checkpoint()  # the exporters export from it
+        with _preserved_rng():
+            metrics = evaluate(spec.input_fn, spec.steps, spec.hooks, spec.name, checkpoint_path)
         self._record(metrics, checkpoint_path)
 
     def _record(self, metrics: Any, checkpoint_path: str | None) -> None:
@@ -374,7 +358,7 @@ class InMemoryEvaluatorHook(SessionRunHook):
             self._evaluate(session)
 
     def _evaluate(self, session: Any) -> None:
-        if session is None or not hasattr(session, "state"):
+        if session is None or not hasattr(session, "evaluate"):
             raise RuntimeError("InMemoryEvaluatorHook runs only as a hook of Estimator.train.")
         self._evaluator.evaluate_live(session)
         self._timer.update_last_triggered_step(self._iter_count)

@@ -107,6 +107,13 @@ class Session(Protocol):
         """Resolves fetch names against the current step, like a hook's ``SessionRunArgs``."""
         ...
 
+    def evaluate(self, input_fn: Any, steps: int | None = None, hooks: Any = None, name: str | None = None,
+                 checkpoint_path: str | None = None) -> dict[str, Any]:
+        """Evaluates the model being trained as it is now, without a checkpoint, and writes the
+        results where ``Estimator.evaluate`` does (TRAIN only; optional method). Training goes on
+        afterwards in training mode. ``InMemoryEvaluatorHook`` and ``train_and_evaluate`` use it."""
+        ...
+
     def before_checkpoint(self, callback: Any) -> None:
         """Registers ``callback()`` to run before each checkpoint of this call is taken (optional
         method). A hook that reads values a step late settles them there, so no checkpoint holds
