@@ -376,7 +376,16 @@ def make_sampler(spec: SweepSpec) -> Any:
     import optuna
 
     if spec.sampler == "grid":
-        return optuna.samplers.GridSampler(grid_space(spec.space), seed=spec.seed)
+        class AskTellGridSampler(optuna.samplers.GridSampler):
+            """Optuna's grid for the driver's ask/tell loop. GridSampler.after_trial calls
+            ``study.stop()`` once the grid is used up, which only ``study.optimize`` accepts:
+            the driver's last ``tell`` raised RuntimeError and the sweep failed. The driver
+            stops by itself after ``planned_trials`` (at most the grid's size)."""
+
+            def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+                pass
+
+        return AskTellGridSampler(grid_space(spec.space), seed=spec.seed)
     if spec.sampler == "random":
         return optuna.samplers.RandomSampler(seed=spec.seed)
     return optuna.samplers.TPESampler(seed=spec.seed, constant_liar=True,

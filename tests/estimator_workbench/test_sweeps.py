@@ -22,6 +22,7 @@ from estimator_workbench.sweeps.spec import (
     SweepSpec,
     SweepSpecError,
     grid_space,
+    make_sampler,
     parse_param,
     resolve_params,
 )
@@ -109,6 +110,19 @@ class TestSweepSpec:
         with pytest.raises(SweepSpecError, match=r"learning_rate=0.001:0.1:log is a continuous range.*"
                                                  r"list the values to try, e\.g\. learning_rate=0\.001,0\.01,0\.1"):
             _spec(sampler="grid")
+
+    def test_a_grid_is_walked_to_its_last_point_by_ask_and_tell(self):
+        import optuna
+
+        spec = _spec(sampler="grid", trials=6, space=(ParamSpec("units", "int", low=1, high=3),
+                                                      ParamSpec("act", "categorical", choices=("a", "b"))))
+        study = optuna.create_study(sampler=make_sampler(spec))
+        seen = set()
+        for _ in range(spec.planned_trials):  # the driver's loop; the last tell used to raise
+            trial = study.ask({p.name: p.distribution() for p in spec.space})
+            seen.add((trial.params["units"], trial.params["act"]))
+            study.tell(trial, 1.0)
+        assert seen == {(u, a) for u in (1, 2, 3) for a in ("a", "b")}
 
     def test_grid_size_caps_the_trials(self):
         spec = _spec(sampler="grid", trials=50, space=(ParamSpec("units", "int", low=1, high=3),
