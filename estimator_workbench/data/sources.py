@@ -19,6 +19,7 @@ import numpy as np
 import pandas as pd
 
 from estimator_workbench import resources
+from estimator_workbench.data import memory_budget
 
 __all__ = [
     'CSV_ENCODINGS',
@@ -448,7 +449,10 @@ def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTE
                          "path of a .csv or .parquet file inside it.")
     suffix = Path(path).suffix.lower()
     if suffix in (".csv", ".txt"):
-        return load_csv(path, max_bytes=max_bytes, delimiter=delimiter, encoding=encoding)
+        size = os.path.getsize(path) if os.path.isfile(path) else 0  # missing: load_csv says so
+        peak = int(memory_budget.CSV_PEAK_PER_BYTE * size)
+        with memory_budget.parse_budget().reserve(peak, _describe_source(path)):
+            return load_csv(path, max_bytes=max_bytes, delimiter=delimiter, encoding=encoding)
     if suffix in (".parquet", ".pq"):
         if delimiter is not None or encoding is not None:
             raise ValueError(f"Parquet file {_describe_source(path)} has no delimiter or text encoding "
@@ -475,14 +479,15 @@ def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTE
             raise ValueError(f"Parquet file {where} has {width:,} columns, over the limit of "
                              f"{MAX_COLUMNS:,}. Keep the columns the model needs.")
         _check_cells("Parquet", where, os.path.getsize(path), n_rows, width)
-        try:
-            df = pd.read_parquet(path)
-        except MemoryError:
-            raise ValueError(f"Parquet file {where} is too large to load in memory. Load a sample "
-                             "of the rows.") from None
-        except Exception as e:
-            raise ValueError(f"Parquet file {where} could not be read ({type(e).__name__}: {e}). "
-                             "Check that it is a Parquet file, or save the data as CSV.") from None
+        with memory_budget.parse_budget().reserve(memory_budget.PARQUET_PEAK_PER_CELL * n_rows * width, where):
+            try:
+                df = pd.read_parquet(path)
+            except MemoryError:
+                raise ValueError(f"Parquet file {where} is too large to load in memory. Load a sample "
+                                 "of the rows.") from None
+            except Exception as e:
+                raise ValueError(f"Parquet file {where} could not be read ({type(e).__name__}: {e}). "
+                                 "Check that it is a Parquet file, or save the data as CSV.") from None
         names = [str(c) for c in df.columns]
         if len(df) == 0 or df.shape[1] == 0:
             raise ValueError(f"Parquet file {where} is empty. Provide at least one row and two columns.")
