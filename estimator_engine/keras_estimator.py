@@ -2,8 +2,9 @@
 
 TF turns a compiled Keras model into an Estimator: the model's loss, optimizer and metrics become
 the model_fn's, its current weights the starting point, and ``input_fn`` features are matched to
-the model's inputs by name. Here the model is a ``torch.nn.Module`` (a Keras 3 model on its torch
-backend is one too), and what Keras' ``compile`` held is given as arguments.
+the model's inputs by name. Here the model is a ``torch.nn.Module``, and what Keras' ``compile``
+held is given as arguments. (A Keras 3 model on the torch backend is a ``torch.nn.Module`` too, but
+is not tested here.)
 
 Example:
     >>> net = torch.nn.Linear(3, 1)
@@ -113,8 +114,8 @@ def model_to_estimator(keras_model: torch.nn.Module, *, loss: Callable[..., torc
         >>> # est.train(lambda: ({'x': torch.ones(4, 2)}, torch.zeros(4, 1)), steps=3)
     """
     if not isinstance(keras_model, torch.nn.Module):
-        raise TypeError(f"keras_model must be a torch.nn.Module (a Keras 3 model on the torch backend is one), "
-                        f"given {type(keras_model).__name__}. TF's Keras models run on TF only.")
+        raise TypeError(f"keras_model must be a torch.nn.Module, given {type(keras_model).__name__}. A TF "
+                        "Keras model runs on TF only: rebuild it with torch layers.")
     losses = dict(loss) if isinstance(loss, Mapping) else None
     loss_fn = None if isinstance(loss, Mapping) else loss
     if losses is None and not callable(loss):

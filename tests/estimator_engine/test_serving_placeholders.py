@@ -111,6 +111,30 @@ def test_string_placeholders_fed_to_the_features_unchanged(trained, tmp_path):
     np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
+def test_numeric_placeholders_reshaped_in_the_program(tmp_path):
+    # No categorical column: the program itself takes the placeholders and reshapes them
+    # ([batch] -> [batch, 1], TF's tf.expand_dims) before the model.
+    estimator = ee.DNNRegressor([3], [fc.numeric_column("a"), fc.numeric_column("b", shape=(2,))],
+                                str(tmp_path / "m"), config=ee.RunConfig(tf_random_seed=2))
+    rng = np.random.RandomState(3)
+    features = {"a": rng.normal(size=(16, 1)).astype(np.float32), "b": rng.normal(size=(16, 2)).astype(np.float32)}
+    estimator.train(ee.inputs.numpy_input_fn(features, features["a"] * 2, batch_size=8, num_epochs=None,
+                                             shuffle=False), steps=5)
+    expected = np.array([p["predictions"] for p in estimator.predict(
+        ee.inputs.numpy_input_fn(features, batch_size=16, shuffle=False))])
+
+    def receiver_fn():
+        placeholders = {"a": export_lib.placeholder(torch.float32, [None]),
+                        "b": export_lib.placeholder(torch.float32, [None, 2])}
+        return export_lib.ServingInputReceiver({"a": placeholders["a"].unsqueeze(-1), "b": placeholders["b"]},
+                                               placeholders)
+
+    path = estimator.export_saved_model(str(tmp_path / "export"), receiver_fn)
+    assert not (Path(path) / "preprocessing.json").exists()
+    got = export_lib.load(path, signature="predict")({"a": features["a"][:, 0], "b": features["b"]})
+    np.testing.assert_allclose(got["predictions"].numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
 def test_csv_line_receiver_exports_and_serves_like_predict(trained, tmp_path):
     estimator, serving, expected = trained
     lines = [f"{9.5 * i},{day},{hour},\"{city}\",{distance!r}" for i, (day, hour, city, distance) in enumerate(
