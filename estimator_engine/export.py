@@ -364,6 +364,18 @@ def _view_root(value: Any) -> Any:
     return value
 
 
+def _is_reshape_of(view: Any, root: Any) -> bool:
+    """Whether ``view`` holds all of ``root``'s elements in the same order (a reshape, unsqueeze,
+    ``np.expand_dims``), so that the program may take ``root`` and reshape it."""
+    if isinstance(view, torch.Tensor) and isinstance(root, torch.Tensor):
+        return (view.numel() == root.numel() and view.is_contiguous() and root.is_contiguous()
+                and view.data_ptr() == root.data_ptr())
+    if isinstance(view, np.ndarray) and isinstance(root, np.ndarray):
+        return (view.size == root.size and view.flags.c_contiguous and root.flags.c_contiguous
+                and view.__array_interface__["data"][0] == root.__array_interface__["data"][0])
+    return False
+
+
 def _feature_sources(features: Any, receiver_tensors: Mapping[str, Any]) -> dict[Any, str]:
     """Feature key -> the receiver input it is (the same object, or a reshaped view of all of it)."""
     if isinstance(features, torch.Tensor):
@@ -375,9 +387,8 @@ def _feature_sources(features: Any, receiver_tensors: Mapping[str, Any]) -> dict
         if name is None:
             root = _view_root(tensor)
             name = by_id.get(id(root))
-            if name is not None and (root.size if isinstance(root, np.ndarray) else root.numel()) != (
-                    tensor.size if isinstance(tensor, np.ndarray) else tensor.numel()):
-                name = None  # a slice is a computation, not the input
+            if name is not None and not _is_reshape_of(tensor, root):
+                name = None  # a slice or transpose is a computation, not the input
         if name is None:
             raise ValueError(
                 f"ServingInputReceiver feature {key!r} is not one of the receiver_tensors "
@@ -651,7 +662,7 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
             if id(value) in moved:
                 return moved[id(value)]
             root = _view_root(value)
-            if isinstance(value, torch.Tensor) and root is not value and id(root) in moved:
+            if isinstance(value, torch.Tensor) and id(root) in moved and _is_reshape_of(value, root):
                 return moved[id(root)].reshape(value.shape)
             return value
 

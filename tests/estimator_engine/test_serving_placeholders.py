@@ -193,6 +193,20 @@ def test_bad_receivers_are_refused_with_what_to_do():
         export_lib.TensorServingInputReceiver(text, {"t": text})
 
 
+def test_a_transposed_view_is_not_taken_for_the_input(trained, tmp_path):
+    estimator = trained[0]
+
+    def receiver_fn():
+        grid = export_lib.placeholder(torch.float32, [None, 2, 3])
+        return export_lib.ServingInputReceiver({"g": grid.transpose(1, 2)}, {"g": grid})
+
+    with pytest.raises(ValueError, match=r"ServingInputReceiver feature 'g' is not one of the receiver_tensors "
+                                         r"\['g'\]. Each feature must be a receiver tensor itself \(the same object, "
+                                         r"or a reshaped view of it such as x.unsqueeze\(-1\)\)"):
+        estimator.export_saved_model(str(tmp_path / "export"), receiver_fn)
+    assert not (tmp_path / "export").exists() or not any((tmp_path / "export").iterdir())
+
+
 def test_a_string_feature_read_directly_by_the_model_fn_is_refused(tmp_path):
     def model_fn(features, labels, mode):
         net = ee.get_module("net", lambda: torch.nn.Linear(1, 1))
