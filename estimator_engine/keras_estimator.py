@@ -3,8 +3,9 @@
 TF turns a compiled Keras model into an Estimator: the model's loss, optimizer and metrics become
 the model_fn's, its current weights the starting point, and ``input_fn`` features are matched to
 the model's inputs by name. Here the model is a ``torch.nn.Module``, and what Keras' ``compile``
-held is given as arguments. (A Keras 3 model on the torch backend is a ``torch.nn.Module`` too, but
-is not tested here.)
+held is given as arguments. A Keras 3 model on the torch backend is a ``torch.nn.Module`` too: its
+input names (``model.inputs[i].name``) and output names (``model.output_names``) are the
+defaults, and it is called with the list of its inputs, as Keras calls it.
 
 Example:
     >>> net = torch.nn.Linear(3, 1)
@@ -54,6 +55,16 @@ def _accuracy(labels: torch.Tensor, outputs: torch.Tensor) -> Any:
     else:
         predicted = (outputs > 0.5).to(labels.dtype)
     return metrics_lib.accuracy(labels.reshape(predicted.shape), predicted)
+
+
+def _keras_input_names(model: torch.nn.Module) -> list[str] | None:
+    """A Keras 3 functional / sequential model's input names, or ``None`` for other modules."""
+    if not type(model).__module__.startswith("keras."):
+        return None
+    inputs = getattr(model, "inputs", None)
+    if not isinstance(inputs, (list, tuple)) or not inputs:
+        return None
+    return [str(getattr(tensor, "name", f"input_{i + 1}")) for i, tensor in enumerate(inputs)]
 
 
 def _ordered(value: Any, names: Sequence[str], what: str, order_name: str) -> list[Any]:
@@ -137,6 +148,12 @@ def model_to_estimator(keras_model: torch.nn.Module, *, loss: Callable[..., torc
     for what, names in (("input_names", input_names), ("output_names", output_names)):
         if names is not None and (isinstance(names, str) or len(set(names)) != len(names)):
             raise ValueError(f"{what} must be a list of distinct names, given {names!r}.")
+    keras_inputs = _keras_input_names(keras_model)
+    if keras_inputs is not None:
+        input_names = input_names if input_names is not None else keras_inputs
+        named_outputs = getattr(keras_model, "output_names", None)
+        if output_names is None and named_outputs:
+            output_names = list(named_outputs)
     template = copy.deepcopy(keras_model)  # TF also trains a clone, starting from the model's weights
 
     def model_fn(features: Any, labels: Any, mode: ModeKeys) -> EstimatorSpec:
@@ -150,7 +167,7 @@ def model_to_estimator(keras_model: torch.nn.Module, *, loss: Callable[..., torc
             inputs = list(features.values())
         else:
             inputs = _ordered(features, list(input_names or []), "features", "inputs")
-        raw = model(*inputs)
+        raw = model(*inputs) if keras_inputs is None else model(inputs if len(inputs) > 1 else inputs[0])
         outputs = list(raw) if isinstance(raw, (list, tuple)) else [raw]
         names = list(output_names) if output_names is not None else [
             _OUTPUT_NAME.format(i + 1) for i in range(len(outputs))]

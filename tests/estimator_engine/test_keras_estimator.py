@@ -4,6 +4,9 @@ evaluation, prediction and export through the normal Estimator, with numbers com
 
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -127,3 +130,30 @@ def test_bad_arguments_say_what_to_give(tmp_path):
     estimator = ee.model_to_estimator(_linear(), loss=torch.nn.MSELoss(), model_dir=str(tmp_path))
     with pytest.raises(ValueError, match=r"The features dict has 2 entries \['x', 'z'\]; give model_to_estimator"):
         estimator.train(lambda: ({"x": torch.from_numpy(X), "z": torch.from_numpy(X)}, torch.from_numpy(Y)), steps=1)
+
+
+def _keras_on_torch():
+    """Keras 3 on its torch backend, where it is installed (an optional extra: skipped otherwise)."""
+    if "keras" not in sys.modules:
+        os.environ.setdefault("KERAS_BACKEND", "torch")
+    keras = pytest.importorskip("keras")
+    if keras.backend.backend() != "torch":
+        pytest.skip(f"keras runs on its {keras.backend.backend()} backend here, not torch")
+    return keras
+
+
+def test_keras_3_model_on_torch_trains_as_sgd_by_hand(tmp_path):
+    keras = _keras_on_torch()
+    first, second = keras.Input((1,), name="first"), keras.Input((1,), name="second")
+    dense = keras.layers.Dense(1, name="y")
+    model = keras.Model([first, second], dense(keras.layers.Concatenate()([first, second])))
+    dense.set_weights([W0.T.copy(), B0.copy()])
+    estimator = ee.model_to_estimator(model, loss=torch.nn.MSELoss(), optimizer=lambda p: torch.optim.SGD(p, lr=LR),
+                                      model_dir=str(tmp_path))
+    features = {"second": torch.from_numpy(X[:, 1:]), "first": torch.from_numpy(X[:, :1])}  # by Input name
+    estimator.train(lambda: (features, torch.from_numpy(Y)), steps=3)
+    w, b = _sgd_by_hand(3)
+    result = estimator.evaluate(lambda: (features, torch.from_numpy(Y)), steps=1)
+    assert result["loss"] == pytest.approx(float(((X @ w.T + b - Y) ** 2).mean()), rel=1e-5)
+    predictions = next(estimator.predict(lambda: features, yield_single_examples=False))
+    np.testing.assert_allclose(predictions["y"], X @ w.T + b, rtol=1e-5)  # named by model.output_names
