@@ -72,6 +72,7 @@ from estimator_engine.hooks import (
     StopAtStepHook,
     SummarySaverHook,
 )
+from estimator_engine.keras_estimator import model_to_estimator
 from estimator_engine.metric_op import MetricOp
 from estimator_engine.mode_keys import ModeKeys
 from estimator_engine.model_state import (
@@ -157,6 +158,7 @@ __all__ = [
     "learning_rate",
     "metrics",
     "minimize",
+    "model_to_estimator",
     "read_eval_metrics",
     "summary",
     "train_and_evaluate",

@@ -697,9 +697,11 @@ class _TFVariables(dict):
         return self[key] if key in self else default
 
 
-def _tf_variables(reader: TFCheckpoint) -> dict[str, torch.Tensor]:
-    """The numeric variables of a TF checkpoint as tensors (strings and unsigned ints left out)."""
+def _tf_variables(reader: TFCheckpoint) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The numeric variables of a TF checkpoint as tensors (strings and unsigned ints left out),
+    and apart from them TF 1's optimizer slots (``<var>/Adagrad``, ``<var>/Adam_1``, ...)."""
     variables: dict[str, torch.Tensor] = _TFVariables()
+    slots: dict[str, torch.Tensor] = {}
     names = set(reader.shapes())
     for name in reader.shapes():
         if name == GLOBAL_STEP_NAME or reader.dtype_name(name) not in _TF_TORCH_DTYPES:
@@ -707,9 +709,11 @@ def _tf_variables(reader: TFCheckpoint) -> dict[str, torch.Tensor]:
         if any(name[:at] in names for at in _slashes(name)):
             # Named under another variable: a TF 1 optimizer slot (<var>/Adagrad, <var>/Adam_1,
             # <var>/t_0/Adagrad of a partitioned one), not a model variable.
+            if name.rsplit("/", 1)[-1] in _TF1_SLOT_NAMES:
+                slots[name] = torch.from_numpy(reader.read(name))
             continue
         variables[name] = torch.from_numpy(reader.read(name))
-    return variables
+    return variables, slots
 
 
 def _slashes(name: str) -> list[int]:
@@ -725,9 +729,10 @@ def _load_tf(prefix: str) -> dict[str, Any]:
     """A TF checkpoint as the engine's checkpoint dict: variables and TF's global_step."""
     reader = TFCheckpoint(prefix)
     step = int(reader.read(GLOBAL_STEP_NAME)) if GLOBAL_STEP_NAME in reader else 0
+    variables, slots = _tf_variables(reader)
     return {"format": CHECKPOINT_FORMAT, "format_version": CHECKPOINT_FORMAT_VERSION,
-            "global_step": step, "variables": _tf_variables(reader), "optimizers": {},
-            "rng": {}, "input": None, "hooks": {}, "tf_checkpoint": prefix}
+            "global_step": step, "variables": variables, "optimizers": {},
+            "rng": {}, "input": None, "hooks": {}, "tf_checkpoint": prefix, "tf1_slots": slots}
 
 
 # torch optimizer class name -> (TF 2.15's slot scope, {torch state key: TF slot name}); the
@@ -740,6 +745,50 @@ _TF_SLOTS: dict[str, tuple[str, dict[str, str]]] = {
 }
 
 
+# The same optimizers' state as TF 1's tf.compat.v1.train optimizers save it: <variable>/<slot>;
+# Adam's step count is in the beta1_power accumulator (beta1 ** (steps + 1)).
+_TF1_SLOTS: dict[str, dict[str, str]] = {
+    "Adagrad": {"sum": "Adagrad"},
+    "Ftrl": {"accumulator": "Ftrl", "linear": "Ftrl_1"},
+    "TFAdam": {"exp_avg": "Adam", "exp_avg_sq": "Adam_1"},
+    "Adam": {"exp_avg": "Adam", "exp_avg_sq": "Adam_1"},
+}
+_TF1_SLOT_NAMES = frozenset(slot for slots in _TF1_SLOTS.values() for slot in slots.values())
+
+
+def _tf1_adam_steps(checkpoint: Mapping[str, Any], beta1: float, name: str) -> float | None:
+    """Steps TF 1's Adam took, from the ``beta1_power`` whose scope shares most with ``name``
+    (TF 1's canned DNN keeps it as ``dnn/head/beta1_power``): TF starts it at beta1 and
+    multiplies it by beta1 after each step."""
+    parts = name.split("/")
+
+    def shared(key: str) -> int:
+        scope = key.split("/")[:-1]
+        return next((i for i, (a, b) in enumerate(zip(scope, parts)) if a != b), min(len(scope), len(parts)))
+
+    powers = sorted((key for key in checkpoint["variables"] if key.rsplit("/", 1)[-1] == "beta1_power"),
+                    key=lambda key: (-shared(key), key))
+    if not powers or not 0 < beta1 < 1:
+        return None
+    power = float(checkpoint["variables"][powers[0]])
+    return float(round(math.log(power) / math.log(beta1))) - 1 if 0 < power < 1 else None
+
+
+_PARTITION = re.compile(r"(?:t|part)_\d+")
+
+
+def _tf1_slot(slots: Mapping[str, torch.Tensor], name: str, slot: str) -> torch.Tensor | None:
+    """``<name>/<slot>``, or the slot of the one partition TF 1's canned estimators give their
+    variables (``<name>/t_0/<slot>``, ``<name>/part_0/<slot>``); ``None`` for several partitions."""
+    found = slots.get(f"{name}/{slot}")
+    if found is not None:
+        return found
+    prefix, suffix = f"{name}/", f"/{slot}"
+    parts = [key for key in slots if key.startswith(prefix) and key.endswith(suffix)
+             and _PARTITION.fullmatch(key[len(prefix):-len(suffix)])]
+    return slots[parts[0]] if len(parts) == 1 else None
+
+
 def restore_tf_optimizer_state(optimizer: torch.optim.Optimizer,
                                parameter_names: Mapping[int, str],
                                checkpoint: Mapping[str, Any]) -> list[str]:
@@ -747,7 +796,10 @@ def restore_tf_optimizer_state(optimizer: torch.optim.Optimizer,
 
     TF 2.15's canned estimators save optimizer state as ``training/<Opt>/<variable>/<slot>``
     (Adagrad ``accumulator``; Ftrl ``accumulator``, ``linear``; Adam ``m``, ``v``), and Adam's
-    bias correction counts from ``global_step``. ``parameter_names`` maps ``id(parameter)`` to
+    bias correction counts from ``global_step``. TF 1's (``tf.compat.v1.estimator.*`` with
+    ``tf.compat.v1.train`` optimizers) save ``<variable>/Adagrad``; ``<variable>/Ftrl`` and
+    ``Ftrl_1``; ``<variable>/Adam`` and ``Adam_1``, Adam counting its steps in ``beta1_power``
+    (``checkpoint['tf1_slots']``). ``parameter_names`` maps ``id(parameter)`` to
     its variable name. Parameters without all their slots (or of an optimizer kind not listed
     here) keep a fresh state.
 
@@ -761,6 +813,7 @@ def restore_tf_optimizer_state(optimizer: torch.optim.Optimizer,
         return []
     scope, slots = kind
     variables = checkpoint["variables"]
+    tf1_slots = checkpoint.get("tf1_slots") or {}
     step = float(checkpoint.get("global_step", 0))
     restored = []
     for group in optimizer.param_groups:
@@ -770,13 +823,20 @@ def restore_tf_optimizer_state(optimizer: torch.optim.Optimizer,
                 continue
             values = {key: variables.get(f"training/{scope}/{name}/{slot}")
                       for key, slot in slots.items()}
+            steps = step
+            if any(v is None for v in values.values()):  # TF 1's layout
+                values = {key: _tf1_slot(tf1_slots, name, slot)
+                          for key, slot in _TF1_SLOTS[type(optimizer).__name__].items()}
+                if scope == "Adam" and all(v is not None for v in values.values()):
+                    counted = _tf1_adam_steps(checkpoint, group["betas"][0], name)
+                    steps = step if counted is None else counted
             if any(v is None or tuple(v.shape) != tuple(param.shape) for v in values.values()):
                 continue
             state = optimizer.state[param]
             for key, value in values.items():
                 state[key] = value.to(device=param.device, dtype=param.dtype).clone()
             if scope != "Ftrl":  # torch's Adagrad and Adam count steps per parameter
-                state["step"] = torch.tensor(step)
+                state["step"] = torch.tensor(steps)
             restored.append(name)
     return restored
 

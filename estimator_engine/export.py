@@ -63,10 +63,13 @@ from estimator_engine.export_output import (
 from estimator_engine.mode_keys import ModeKeys
 from estimator_engine.model_state import ModelState
 from estimator_engine.serving import (
+    CsvServingInputReceiver,
     FixedLenFeature,
     ParsingServingInputReceiver,
     VarLenFeature,
+    build_csv_serving_input_receiver_fn,
     build_parsing_serving_input_receiver_fn,
+    decode_csv,
     make_parse_example_spec,
     parse_records,
 )
@@ -74,6 +77,7 @@ from estimator_engine.serving import (
 __all__ = [
     "DEFAULT_SERVING_SIGNATURE_DEF_KEY",
     "ClassificationOutput",
+    "CsvServingInputReceiver",
     "ExportOutput",
     "FixedLenFeature",
     "LoadedModel",
@@ -83,12 +87,15 @@ __all__ = [
     "ServingInputReceiver",
     "TensorServingInputReceiver",
     "VarLenFeature",
+    "build_csv_serving_input_receiver_fn",
     "build_parsing_serving_input_receiver_fn",
     "build_raw_serving_input_receiver_fn",
+    "decode_csv",
     "export_saved_model",
     "load",
     "make_parse_example_spec",
     "parse_records",
+    "placeholder",
 ]
 
 _log = logging.getLogger("estimator_engine")
@@ -110,8 +117,13 @@ _METHODS = {ClassificationOutput: "classify", RegressionOutput: "regress", Predi
 # -- serving input receivers -----------------------------------------------------------------
 
 
+def _is_strings(value: Any) -> bool:
+    """A numpy array of strings: what ``placeholder('string', ...)`` gives (TF's ``tf.string`` tensor)."""
+    return isinstance(value, np.ndarray) and value.dtype.kind in "OUS"
+
+
 def _wrap_and_check(tensors: Any, field_name: str, default_name: str,
-                    allow_int_keys: bool = False) -> dict[Any, torch.Tensor]:
+                    allow_int_keys: bool = False) -> dict[Any, Any]:
     """TF's ``wrap_and_check_input_tensors``: a dict of named tensors (one tensor gets a default name)."""
     if tensors is None:
         raise ValueError(f"{field_name}s must be defined.")
@@ -120,10 +132,63 @@ def _wrap_and_check(tensors: Any, field_name: str, default_name: str,
     for name, tensor in tensors.items():
         if not (isinstance(name, str) or (allow_int_keys and isinstance(name, int) and not isinstance(name, bool))):
             raise ValueError(f"{field_name} keys must be strings: {name!r}.")
-        if not isinstance(tensor, torch.Tensor):
+        if not isinstance(tensor, torch.Tensor) and not _is_strings(tensor):
             raise ValueError(f"{field_name} {name} must be a Tensor or SparseTensor. Given: {tensor!r:.100}. "
-                             "Serving inputs must be torch tensors (convert numpy arrays with torch.as_tensor).")
+                             "Serving inputs must be torch tensors or string placeholders (convert numpy "
+                             "numbers with torch.as_tensor; make inputs with ee.export.placeholder(dtype, "
+                             "[None, ...]), strings included).")
+        if _is_strings(tensor) and tensor.ndim == 0:
+            raise ValueError(f"{field_name} {name} is a string scalar; a serving input needs a batch dimension "
+                             "(placeholder('string', [None])).")
     return dict(tensors)
+
+
+_PLACEHOLDER_EXAMPLE_ROWS = 2  # torch.export specialises a dimension of size 0 or 1
+
+
+def placeholder(dtype: Any, shape: Any = None, name: str | None = None) -> Any:
+    """A serving input of ``dtype`` and ``shape`` (TF's ``tf.compat.v1.placeholder``), for a
+    hand-written ``serving_input_receiver_fn``.
+
+    ``shape`` is a list whose first entry is the batch dimension (``None``), e.g. ``[None]`` or
+    ``[None, 3]``; later entries must be known. A number dtype (``torch.float32``, ``'float32'``,
+    ``'tf.int64'``, ``float``, ...) gives an example tensor of zeros; ``'string'`` (``str``,
+    ``'tf.string'``) gives a numpy object array of ``''``. Use the results in a
+    ``ServingInputReceiver`` as TF's placeholders: as the features themselves, or reshaped views
+    of them (``x.unsqueeze(-1)`` for ``tf.expand_dims``, ``np.expand_dims(s, -1)`` for strings).
+    String inputs may feed categorical feature columns (vocabulary, hash bucket, crossed): the
+    export maps them to ids before the program, and the loaded export takes ``str``/``bytes``.
+    ``name`` is accepted as TF's; inputs are named by the ``receiver_tensors`` dict keys.
+
+    Example:
+        >>> placeholder(torch.float32, [None, 3]).shape
+        torch.Size([2, 3])
+        >>> placeholder('string', [None]).tolist()
+        ['', '']
+    """
+    if shape is None:
+        raise ValueError("placeholder needs a shape with the batch dimension first, e.g. [None] or [None, 3]; "
+                         "an unknown rank cannot be exported.")
+    dims = [shape] if isinstance(shape, int) else list(shape)
+    if not dims:
+        raise ValueError("placeholder shape [] is a scalar; a serving input needs a batch dimension: [None].")
+    for index, dim in enumerate(dims):
+        if index == 0 and dim is None:
+            continue
+        if not isinstance(dim, int) or isinstance(dim, bool) or dim < 1:
+            raise ValueError(f"placeholder shape {shape!r}: dimension {index} must be a positive int"
+                             + (" (only dimension 0, the batch, may be None)." if dim is None else "."))
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"placeholder name must be a str, given {name!r}.")
+    static_batch = dims[0] is not None
+    rows = dims[0] if static_batch else _PLACEHOLDER_EXAMPLE_ROWS
+    size = (rows, *dims[1:])
+    kind = serving._dtype_name(dtype, "placeholder")
+    if kind == "string":
+        example: Any = np.full(size, "", dtype=object)
+    else:
+        example = torch.zeros(size, dtype=getattr(torch, kind))
+    return example
 
 
 # Named as TF's class so that both receivers' reprs read "ServingInputReceiver(features=...)".
@@ -182,14 +247,17 @@ class TensorServingInputReceiver(_ReceiverBase):
         if features is None:
             raise ValueError("features must be defined.")
         if not isinstance(features, torch.Tensor):
-            raise ValueError(f"feature must be a Tensor or SparseTensor. Given: {features!r:.100}.")
+            hint = (" A string placeholder must go through a ServingInputReceiver's features dict, where "
+                    "categorical feature columns map it to ids." if _is_strings(features) else "")
+            raise ValueError(f"feature must be a Tensor or SparseTensor. Given: {features!r:.100}.{hint}")
         receiver = ServingInputReceiver({_SINGLE_FEATURE_DEFAULT_NAME: features}, receiver_tensors,
                                         receiver_tensors_alternatives)
         return super().__new__(cls, features, receiver.receiver_tensors, receiver.receiver_tensors_alternatives)
 
 
 # What a serving_input_receiver_fn may return (export_saved_model checks it).
-_AnyReceiver = ServingInputReceiver | TensorServingInputReceiver | serving.ParsingServingInputReceiver
+_AnyReceiver = (ServingInputReceiver | TensorServingInputReceiver | serving.ParsingServingInputReceiver
+                | serving.CsvServingInputReceiver)
 
 
 def build_raw_serving_input_receiver_fn(features: Mapping[str, Any],
@@ -267,13 +335,16 @@ class _ServingProgram(torch.nn.Module):
         self._features = features
         self._features_from = features_from
         self._source = None if callable(features) or features_from else _feature_sources(features, receiver_tensors)
+        self._view_shapes = {} if self._source is None else _view_shapes(features, receiver_tensors, self._source)
 
     def features_from(self, inputs: Mapping[str, torch.Tensor]) -> Any:
         if self._features_from is not None:
             return self._features_from(inputs)
         if self._source is None:
             return self._features(dict(inputs))
-        return {key: inputs[name] for key, name in self._source.items()}
+        return {key: (inputs[name] if key not in self._view_shapes else
+                      inputs[name].reshape(inputs[name].shape[0], *self._view_shapes[key]))
+                for key, name in self._source.items()}
 
     def forward(self, inputs: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
         features = self.features_from(inputs)
@@ -284,7 +355,29 @@ class _ServingProgram(torch.nn.Module):
         return tuple(tensors)
 
 
-def _feature_sources(features: Any, receiver_tensors: Mapping[str, torch.Tensor]) -> dict[Any, str]:
+def _view_root(value: Any) -> Any:
+    """The array or tensor ``value`` is a view of (``tf.expand_dims`` / ``reshape`` ported), or ``value``."""
+    if isinstance(value, torch.Tensor):
+        return value._base if value._base is not None else value
+    while isinstance(value, np.ndarray) and isinstance(value.base, np.ndarray):
+        value = value.base
+    return value
+
+
+def _is_reshape_of(view: Any, root: Any) -> bool:
+    """Whether ``view`` holds all of ``root``'s elements in the same order (a reshape, unsqueeze,
+    ``np.expand_dims``), so that the program may take ``root`` and reshape it."""
+    if isinstance(view, torch.Tensor) and isinstance(root, torch.Tensor):
+        return (view.numel() == root.numel() and view.is_contiguous() and root.is_contiguous()
+                and view.data_ptr() == root.data_ptr())
+    if isinstance(view, np.ndarray) and isinstance(root, np.ndarray):
+        return (view.size == root.size and view.flags.c_contiguous and root.flags.c_contiguous
+                and view.__array_interface__["data"][0] == root.__array_interface__["data"][0])
+    return False
+
+
+def _feature_sources(features: Any, receiver_tensors: Mapping[str, Any]) -> dict[Any, str]:
+    """Feature key -> the receiver input it is (the same object, or a reshaped view of all of it)."""
     if isinstance(features, torch.Tensor):
         features = {_SINGLE_FEATURE_DEFAULT_NAME: features}
     by_id = {id(tensor): name for name, tensor in receiver_tensors.items()}
@@ -292,12 +385,26 @@ def _feature_sources(features: Any, receiver_tensors: Mapping[str, torch.Tensor]
     for key, tensor in features.items():
         name = by_id.get(id(tensor))
         if name is None:
+            root = _view_root(tensor)
+            name = by_id.get(id(root))
+            if name is not None and not _is_reshape_of(tensor, root):
+                name = None  # a slice or transpose is a computation, not the input
+        if name is None:
             raise ValueError(
                 f"ServingInputReceiver feature {key!r} is not one of the receiver_tensors "
                 f"{sorted(receiver_tensors)}. Each feature must be a receiver tensor itself (the same "
-                "object), or pass features=fn(receiver_tensors) -> features to compute them with torch ops.")
+                "object, or a reshaped view of it such as x.unsqueeze(-1)), or pass features=fn(receiver_tensors) -> features to compute them with torch ops.")
         sources[key] = name
     return sources
+
+
+def _view_shapes(features: Any, receiver_tensors: Mapping[str, Any], sources: Mapping[Any, str]
+                 ) -> dict[Any, tuple[int, ...]]:
+    """Feature key -> its shape after the batch, for features that are reshaped views of an input."""
+    if isinstance(features, torch.Tensor):
+        features = {_SINGLE_FEATURE_DEFAULT_NAME: features}
+    return {key: tuple(features[key].shape[1:]) for key, name in sources.items()
+            if features[key] is not receiver_tensors[name]}
 
 
 _OutputLayout = tuple[str, str, int, "tuple[str, ...] | None"]
@@ -512,35 +619,64 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
 
     receiver = serving_input_receiver_fn()
     parsing_receiver = receiver if isinstance(receiver, serving.ParsingServingInputReceiver) else None
+    csv_receiver = receiver if isinstance(receiver, serving.CsvServingInputReceiver) else None
     parsing = parsing_receiver is not None
-    if not parsing and not isinstance(receiver, (ServingInputReceiver, TensorServingInputReceiver)):
+    records = parsing or csv_receiver is not None  # served as records (dicts, CSV lines), not as tensors
+    if not records and not isinstance(receiver, (ServingInputReceiver, TensorServingInputReceiver)):
         raise TypeError("serving_input_receiver_fn must return a ServingInputReceiver (or "
                         "TensorServingInputReceiver, or the ParsingServingInputReceiver of "
-                        f"build_parsing_serving_input_receiver_fn), returned: {receiver!r:.200}")
+                        "build_parsing_serving_input_receiver_fn, or the CsvServingInputReceiver of "
+                        f"build_csv_serving_input_receiver_fn), returned: {receiver!r:.200}")
     static_batch = getattr(serving_input_receiver_fn, "default_batch_size", None) is not None
-    if isinstance(receiver, serving.ParsingServingInputReceiver):
+    if isinstance(receiver, (serving.ParsingServingInputReceiver, serving.CsvServingInputReceiver)):
         receiver_tensors = {}
         features: Any = dict(receiver.features)
         raw_values: dict[str, Any] | None = features
         feature_sources = {key: key for key in features}
-        raw_inputs = {name: _spec_info(spec, static_batch, len(next(iter(features.values()))))
-                      for name, spec in receiver.feature_spec.items()}
+        rows = len(next(iter(features.values())))
+        if isinstance(receiver, serving.CsvServingInputReceiver):
+            raw_inputs = {receiver.input_name: {"dtype": "string", "shape": [rows if static_batch else -1]}}
+        else:
+            raw_inputs = {name: _spec_info(spec, static_batch, rows) for name, spec in receiver.feature_spec.items()}
     else:
-        receiver_tensors = {name: t.detach().cpu() for name, t in receiver.receiver_tensors.items()}
-        # Features that are receiver tensors must stay the same objects as the (moved) inputs.
+        receiver_tensors = {name: t.detach().cpu() if isinstance(t, torch.Tensor) else t
+                            for name, t in receiver.receiver_tensors.items()}
+        # Features that are receiver tensors (or views of them) must stay the same objects as (views
+        # of) the moved inputs.
         moved = {id(t): receiver_tensors[name] for name, t in receiver.receiver_tensors.items()}
+
+        def move(value: Any) -> Any:
+            if id(value) in moved:
+                return moved[id(value)]
+            root = _view_root(value)
+            if isinstance(value, torch.Tensor) and id(root) in moved and _is_reshape_of(value, root):
+                return moved[id(root)].reshape(value.shape)
+            return value
+
         features = receiver.features
+        strings = sorted(name for name, t in receiver_tensors.items() if _is_strings(t))
+        if strings and not isinstance(features, Mapping):
+            raise ValueError(f"The string serving inputs {strings} can feed the model only as entries of the "
+                             "ServingInputReceiver's features dict (the inputs themselves or reshaped views), "
+                             "where categorical feature columns map them to ids; a features function of "
+                             "torch operations cannot take strings.")
         if isinstance(features, torch.Tensor):
-            features = moved.get(id(features), features)
+            features = move(features)
         elif isinstance(features, Mapping):
-            features = {k: moved.get(id(v), v) for k, v in features.items()}
+            features = {k: move(v) for k, v in features.items()}
         raw_values, feature_sources = None, {}
         if isinstance(features, Mapping) and isinstance(receiver, ServingInputReceiver):
             # Plain receiver tensors as features: categorical columns over them can be served.
             sources = _feature_sources(features, receiver_tensors)
             if all(isinstance(k, str) for k in sources):
                 raw_values, feature_sources = dict(features), sources
-        raw_inputs = {name: _tensor_info(t, not static_batch) for name, t in receiver_tensors.items()}
+            elif strings:
+                raise ValueError(f"Feature keys must be strings to serve the string inputs {strings}, given "
+                                 f"{sorted(map(repr, sources))}.")
+        records = records or bool(strings)  # string inputs need the preprocessing stage
+        raw_inputs = {name: (_tensor_info(t, not static_batch) if isinstance(t, torch.Tensor) else
+                             {"dtype": "string", "shape": [t.shape[0] if static_batch else -1, *t.shape[1:]]})
+                      for name, t in receiver_tensors.items()}
 
     state = ModelState(torch.device("cpu"), checkpoint_path=path, checkpoint=checkpoint)
     # Traced on CPU, without moving the export's features to the training device (a move would
@@ -566,9 +702,9 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
             if raw_values is not None:
                 # One eager call creates and restores the modules and finds the categorical columns.
                 try:
-                    plan = _plan_precomputed_ids(call, raw_values, feature_sources, parsing)
+                    plan = _plan_precomputed_ids(call, raw_values, feature_sources, records)
                 except (AttributeError, TypeError) as exc:
-                    if parsing:
+                    if records:
                         raise
                     # e.g. a model_fn using dict-only methods (features.pop): export it as before
                     _log.info("Exporting without a preprocessing stage: the model_fn needs a dict of "
@@ -603,7 +739,8 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
             serving.write_preprocessing(
                 temp_dir, {key: feature_sources[key] for key in plan.source_keys},
                 {name: name for name in plan.dense_inputs}, plan.columns,
-                parsing_receiver.feature_spec if parsing_receiver is not None else None)
+                parsing_receiver.feature_spec if parsing_receiver is not None else None,
+                csv=csv_receiver.config if csv_receiver is not None else None)
         signatures: dict[str, Any] = {}
         for key in sorted(export_outputs):
             signatures[key] = {"method": _method(export_outputs[key]), "outputs": {}}
@@ -624,7 +761,8 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
             "program_format": "torch.export" if program_file == EXPORT_PROGRAM_FILENAME else "torchscript",
             "fallback_reason": fallback_reason,
             "inputs": (raw_inputs if plan is None else
-                       {name: info for name, info in raw_inputs.items() if parsing or name in plan.raw_input_names}),
+                       {name: info for name, info in raw_inputs.items()
+                        if parsing or csv_receiver is not None or name in plan.raw_input_names}),
             "default_signature": DEFAULT_SERVING_SIGNATURE_DEF_KEY,
             "signatures": signatures,
             "skipped_outputs": skipped,
@@ -831,6 +969,9 @@ class LoadedModel:
         return f"LoadedModel(path={self.path!r}, signature={self.signature_key!r}, outputs={self.output_names})"
 
     def __call__(self, features: Any) -> dict[str, torch.Tensor | np.ndarray]:
+        csv_layout = self.preprocessing.csv if self.preprocessing is not None else None
+        if csv_layout is not None:
+            features = self._decode_csv_lines(features, csv_layout)
         if isinstance(features, (str, bytes)) or serving._sequence_of_records(features) or (
                 isinstance(features, Mapping) and self.preprocessing is not None
                 and self.preprocessing.parse_spec is not None and features
@@ -861,6 +1002,22 @@ class LoadedModel:
         return {name: (self._lookups[name].lookup(results[info["index"]]) if name in self._lookups
                        else results[info["index"]])
                 for name, info in self._outputs.items()}
+
+    def _decode_csv_lines(self, features: Any, layout: Mapping[str, Any]) -> dict[str, Any]:
+        """The features of a CSV-line export's input: ``{input_name: lines}``, or the lines alone."""
+        name = layout["input_name"]
+        if isinstance(features, Mapping):
+            if name not in features:
+                raise ValueError(f"Missing input {name!r}: this export takes CSV lines of "
+                                 f"{layout['column_names']}, given {sorted(features)}.")
+            lines = features[name]
+        else:
+            lines = features
+        if isinstance(lines, (str, bytes)):
+            lines = [lines]
+        if isinstance(lines, torch.Tensor) or np.asarray(lines, dtype=object).ndim != 1:
+            raise ValueError(f"Input {name!r} must be a list (or 1-D array) of CSV lines, given {lines!r:.200}.")
+        return serving.csv_features(layout, lines)
 
     def parse(self, records: Any) -> dict[str, np.ndarray]:
         """Raw features from records (dicts or JSON lines) with the export's parse spec.

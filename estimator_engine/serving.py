@@ -29,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import math
@@ -44,12 +45,16 @@ from estimator_engine import feature_column as fc
 
 __all__ = [
     "IDS_INPUT_PREFIX",
+    "CsvServingInputReceiver",
     "FixedLenFeature",
     "ParsingServingInputReceiver",
     "VarLenFeature",
+    "build_csv_serving_input_receiver_fn",
     "build_parsing_serving_input_receiver_fn",
     "column_from_config",
     "column_to_config",
+    "csv_features",
+    "decode_csv",
     "ids_input_name",
     "make_parse_example_spec",
     "parse_records",
@@ -365,6 +370,210 @@ def build_parsing_serving_input_receiver_fn(feature_spec: Mapping[str, FixedLenF
     return serving_input_receiver_fn
 
 
+# -- CSV lines (TF's tf.io.decode_csv on a string placeholder) ------------------------------------
+
+
+def _csv_default(default: Any, index: int) -> tuple[str, Any]:
+    """(dtype name, default or None) of one ``record_defaults`` entry: a value, ``[value]``, or ``[]`` /
+    a dtype for a required field (TF's ``tf.constant([], tf.float32)``)."""
+    if isinstance(default, (list, tuple)) or (isinstance(default, np.ndarray) and default.ndim == 1):
+        if len(default) > 1:
+            raise ValueError(f"record_defaults[{index}] must hold at most one value, given {default!r:.100}.")
+        if len(default) == 0:
+            raise ValueError(f"record_defaults[{index}] is empty, which gives no dtype; for a required field "
+                             "give its dtype instead (e.g. torch.float32, 'string' or str).")
+        default = default[0]
+    if isinstance(default, torch.Tensor):
+        default = default.item() if default.numel() == 1 else default
+    if isinstance(default, (str, bytes)) and not (isinstance(default, str) and (default in _DTYPE_NAMES or
+                                                                                default.startswith("tf."))):
+        return "string", default.decode("utf-8") if isinstance(default, bytes) else default
+    if isinstance(default, (bool, np.bool_)):
+        raise ValueError(f"record_defaults[{index}]: bool fields are not supported by decode_csv (TF neither); "
+                         "use 0/1 ints.")
+    if isinstance(default, (int, np.integer)):
+        return "int64", int(default)
+    if isinstance(default, (float, np.floating)):
+        return "float32", float(default)
+    return _dtype_name(default, f"record_defaults[{index}]"), None  # a dtype: the field is required
+
+
+def decode_csv(records: Any, record_defaults: Sequence[Any], field_delim: str = ",", use_quote_delim: bool = True,
+               na_value: str = "", select_cols: Sequence[int] | None = None) -> list[Any]:
+    """CSV lines -> one column per field (TF's ``tf.io.decode_csv``).
+
+    ``records`` is a string or a list / array of strings (CSV lines, ``str`` or UTF-8 ``bytes``);
+    ``record_defaults[i]`` gives field i's type and the value of an empty field (``0.0`` or
+    ``[0.0]``: float32, ``0``: int64, ``''``: string), or only its type for a required field
+    (``torch.float32``, ``'string'``). Columns have the shape of ``records``: numbers as torch
+    tensors, strings as numpy object arrays of ``str``. ``select_cols`` keeps those fields only
+    (``record_defaults`` then describes them). A field equal to ``na_value`` counts as empty.
+
+    Example:
+        >>> age, city = decode_csv(['39,Paris', ',"New York, NY"'], [[0.0], ['?']])
+        >>> age.tolist(), city.tolist()
+        ([39.0, 0.0], ['Paris', 'New York, NY'])
+    """
+    fields = [_csv_default(default, index) for index, default in enumerate(record_defaults)]
+    return _decode_csv(records, fields, field_delim, use_quote_delim, na_value, select_cols)
+
+
+def _decode_csv(records: Any, fields: Sequence[tuple[str, Any]], field_delim: str, use_quote_delim: bool,
+                na_value: str, select_cols: Sequence[int] | None = None) -> list[Any]:
+    if not isinstance(field_delim, str) or len(field_delim) != 1:
+        raise ValueError(f"field_delim must be one character, given {field_delim!r}.")
+    if not fields:
+        raise ValueError("record_defaults must name at least one field.")
+    if select_cols is not None:
+        select_cols = [int(c) for c in select_cols]
+        if sorted(set(select_cols)) != select_cols or (select_cols and select_cols[0] < 0):
+            raise ValueError(f"select_cols must be non-negative and strictly increasing, given {select_cols}.")
+        if len(select_cols) != len(fields):
+            raise ValueError(f"Length of select_cols ({len(select_cols)}) and record_defaults ({len(fields)}) "
+                             "should match.")
+    lines = np.asarray(records, dtype=object)
+    flat = lines.reshape(-1)
+    columns: list[list[Any]] = [[] for _ in fields]
+    for number, line in enumerate(flat):
+        if isinstance(line, bytes):
+            line = line.decode("utf-8")
+        if not isinstance(line, str):
+            raise ValueError(f"decode_csv: record {number} must be a string (a CSV line), given {line!r:.80}.")
+        values = next(csv.reader([line], delimiter=field_delim,
+                                 quoting=csv.QUOTE_MINIMAL if use_quote_delim else csv.QUOTE_NONE), [])
+        if select_cols is not None:
+            if len(values) <= select_cols[-1]:
+                raise ValueError(f"decode_csv: record {number} has {len(values)} fields; select_cols needs "
+                                 f"{select_cols[-1] + 1}: {line[:100]!r}")
+            values = [values[c] for c in select_cols]
+        elif len(values) != len(fields):
+            raise ValueError(f"decode_csv: expect {len(fields)} fields but have {len(values)} in record {number}: "
+                             f"{line[:100]!r}")
+        for index, ((dtype, default), text) in enumerate(zip(fields, values)):
+            if text == "" or text == na_value:
+                if default is None:
+                    raise ValueError(f"decode_csv: field {index} is required but missing in record {number}: "
+                                     f"{line[:100]!r}")
+                value = default
+            elif dtype == "string":
+                value = text
+            else:
+                try:
+                    value = float(text) if dtype.startswith("float") else int(text)
+                except ValueError:
+                    raise ValueError(f"decode_csv: field {index} of record {number} is not a valid "
+                                     f"{dtype}: {text!r}") from None
+            columns[index].append(value)
+    out: list[Any] = []
+    for (dtype, _), values in zip(fields, columns):
+        if dtype == "string":
+            array = np.empty(len(values), dtype=object)
+            array[:] = values
+            out.append(array.reshape(lines.shape))
+        else:
+            out.append(torch.from_numpy(np.asarray(values, dtype=_NUMPY_DTYPES[dtype]).reshape(lines.shape)))
+    return out
+
+
+class CsvServingInputReceiver:
+    """What ``build_csv_serving_input_receiver_fn``'s function returns: the CSV layout and example features.
+
+    ``features`` are the decoded columns of example lines (numbers as tensors, strings as numpy
+    object arrays, shape ``[rows]``) less ``exclude``; ``config`` is the layout saved with the export.
+
+    Example:
+        >>> receiver = build_csv_serving_input_receiver_fn(['x', 'city'], [[0.0], ['']])()
+        >>> receiver.features['x'].tolist(), receiver.input_name
+        ([0.0, 0.0], 'csv_row')
+    """
+
+    def __init__(self, config: Mapping[str, Any], rows: int = 2) -> None:
+        self.config = dict(config)
+        self.input_name: str = config["input_name"]
+        self.features = csv_features(self.config, [_example_line(config)] * rows)
+
+    def __repr__(self) -> str:
+        return f"CsvServingInputReceiver({self.config})"
+
+
+def _example_line(config: Mapping[str, Any]) -> str:
+    # "0" reads as any dtype, and fills required fields; a default containing the delimiter is left to decoding
+    parts = ["0" if entry["default"] in (None, "") or config["field_delim"] in str(entry["default"])
+             else str(entry["default"]) for entry in config["record_defaults"]]
+    return str(config["field_delim"]).join(parts)
+
+
+def csv_features(config: Mapping[str, Any], lines: Any) -> dict[str, Any]:
+    """The features of CSV ``lines`` under a saved CSV layout (``CsvServingInputReceiver.config``).
+
+    Example:
+        >>> config = build_csv_serving_input_receiver_fn(['x', 'y'], [0.0, 0], exclude=['y'])().config
+        >>> csv_features(config, ['1.5,2'])['x'].tolist()
+        [1.5]
+    """
+    fields = [(entry["dtype"], entry["default"]) for entry in config["record_defaults"]]
+    columns = _decode_csv(lines, fields, config["field_delim"], config["use_quote_delim"], config["na_value"])
+    exclude = set(config["exclude"])
+    return {name: column for name, column in zip(config["column_names"], columns) if name not in exclude}
+
+
+def build_csv_serving_input_receiver_fn(column_names: Sequence[str], record_defaults: Sequence[Any],
+                                        exclude: Sequence[str] = (), field_delim: str = ",",
+                                        use_quote_delim: bool = True, na_value: str = "",
+                                        input_name: str = "csv_row", default_batch_size: int | None = None
+                                        ) -> Callable[[], CsvServingInputReceiver]:
+    """A receiver fn for exports that serve CSV lines: TF's ``serving_input_fn`` of a string
+    placeholder decoded with ``tf.io.decode_csv``.
+
+    The TF program::
+
+        def serving_input_fn():
+            csv_row = tf.compat.v1.placeholder(tf.string, [None])
+            features = dict(zip(CSV_COLUMNS, tf.io.decode_csv(csv_row, record_defaults=DEFAULTS)))
+            features.pop(LABEL)
+            return tf.estimator.export.ServingInputReceiver(features, {'csv_row': csv_row})
+
+    ports as ``build_csv_serving_input_receiver_fn(CSV_COLUMNS, DEFAULTS, exclude=[LABEL])``. The
+    export's one input ``input_name`` takes a batch of CSV lines (``load(path)({'csv_row': lines})``,
+    or just the list of lines; TF Serving's ``{"instances": ["5.1,3.5,..."]}`` on the workbench's
+    server); each line is decoded as ``decode_csv`` does and the fields not excluded are the features.
+
+    Example:
+        >>> fn = build_csv_serving_input_receiver_fn(['x', 'label'], [[0.0], [0]], exclude=['label'])
+        >>> sorted(fn().features)
+        ['x']
+    """
+    names = list(column_names) if not isinstance(column_names, str) else None
+    if not names or not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        raise ValueError(f"column_names must be a list of distinct non-empty names, given {column_names!r:.200}.")
+    if len(record_defaults) != len(names):
+        raise ValueError(f"record_defaults has {len(record_defaults)} entries for {len(names)} column_names; "
+                         "give one per CSV field.")
+    unknown = [name for name in exclude if name not in names]
+    if unknown or isinstance(exclude, str):
+        raise ValueError(f"exclude must list column names (e.g. the label), given {exclude!r}; unknown: {unknown}.")
+    if len(exclude) == len(names):
+        raise ValueError("exclude leaves no feature: every column is excluded.")
+    if not isinstance(input_name, str) or not input_name or input_name.startswith(IDS_INPUT_PREFIX):
+        raise ValueError(f"input_name must be a non-empty name not starting with {IDS_INPUT_PREFIX!r}, "
+                         f"given {input_name!r}.")
+    if default_batch_size is not None and (not isinstance(default_batch_size, int) or default_batch_size <= 0):
+        raise ValueError(f"default_batch_size must be a positive int or None, given: {default_batch_size!r}.")
+    fields = [_csv_default(default, index) for index, default in enumerate(record_defaults)]
+    config = {"input_name": input_name, "column_names": names,
+              "record_defaults": [{"dtype": dtype, "default": default} for dtype, default in fields],
+              "exclude": list(exclude), "field_delim": field_delim, "use_quote_delim": bool(use_quote_delim),
+              "na_value": na_value}
+    _decode_csv([_example_line(config)], fields, field_delim, use_quote_delim, na_value)  # checks the layout
+
+    def serving_input_receiver_fn() -> CsvServingInputReceiver:
+        # Two rows by default: torch.export specialises a dimension of size 0 or 1.
+        return CsvServingInputReceiver(config, rows=default_batch_size or 2)
+
+    serving_input_receiver_fn.default_batch_size = default_batch_size  # type: ignore[attr-defined]
+    return serving_input_receiver_fn
+
+
 # -- feature columns <-> plain data ------------------------------------------------------------
 
 
@@ -552,6 +761,7 @@ class Preprocessor:
                         for name, column in config["categorical_ids"].items()}
         spec = config.get("parse_spec")
         self.parse_spec = None if spec is None else {name: _spec_from_config(s) for name, s in spec.items()}
+        self.csv: dict[str, Any] | None = config.get("csv")  # the CSV layout of a CSV-line export
 
     @property
     def raw_inputs(self) -> list[str]:
@@ -579,7 +789,8 @@ def _raw_keys(column: Any) -> list[str]:
 
 
 def write_preprocessing(directory: str, feature_sources: Mapping[str, str], dense_inputs: Mapping[str, str],
-                        columns: Mapping[str, Any], parse_spec: Mapping[str, Any] | None) -> dict[str, Any]:
+                        columns: Mapping[str, Any], parse_spec: Mapping[str, Any] | None,
+                        csv: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Saves the stage as ``preprocessing.json`` (+ vocabulary files under ``assets/``); returns its config."""
     copied: dict[str, str] = {}
 
@@ -598,6 +809,8 @@ def write_preprocessing(directory: str, feature_sources: Mapping[str, str], dens
         "categorical_ids": {name: column_to_config(column, copy_asset) for name, column in columns.items()},
         "parse_spec": None if parse_spec is None else {name: s.to_config() for name, s in parse_spec.items()},
     }
+    if csv is not None:
+        config["csv"] = dict(csv)
     # The stage must rebuild the very columns the model was trained with (same ids).
     check = Preprocessor(config, directory)
     for name, column in columns.items():

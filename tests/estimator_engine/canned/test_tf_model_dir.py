@@ -7,6 +7,7 @@ Each case builds the engine's estimator with the same columns and hidden units a
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ import torch
 
 import estimator_engine as ee
 from estimator_engine import feature_column as fc
+from estimator_engine.canned.optimizers import TFAdam
 
 MODELS = Path(__file__).resolve().parents[1] / "fixtures" / "tf_checkpoints" / "models"
 IRIS = ["sepal_length_cm", "sepal_width_cm", "petal_length_cm", "petal_width_cm"]
@@ -77,6 +79,23 @@ def _build(case: str, model_dir, **kwargs) -> ee.Estimator:
     if case == "dnn_classifier_v1_partitioned":  # tf.compat.v1.estimator: the loss is summed
         return ee.DNNClassifier([4], [c["x1"], fc.embedding_column(c["city"], 3)], model_dir,
                                 n_classes=2, loss_reduction="sum", **kwargs)
+    # TF 1 canned estimators with TF 1 optimizers (make_v1_optimizer_fixtures.py): the summed loss,
+    # TF 1's defaults (DNN: Adagrad at 0.05; linear: Ftrl at min(0.2, 1/sqrt(#columns))).
+    v1_dense = [c["x1"], c["x2"], fc.indicator_column(c["color"])]
+    if case == "dnn_classifier_v1_adagrad":
+        return ee.DNNClassifier([4], v1_dense, model_dir, n_classes=2, loss_reduction="sum",
+                                optimizer=functools.partial(torch.optim.Adagrad, lr=0.05,
+                                                            initial_accumulator_value=0.1), **kwargs)
+    if case == "dnn_regressor_v1_adam":  # tf.compat.v1.train.AdamOptimizer(0.01): epsilon 1e-8
+        return ee.DNNRegressor([4, 3], v1_dense, model_dir, loss_reduction="sum",
+                               optimizer=functools.partial(TFAdam, lr=0.01, eps=1e-8), **kwargs)
+    if case == "linear_classifier_v1_ftrl":
+        return ee.LinearClassifier([c["x1"], c["x2"], c["color"], c["bucket"]], model_dir, n_classes=2,
+                                   loss_reduction="sum", **kwargs)
+    if case == "dnn_linear_combined_regressor_v1":
+        return ee.DNNLinearCombinedRegressor(
+            model_dir, linear_feature_columns=[c["color"], c["bucket"]], dnn_feature_columns=[c["x2"]],
+            dnn_hidden_units=[3], loss_reduction="sum", **kwargs)
     if case == "dnn_regressor_adam":
         return ee.DNNRegressor([4], [c["x1"], c["x2"]], model_dir, optimizer="Adam", **kwargs)
     color_file = fc.categorical_column_with_vocabulary_file(
@@ -97,7 +116,8 @@ CASES = ["dnn_classifier_2", "dnn_classifier_3", "dnn_regressor_mixed", "linear_
          "linear_classifier_mixed", "linear_regressor_weighted", "dnn_linear_combined_classifier",
          "dnn_linear_combined_regressor", "baseline_classifier_3", "baseline_regressor",
          "dnn_classifier_shared_vocab", "linear_classifier_vocab_file", "dnn_regressor_adam",
-         "dnn_classifier_v1_partitioned"]
+         "dnn_classifier_v1_partitioned", "dnn_classifier_v1_adagrad", "dnn_regressor_v1_adam",
+         "linear_classifier_v1_ftrl", "dnn_linear_combined_regressor_v1"]
 
 
 def _reference(case: str) -> dict:
@@ -251,6 +271,32 @@ def test_optimizer_slots_fill_torch_state():
     assert np.array_equal(ftrl.state[weights]["linear"].numpy(), expected)
 
 
+def test_tf1_optimizer_slots_fill_torch_state():
+    # TF 1 keeps slots beside the variable (<var>/t_0/Adam, Adam_1) and Adam's step count in
+    # dnn/head/beta1_power = beta1 ** (steps + 1).
+    path = MODELS / "dnn_regressor_v1_adam"
+    checkpoint = ee.checkpoints.load_checkpoint(path)
+    kernel = torch.nn.Parameter(torch.zeros(4, 3))
+    adam = TFAdam([kernel], lr=0.01, eps=1e-8)
+    names = {id(kernel): "dnn/hiddenlayer_1/kernel"}
+    assert ee.checkpoints.restore_tf_optimizer_state(adam, names, checkpoint) == ["dnn/hiddenlayer_1/kernel"]
+    for key, slot in (("exp_avg", "Adam"), ("exp_avg_sq", "Adam_1")):
+        expected = ee.checkpoints.load_variable(path, f"dnn/hiddenlayer_1/kernel/t_0/{slot}")
+        assert np.array_equal(adam.state[kernel][key].numpy(), expected)
+    assert ee.checkpoints.load_variable(path, "dnn/head/beta1_power") == pytest.approx(0.9 ** 6)
+    assert adam.state[kernel]["step"].item() == 5
+    from estimator_engine.canned.optimizers import Ftrl
+    path = MODELS / "linear_classifier_v1_ftrl"
+    weights = torch.nn.Parameter(torch.zeros(4, 1))
+    ftrl = Ftrl([weights], lr=0.2)
+    names = {id(weights): "linear/linear_model/color/weights"}
+    assert ee.checkpoints.restore_tf_optimizer_state(ftrl, names, ee.checkpoints.load_checkpoint(path)) == [
+        names[id(weights)]]
+    for key, slot in (("accumulator", "Ftrl"), ("linear", "Ftrl_1")):
+        expected = ee.checkpoints.load_variable(path, f"linear/linear_model/color/weights/part_0/{slot}")
+        assert np.array_equal(ftrl.state[weights][key].numpy(), expected)
+
+
 def test_missing_optimizer_slots_start_fresh_and_say_so(tmp_path, caplog):
     # The TF model trained with Adagrad; an engine DNNClassifier told to use Adam finds no Adam slots.
     model_dir = _copy("dnn_classifier_2", tmp_path)
@@ -268,7 +314,8 @@ def test_missing_optimizer_slots_start_fresh_and_say_so(tmp_path, caplog):
 # TF 2.15's DNN estimators never train a shared_embeddings table (it is not among the variables
 # their optimizer updates: its value at step 5 equals step 0's, and it has no Adagrad slot); the
 # engine trains it, so that case continues differently and is left out here. TF 1's canned
-# estimators name their slots <variable>/t_<part>/Adagrad and are not carried over (yet).
+# estimators name their slots <variable>/t_0/Adagrad (Adam, Adam_1; part_0/Ftrl, Ftrl_1), carried
+# over (the *_v1_* cases); the slots of a variable split in several partitions are not (yet).
 CONTINUED = [case for case in CASES
              if case not in ("dnn_classifier_shared_vocab", "dnn_classifier_v1_partitioned")]
 
