@@ -427,7 +427,8 @@ def prediction_dataset(base: Any, upload_name: str | None, upload_bytes: bytes |
         spec = base
     else:
         with st.spinner("Checking the file…"):
-            path = datasets.save_upload(workspace(), upload_name or "upload.csv", upload_bytes)
+            path = datasets.save_upload(workspace(), upload_name or "upload.csv", upload_bytes,
+                                        owner=current_actor().name)
             df = load_dataset_frame(path)
         try:
             spec = datasets.prediction_spec(base, {"kind": "file", "path": str(path)}, df)

@@ -271,3 +271,33 @@ class TestOidcSecrets:
         with pytest.raises(ValueError, match="--oidc-redirect-uri must end with /oauth2callback"):
             auth_config.OidcSettings.from_env({"WORKBENCH_OIDC_CLIENT_SECRET": "s"}, metadata_url="http://idp/x",
                                               client_id="wb", redirect_uri="http://h:1/callback")
+
+
+class TestSweepAndUploadOwners:
+    def test_a_sweep_records_who_started_it(self, workspace, monkeypatch):
+        from estimator_workbench.sweeps import store
+        from estimator_workbench.sweeps.spec import SweepSpec, parse_param
+
+        monkeypatch.setenv("WORKBENCH_USER", "carol")
+        spec = SweepSpec(name="s1", dataset={}, template={"name": "t", "code": ""}, base_params={},
+                         space=(parse_param("learning_rate=0.001:0.1:log"),), steps=100, trials=5, parallel=1,
+                         metric="accuracy")
+        assert store.sweep_owner(store.create_study(workspace, spec)) == "carol"
+        other = SweepSpec.from_dict({**spec.to_dict(), "name": "s2"})
+        assert store.sweep_owner(store.create_study(workspace, other, owner="alice")) == "alice"
+        assert store.sweep_owner(store.load_study(workspace, "s2", with_sampler=False)) == "alice"
+
+    def test_an_upload_records_its_first_uploader(self, workspace, monkeypatch):
+        from estimator_workbench.data import datasets
+
+        monkeypatch.setenv("WORKBENCH_USER", "carol")
+        data = b"x,y\n1,2\n3,4\n5,6\n"
+        first = datasets.save_upload(workspace, "t.csv", data)
+        assert datasets.upload_owner(workspace, first.name) == "carol"
+        again = datasets.save_upload(workspace, "t.csv", data, owner="alice")  # same content
+        assert again == first and datasets.upload_owner(workspace, first.name) == "carol"
+        other = datasets.save_upload(workspace, "t.csv", b"x,y\n7,8\n9,10\n", owner="alice")
+        assert datasets.upload_owner(workspace, other.name) == "alice"
+        assert {p.name for p in datasets.list_uploads(workspace)} == {first.name, other.name}  # no .owner file
+        datasets.delete_upload(workspace, other.name)
+        assert not list(workspace.joinpath("datasets").glob(f".{other.name}.owner"))
