@@ -504,7 +504,7 @@ _COMMANDS = {"ui": cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
              "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
              "sweep": _cmd_sweep, "serve": _cmd_serve, "notebook": _cmd_notebook, "db": db_commands.cmd_db,
-             "users": users_commands.cmd_users,
+             "users": users_commands.cmd_users, "audit": users_commands.cmd_audit,
              "import-tf": _cmd_import_tf}
 
 

@@ -4,6 +4,7 @@ provider (``estimator_workbench.store.users``)::
     estimator-workbench users add NAME [--admin] [--replace]   asks for the password (twice)
     estimator-workbench users list
     estimator-workbench users remove NAME
+    estimator-workbench audit [--run RUN] [--limit N] [--json]   who stopped, cancelled, deleted... what
 
 The password is read from the terminal without echo, or from standard input (one line) when that
 is not a terminal, never from the command line (other accounts read it in ``ps``).
@@ -12,17 +13,20 @@ is not a terminal, never from the command line (other accounts read it in ``ps``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import getpass
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 from estimator_workbench.cli.usage import PROG as _PROG
-from estimator_workbench.cli.usage import UsageError
-from estimator_workbench.store import users
+from estimator_workbench.cli.usage import UsageError, positive_int
+from estimator_workbench.store import audit, users
+from estimator_workbench.store.registry import RunRegistry
 
-__all__ = ["add_parsers", "cmd_users"]
+__all__ = ["add_parsers", "cmd_audit", "cmd_users"]
 
 
 def add_parsers(sub: Any) -> None:
@@ -32,6 +36,24 @@ def add_parsers(sub: Any) -> None:
     cmd.add_argument("name", nargs="?", help="add / remove: the user name")
     cmd.add_argument("--admin", action="store_true", help="add: may stop, cancel, delete and restore everyone's runs")
     cmd.add_argument("--replace", action="store_true", help="add: set a new password for a user already there")
+    log = sub.add_parser("audit", help="the audit log: who stopped, cancelled, resumed, deleted or restored which run, when")
+    log.add_argument("--run", help="only this run's entries")
+    log.add_argument("--limit", type=positive_int, default=50, help="newest entries shown (default 50)")
+    log.add_argument("--json", action="store_true")
+
+
+def cmd_audit(args: argparse.Namespace, root: Path) -> int:
+    """Prints the audit log, newest first."""
+    entries = audit.audit_entries(RunRegistry(root), run_id=args.run, limit=args.limit)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(e) for e in entries]))
+        return 0
+    if not entries:
+        print("The audit log is empty.")
+    for e in entries:
+        when = _dt.datetime.fromtimestamp(e.at).strftime("%Y-%m-%d %H:%M:%S")
+        print(f"{when}  {e.actor}  {e.action}  {e.run_id}  {e.outcome}" + (f"  ({e.detail})" if e.detail else ""))
+    return 0
 
 
 def _read_password(name: str) -> str:

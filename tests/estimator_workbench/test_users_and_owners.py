@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import stat
 import time
 
@@ -200,6 +201,15 @@ class TestOwnersAndAudit:
         assert main(["--workspace", str(workspace), "delete", run.run_id]) == 0
         assert [(e.actor, e.outcome) for e in audit.audit_entries(reg)] == [
             ("alice", "done"), ("bob", "refused"), ("bob", "refused")]
+        capsys.readouterr()
+        assert main(["--workspace", str(workspace), "audit", "--json"]) == 0
+        shown = json.loads(capsys.readouterr().out)
+        assert [(e["actor"], e["action"], e["run_id"], e["outcome"]) for e in shown] == [
+            ("alice", "trash", run.run_id, "done"), ("bob", "resume", run.run_id, "refused"),
+            ("bob", "trash", run.run_id, "refused")]
+        assert main(["--workspace", str(workspace), "audit", "--limit", "1"]) == 0
+        assert re.fullmatch(rf"\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d  alice  trash  {run.run_id}  done\n",
+                            capsys.readouterr().out)
 
 
 class TestBindingNeedsSignIn:
