@@ -115,6 +115,10 @@ def cmd_ui(args: argparse.Namespace, root: Path) -> int:
     warning = exposure_warning(args.address)
     if warning:
         print(f"{_PROG}: {warning}", file=sys.stderr)
+    if oidc is not None and not _is_loopback(args.address) and "//localhost:" in oidc.redirect_uri:
+        print(f"{_PROG}: warning: the identity provider sends people back to {oidc.redirect_uri}, which "
+              "only works in a browser on this machine: pass --oidc-redirect-uri with the address "
+              "people open (and register it at the provider).", file=sys.stderr)
     if insecure and not _is_loopback(args.address) and mode == "none":
         print(f"{_PROG}: {INSECURE_WARNING}", file=sys.stderr)
     if getattr(args, "no_token", False):
