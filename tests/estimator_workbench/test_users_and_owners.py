@@ -311,3 +311,20 @@ class TestSweepAndUploadOwners:
         assert {p.name for p in datasets.list_uploads(workspace)} == {first.name, other.name}  # no .owner file
         datasets.delete_upload(workspace, other.name)
         assert not list(workspace.joinpath("datasets").glob(f".{other.name}.owner"))
+
+
+def test_db_copy_takes_the_owners_and_the_audit_log_along(workspace, postgres_url, monkeypatch, capsys):
+    from estimator_workbench.store.registry_db import DATABASE_URL_ENV
+
+    monkeypatch.delenv(DATABASE_URL_ENV, raising=False)
+    local = RunRegistry(workspace)
+    run = make_run(local, "alice")
+    run_actions.trash_runs(local, [run.run_id], Actor("bob"))
+    run_actions.trash_runs(local, [run.run_id], Actor("alice"))
+    assert main(["--workspace", str(workspace), "db", "copy", "--to", postgres_url]) == 0
+    assert "Audit log: 2 entries copied." in capsys.readouterr().out
+    remote = RunRegistry(workspace, database_url=postgres_url)
+    assert remote.get(run.run_id).owner == "alice"
+    assert audit.audit_entries(remote) == audit.audit_entries(local)
+    assert main(["--workspace", str(workspace), "db", "copy", "--to", postgres_url]) == 0
+    assert "Audit log: 0 entries copied." in capsys.readouterr().out  # nothing doubled
