@@ -13,11 +13,12 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
 from estimator_workbench.execution import run_actions
 from estimator_workbench.execution.tf_import import describe_import
-from estimator_workbench.store import trash
+from estimator_workbench.store import audit, trash
 from estimator_workbench.store.audit import refusal
 from estimator_workbench.store.records import STATUSES, RunNotFoundError, RunRecord
 from estimator_workbench.ui import tables
@@ -36,6 +37,7 @@ __all__ = [
     "COMPARE_QUERY_KEY",
     "COMPARE_STATE_KEY",
     "ask_confirmation",
+    "audit_section",
     "bulk_actions",
     "confirm_trash",
     "confirmation_dialogs",
@@ -275,6 +277,22 @@ def trash_section() -> None:
             confirmation_dialogs("trash")
 
 
+def audit_section() -> None:
+    """The audit log (issue 26.4): who stopped, cancelled, resumed, deleted or restored which
+    run, when, and whether it was done or refused (newest first, the last 200)."""
+    entries = audit.audit_entries(get_registry())
+    with st.expander("Audit log", icon=":material/policy:", expanded=False, key="runs-audit"):
+        if not entries:
+            st.caption("Nothing yet: stops, cancels, resumes, deletes and restores are listed here with "
+                       "who did them and when.")
+            return
+        st.dataframe(pd.DataFrame([{"when": _dt.datetime.fromtimestamp(e.at), "who": e.actor,
+                                    "action": e.action, "run": e.run_id, "outcome": e.outcome,
+                                    "detail": e.detail} for e in entries]),
+                     hide_index=True, key="audit-table",
+                     column_config={"when": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")})
+
+
 def trashed_notice(run_id: str | None) -> bool:
     """On the run page: when the URL names a run in the trash, say so and offer Restore. Returns
     whether it did."""
@@ -328,8 +346,9 @@ def run_header(record: RunRecord) -> None:
     and note editors."""
     created = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
     st.caption(f"**{md(record.name)}** · {record.action} · template {md(record.template_name)} · "
-               f"dataset {md(tables.dataset_name(record))} · created {created} · tags: "
-               f"{md(', '.join(record.tags)) or '—'}")
+               f"dataset {md(tables.dataset_name(record))} · created {created}"
+               + (f" by {md(record.owner)}" if record.owner else "")
+               + f" · tags: {md(', '.join(record.tags)) or '—'}")
     imported = describe_import(record, get_registry().run_dir(record.run_id))
     if imported:
         st.caption(md(imported), help="A TensorFlow Estimator's checkpoint, copied into this run's model "

@@ -79,6 +79,9 @@ def test_an_admin_may_act_on_everyones_runs(home):
     assert not at.exception
     assert [(e.actor, e.action, e.outcome) for e in audit.audit_entries(RunRegistry(home))] == [
         ("root", "resume", "done")]
+    shown = at.dataframe[-1].value  # the Audit log expander's table, the last on the page
+    assert list(shown[["who", "action", "run", "outcome"]].itertuples(index=False, name=None)) == [
+        ("root", "resume", alices.run_id, "done")]
 
 
 def test_insecure_no_auth_shows_a_banner_on_every_page(home, monkeypatch):
