@@ -312,16 +312,28 @@ class Run:
                 bar.close()
 
     def stop(self) -> None:
-        """Graceful stop: the run checkpoints and ends ``stopped``."""
-        self.workspace.launcher.stop(self.id)
+        """Graceful stop: the run checkpoints and ends ``stopped``. Only the run's owner or an
+        admin may (``$WORKBENCH_USER`` or the OS account acts; ``PermissionError`` otherwise)."""
+        from estimator_workbench.execution import run_actions
+        from estimator_workbench.store.users import cli_actor
+
+        run_actions.stop(self.workspace.launcher, self.id, cli_actor(self.workspace.root))
 
     def cancel(self, grace: float = 10.0) -> None:
-        """SIGTERM to the run's processes, SIGKILL after ``grace`` seconds; ends ``cancelled``."""
-        self.workspace.launcher.cancel(self.id, grace=grace)
+        """SIGTERM to the run's processes, SIGKILL after ``grace`` seconds; ends ``cancelled``
+        (owner or admin only, as ``stop``)."""
+        from estimator_workbench.execution import run_actions
+        from estimator_workbench.store.users import cli_actor
+
+        run_actions.cancel(self.workspace.launcher, self.id, cli_actor(self.workspace.root), grace=grace)
 
     def resume(self) -> Run:
-        """Continues a finished run from its last checkpoint (the same run id)."""
-        self.workspace.launcher.resume(self.id)
+        """Continues a finished run from its last checkpoint (the same run id; owner or admin
+        only, as ``stop``)."""
+        from estimator_workbench.execution import run_actions
+        from estimator_workbench.store.users import cli_actor
+
+        run_actions.resume(self.workspace.launcher, self.id, cli_actor(self.workspace.root))
         return self
 
     def metrics(self, wide: bool = False) -> pd.DataFrame:

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from estimator_workbench.data import datasets, profile
-from estimator_workbench.ui import context, forms, session
+from estimator_workbench.ui import context, forms, session, signin
 
 st.title("Data")
 session.get_launcher()  # pre-starts the warm spare runner while the run is being set up
@@ -34,7 +34,8 @@ else:
     if upload is not None and st.session_state.get("_data-saved-upload") != upload.file_id:
         try:
             with st.spinner(f"Checking and saving {upload.name}…"):
-                saved_path = datasets.save_upload(workspace, upload.name, upload.getvalue())
+                saved_path = datasets.save_upload(workspace, upload.name, upload.getvalue(),
+                                                  owner=signin.current_actor().name)
         except ValueError as exc:
             session.show_error(exc)
             st.stop()

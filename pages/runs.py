@@ -34,3 +34,4 @@ if shown:
 else:
     st.info("No runs match." if records else "No runs yet. Launch one on the Train page.")
 runs_hub.trash_section()
+runs_hub.audit_section()

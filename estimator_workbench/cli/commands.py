@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from estimator_workbench.cli import db_commands, trash_commands
+from estimator_workbench.cli import db_commands, trash_commands, users_commands
 from estimator_workbench.cli.data_flags import add_data_arguments, apply_data_flags
 from estimator_workbench.cli.follow import follow_run
 from estimator_workbench.cli.import_tf import add_parser as _add_import_tf_parser
@@ -43,7 +43,7 @@ from estimator_workbench.cli.sweep import add_parser as _add_sweep_parser
 from estimator_workbench.cli.sweep import cmd_sweep as _cmd_sweep
 from estimator_workbench.cli.usage import PROG as _PROG
 from estimator_workbench.cli.usage import UsageError, json_object, positive_int
-from estimator_workbench.execution import run_request
+from estimator_workbench.execution import run_actions, run_request
 from estimator_workbench.execution.bundle import export_bundle
 from estimator_workbench.store import paths, trash
 from estimator_workbench.store.guards import is_disk_full
@@ -58,6 +58,7 @@ from estimator_workbench.store.records import (
 )
 from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.store.registry_db import DATABASE_URL_ENV, resolve_url
+from estimator_workbench.store.users import cli_actor, current_user
 
 __all__ = ['UsageError', 'build_parser', 'main']
 
@@ -294,7 +295,7 @@ def _cmd_stop(args: argparse.Namespace, root: Path) -> int:
     _existing(root, args.run)
     launcher = _launcher(root)
     launcher.reap_lost()  # a runner that died cannot stop: say it is lost instead
-    launcher.stop(args.run)
+    run_actions.stop(launcher, args.run, cli_actor(root))
     print(f"Stop requested for {args.run}; it checkpoints and ends 'stopped'.")
     return 0
 
@@ -303,7 +304,7 @@ def _cmd_cancel(args: argparse.Namespace, root: Path) -> int:
     _existing(root, args.run)
     launcher = _launcher(root)
     launcher.reap_lost()
-    record = launcher.cancel(args.run, grace=args.grace)
+    record = run_actions.cancel(launcher, args.run, cli_actor(root), grace=args.grace)
     print(f"Run {args.run} {record.status}.")
     return 0
 
@@ -312,7 +313,7 @@ def _cmd_resume(args: argparse.Namespace, root: Path) -> int:
     _existing(root, args.run)
     launcher = _launcher(root)
     launcher.reap_lost()  # a run whose runner died is resumable once it is marked lost
-    record = launcher.resume(args.run)
+    record = run_actions.resume(launcher, args.run, cli_actor(root))
     print(f"Run {args.run} resumed ({record.status}).", file=sys.stderr)
     if args.detach:
         return 0
@@ -347,7 +348,7 @@ def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
         template=parent.template, params=parent.params, run_config=parent.run_config,
         schedule={k: v for k, v in parent.schedule.items() if k == "batch_size"},
         parent_run_id=parent.run_id, parent_relation="predict_from",
-        checkpoint_path=args.checkpoint)
+        checkpoint_path=args.checkpoint, owner=current_user())
     launcher = _launcher(root)
     launcher.submit(record.run_id)
     code = follow_run(launcher, record.run_id)
@@ -408,6 +409,18 @@ def build_parser() -> argparse.ArgumentParser:
                     help="serve without the access token (by default every request needs the "
                          "token printed in the URL at start, as in Jupyter): then every account on "
                          "this machine can open the UI and run code as you")
+    ui.add_argument("--insecure-no-auth", action="store_true",
+                    help="listen beyond 127.0.0.1 (--address) although nobody signs in (no users file, "
+                         "OIDC or password): refused without this flag; the UI then shows a banner")
+    ui.add_argument("--oidc-metadata-url", metavar="URL",
+                    help="sign in with OpenID Connect: the provider's /.well-known/openid-configuration "
+                         "(default $WORKBENCH_OIDC_METADATA_URL); the client secret comes from "
+                         "$WORKBENCH_OIDC_CLIENT_SECRET")
+    ui.add_argument("--oidc-client-id", metavar="ID", help="the UI's client id at the provider "
+                    "(default $WORKBENCH_OIDC_CLIENT_ID)")
+    ui.add_argument("--oidc-redirect-uri", metavar="URL",
+                    help="where the provider sends people back (default $WORKBENCH_OIDC_REDIRECT_URI, else "
+                         "http://localhost:{port}/oauth2callback); register it at the provider")
     ui.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
 
     run = sub.add_parser("run", help="submit a run and follow its progress")
@@ -482,6 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep_parser(sub)
     _add_serve_parser(sub)
     db_commands.add_parsers(sub)
+    users_commands.add_parsers(sub)
     _add_import_tf_parser(sub)
     return parser
 
@@ -490,6 +504,7 @@ _COMMANDS = {"ui": cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
              "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
              "sweep": _cmd_sweep, "serve": _cmd_serve, "notebook": _cmd_notebook, "db": db_commands.cmd_db,
+             "users": users_commands.cmd_users, "audit": users_commands.cmd_audit,
              "import-tf": _cmd_import_tf}
 
 
@@ -528,6 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{_PROG}: error: {said}", file=sys.stderr)
             return 2
         if isinstance(exc, (ValueError, TypeError, FileNotFoundError, PermissionError, RegistryError)):
+            # PermissionError: also store.audit.NotAllowedError (someone else's run)
             print(f"{_PROG}: error: {exc}", file=sys.stderr)  # RegistryError: "disk full: ..."
             return 2
         raise

@@ -66,7 +66,8 @@ def copy_registry(source: str, target: str) -> dict[str, Any]:
     or a queued/running run in ``source`` (its runner still writes there), stops the copy.
 
     Returns:
-        ``{'runs', 'trashed', 'already_there', 'checksum'}``.
+        ``{'runs', 'trashed', 'already_there', 'checksum', 'audit'}`` (audit: the audit log
+        entries appended to the target's).
 
     Raises:
         ValueError: a conflict, an active run, or checksums that differ after the copy.
@@ -107,7 +108,31 @@ def copy_registry(source: str, target: str) -> dict[str, Any]:
         raise ValueError(f"the copy differs from the source: {len(copied)} of {len(rows)} runs, "
                          f"{check} != {checksum}")
     return {"runs": len(rows), "trashed": sum(row[trashed] is not None for row in rows),
-            "already_there": len(rows) - len(new), "checksum": checksum}
+            "already_there": len(rows) - len(new), "checksum": checksum, "audit": _copy_audit_log(source, target)}
+
+
+_AUDIT_COLUMNS = "at, actor, action, run_id, outcome, detail"
+
+
+def _copy_audit_log(source: str, target: str) -> int:
+    """Appends the source's audit log entries (issue 26.4) that the target lacks, oldest first;
+    returns how many."""
+    def read(url: str) -> list[tuple[Any, ...]]:
+        with engine_for(url).connect() as conn:
+            rows = [tuple(r) for r in conn.exec_driver_sql(f"SELECT {_AUDIT_COLUMNS} FROM audit_log ORDER BY id")]
+            conn.rollback()
+        return rows
+
+    there = set(read(target))
+    new = [row for row in read(source) if row not in there]
+    if new:
+        import sqlalchemy
+
+        with engine_for(target).begin() as conn:
+            conn.execute(sqlalchemy.text(f"INSERT INTO audit_log ({_AUDIT_COLUMNS}) VALUES "
+                                         "(:at, :actor, :action, :run_id, :outcome, :detail)"),
+                         [dict(zip(_AUDIT_COLUMNS.split(", "), row)) for row in new])
+    return len(new)
 
 
 def cmd_db(args: argparse.Namespace, root: Path) -> int:
@@ -142,6 +167,7 @@ def cmd_db(args: argparse.Namespace, root: Path) -> int:
           f"{describe_url(target)} ({done['already_there']} already there; {done['trashed']} in the "
           f"trash).")
     print(f"Verified: {done['runs']} runs on both sides, checksum {done['checksum']} on both.")
+    print(f"Audit log: {done['audit']} entr{'y' if done['audit'] == 1 else 'ies'} copied.")
     print(f"Use it: export WORKBENCH_DATABASE_URL='{describe_url(target)}' (with its password), or "
           f"`{_PROG} --database-url URL ...`; the run folders stay in {root}.", file=sys.stderr)
     return 0

@@ -16,13 +16,17 @@ from pathlib import Path
 from estimator_workbench import resources
 from estimator_workbench.cli.usage import PROG as _PROG
 from estimator_workbench.cli.usage import UsageError
-from estimator_workbench.ui import access
+from estimator_workbench.ui import access, auth_config
 
-__all__ = ['NO_TOKEN_WARNING', 'allowed_hosts', 'exposure_warning', 'ui_command']
+__all__ = ['INSECURE_WARNING', 'NO_TOKEN_WARNING', 'allowed_hosts', 'exposure_warning', 'ui_command']
 
 NO_TOKEN_WARNING = ("warning: --no-token: the UI will not ask for its access token, so every "
                     "account on this machine (127.0.0.1 is reachable by all of them) can open it "
                     "and run arbitrary Python code as this user (templates are code).")
+
+
+INSECURE_WARNING = ("warning: --insecure-no-auth: the UI listens beyond this machine and nobody "
+                    "signs in: whoever reaches it (and has the token) runs code here as this user.")
 
 
 _UI_SCRIPT = resources.ui_server()  # the installed package's, whatever the cwd
@@ -82,11 +86,41 @@ def exposure_warning(address: str) -> str | None:
             "firewall (see docs/RELIABILITY.md, 'Security').")
 
 
+def _is_loopback(address: str) -> bool:
+    return address.strip().strip("[]") in _LOOPBACK
+
+
 def cmd_ui(args: argparse.Namespace, root: Path) -> int:
     cmd = ui_command(args.address, args.port, getattr(args, "allowed_host", None) or ())
+    try:
+        oidc = auth_config.OidcSettings.from_env(
+            metadata_url=getattr(args, "oidc_metadata_url", None), client_id=getattr(args, "oidc_client_id", None),
+            redirect_uri=getattr(args, "oidc_redirect_uri", None))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    if oidc is not None:
+        try:
+            import authlib  # noqa: F401  (st.login needs it)
+        except ImportError:
+            raise UsageError("OpenID Connect sign-in needs Authlib: install 'estimator-workbench[auth]'.") from None
+        cmd += ["--secrets.files", str(auth_config.secrets_file(root))]
+    mode = auth_config.sign_in_mode(root, os.environ.get("WORKBENCH_PASSWORD", ""), oidc=oidc is not None)
+    insecure = getattr(args, "insecure_no_auth", False)
+    if not _is_loopback(args.address) and mode == "none" and not insecure:
+        raise UsageError(
+            f"refusing to listen on {args.address!r} without sign-in: anyone who reaches it could run "
+            f"code here as this user. Set up sign-in (`{_PROG} users add NAME`, or --oidc-metadata-url "
+            "with --oidc-client-id and $WORKBENCH_OIDC_CLIENT_SECRET, or $WORKBENCH_PASSWORD for one "
+            "person), bind 127.0.0.1, or pass --insecure-no-auth if you know why.")
     warning = exposure_warning(args.address)
     if warning:
         print(f"{_PROG}: {warning}", file=sys.stderr)
+    if oidc is not None and not _is_loopback(args.address) and "//localhost:" in oidc.redirect_uri:
+        print(f"{_PROG}: warning: the identity provider sends people back to {oidc.redirect_uri}, which "
+              "only works in a browser on this machine: pass --oidc-redirect-uri with the address "
+              "people open (and register it at the provider).", file=sys.stderr)
+    if insecure and not _is_loopback(args.address) and mode == "none":
+        print(f"{_PROG}: {INSECURE_WARNING}", file=sys.stderr)
     if getattr(args, "no_token", False):
         print(f"{_PROG}: {NO_TOKEN_WARNING}", file=sys.stderr)
     if args.dry_run:
@@ -95,7 +129,15 @@ def cmd_ui(args: argparse.Namespace, root: Path) -> int:
     if not Path(cmd[4]).exists():
         raise UsageError(f"The UI entry point {cmd[4]} is missing; is the workbench installed "
                          "completely?")
+    if oidc is not None:
+        auth_config.write_oidc_secrets(root, oidc)
+    else:
+        auth_config.remove_oidc_secrets(root)
     env = dict(os.environ, WORKBENCH_HOME=str(root))
+    env.pop(auth_config.INSECURE_ENV, None)  # only the flag says it, never a stale variable
+    if insecure:
+        env[auth_config.INSECURE_ENV] = "1"
+    env.pop("WORKBENCH_OIDC_CLIENT_SECRET", None)  # it is in the 0600 secrets.toml
     # .streamlit/config.toml is read from the cwd only: its settings that matter come as
     # Streamlit's environment variables instead (an explicit setting of the user's still wins).
     env.setdefault("STREAMLIT_SERVER_FILE_WATCHER_TYPE", "none")

@@ -20,8 +20,10 @@ from typing import Any
 
 from estimator_workbench.cli.usage import PROG as _PROG
 from estimator_workbench.cli.usage import UsageError
+from estimator_workbench.execution import run_actions
 from estimator_workbench.store import paths, trash
 from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.store.users import cli_actor
 
 __all__ = ["add_parsers", "cmd_delete", "cmd_trash"]
 
@@ -50,7 +52,7 @@ def cmd_delete(args: argparse.Namespace, root: Path) -> int:
     registry = RunRegistry(root)
     for run_id in args.runs:
         _known(registry, run_id)
-    outcome = trash.move_to_trash(registry, args.runs)
+    outcome = run_actions.trash_runs(registry, args.runs, cli_actor(root))
     for run_id in outcome.done:
         print(f"Run {run_id} moved to the trash (restore: `{_PROG} trash restore {run_id}`).")
     for reason in outcome.refused.values():
@@ -96,9 +98,12 @@ def _restore(registry: RunRegistry, run_ids: list[str]) -> int:
     missing = [r for r in run_ids if r not in in_trash]
     if missing:
         raise UsageError(f"Not in the trash: {', '.join(missing)}; see `{_PROG} trash list`.")
-    for run_id in trash.restore(registry, run_ids).done:
+    outcome = run_actions.restore_runs(registry, run_ids, cli_actor(registry.root))
+    for run_id in outcome.done:
         print(f"Run {run_id} restored.")
-    return 0
+    for reason in outcome.refused.values():
+        print(f"{_PROG}: error: {reason}", file=sys.stderr)
+    return 2 if outcome.refused else 0
 
 
 def _empty(registry: RunRegistry, items: list[trash.TrashedRun], orphans: list[Path], yes: bool) -> int:
@@ -113,7 +118,7 @@ def _empty(registry: RunRegistry, items: list[trash.TrashedRun], orphans: list[P
         if answer.strip().lower() not in ("y", "yes"):
             print("Nothing deleted.")
             return 1
-    outcome = trash.empty_trash(registry)
+    outcome = run_actions.empty_trash(registry, cli_actor(registry.root))
     print(f"Deleted {len(outcome.done)} runs for good.")
     if outcome.orphans:
         print(f"Removed {len(outcome.orphans)} orphan folder(s) (an interrupted delete): {', '.join(outcome.orphans)}.")

@@ -74,6 +74,7 @@ from estimator_workbench.data.sources import (
     load_csv,
     load_table,
     save_upload,
+    upload_owner,
     upload_path,
 )
 from estimator_workbench.data.spec import (
@@ -136,6 +137,7 @@ __all__ = [
     "summary",
     "task_info",
     "training_rows",
+    "upload_owner",
     "upload_path",
     "validate",
 ]

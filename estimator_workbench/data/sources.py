@@ -4,6 +4,7 @@ a clear ValueError for every bad file (size, encoding, CSV bombs)."""
 from __future__ import annotations
 
 import codecs
+import contextlib
 import csv
 import dataclasses
 import errno
@@ -42,6 +43,7 @@ __all__ = [
     'load_csv',
     'load_table',
     'save_upload',
+    'upload_owner',
     'upload_path',
 ]
 
@@ -534,7 +536,22 @@ def upload_path(workspace: str | os.PathLike, name: str) -> Path:
 def delete_upload(workspace: str | os.PathLike, name: str) -> None:
     """Deletes the stored upload ``name`` (runs that used it keep their fingerprint, but cannot
     be re-run on it)."""
-    upload_path(workspace, name).unlink()
+    path = upload_path(workspace, name)
+    path.unlink()
+    _owner_file(path).unlink(missing_ok=True)
+
+
+def _owner_file(path: Path) -> Path:
+    # A dot file beside the upload: never listed (upload names start with a letter, digit, _ or -).
+    return path.with_name(f".{path.name}.owner")
+
+
+def upload_owner(workspace: str | os.PathLike, name: str) -> str | None:
+    """Who uploaded ``name`` first (None: an upload from before owners were recorded)."""
+    try:
+        return _owner_file(upload_path(workspace, name)).read_text(encoding="utf-8").strip() or None
+    except OSError:
+        return None
 
 
 def _store_as(tmp: Path, folder: Path, stem: str, suffix: str, data: bytes) -> Path:
@@ -565,8 +582,11 @@ def _store_as(tmp: Path, folder: Path, stem: str, suffix: str, data: bytes) -> P
 
 
 def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
-                max_bytes: int | None = DEFAULT_MAX_BYTES) -> Path:
+                max_bytes: int | None = DEFAULT_MAX_BYTES, owner: str | None = None) -> Path:
     """Checks an uploaded file and stores it as ``<workspace>/datasets/<name>``; returns the path.
+
+    Who uploaded it is recorded beside it (``upload_owner``): ``owner`` (the UI's signed-in user),
+    else ``$WORKBENCH_USER`` or the OS account; the same file uploaded again keeps its first owner.
 
     The file is parsed first (so a bad upload leaves the workspace untouched), then written to a
     temporary name and renamed. The name keeps only ``[A-Za-z0-9_.-]``; an existing file with
@@ -605,4 +625,10 @@ def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
     finally:
         if tmp is not None:
             tmp.unlink(missing_ok=True)
+    from estimator_workbench.store.users import current_user
+
+    with contextlib.suppress(FileExistsError):  # the first uploader of this content keeps it
+        fd = os.open(_owner_file(target), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(owner or current_user())
     return target

@@ -20,6 +20,7 @@ from typing import Any
 from estimator_workbench.store.records import ACTIONS, IMPORT_ACTION, TRAINING_ACTIONS, RunRecord
 from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.store.run_spec import RunSpecError, check_request
+from estimator_workbench.store.users import current_user
 
 __all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_PREFLIGHT_TIMEOUT_S", "PARENT_RELATION", "check_dataset",
            "parent_relation", "submit_run", "validate_run"]
@@ -70,8 +71,11 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
                relation: str | None = None, checkpoint_path: str | None = None,
                control: Mapping[str, str] | None = None,
                preflight_runner: Callable[..., Any] | None = None,
-               import_checker: Callable[..., Any] | None = None) -> RunRecord:
+               import_checker: Callable[..., Any] | None = None, owner: str | None = None) -> RunRecord:
     """Validates, applies the pre-flight policy, registers the run ``queued`` and submits it.
+
+    The run's ``owner`` is the signed-in user the UI passes, else ``store.users.current_user()``
+    (``$WORKBENCH_USER`` or the OS account: the CLI, the Python API, a sweep's driver).
 
     The pre-flight check runs in the runner's own process for a one-process training run
     (``schedule['preflight']``); ranks under torchrun cannot check, so a multi-process training
@@ -113,7 +117,7 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
         name=name, action=action, dataset=dict(dataset),
         template={"name": template.get("name"), "code": template.get("code")}, params=dict(params),
         run_config=config, schedule=checked, num_processes=processes, parent_run_id=parent_run_id,
-        parent_relation=relation, checkpoint_path=checkpoint_path)
+        parent_relation=relation, checkpoint_path=checkpoint_path, owner=owner or current_user())
     if report is not None and hasattr(report, "to_dict"):
         from estimator_workbench.execution.engine_run import PREFLIGHT_FILE
 

@@ -161,6 +161,7 @@ class RunRecord:
     last_step: int | None = None  # the last completed step the runner reported, and when
     last_step_at: float | None = None
     heartbeat_uptime: float | None = None  # the heartbeat's ``guards.uptime`` (clock-step proof)
+    owner: str | None = None  # who submitted it (``store.users``); None: registered before owners existed
 
     @property
     def stall_timeout_s(self) -> float:
@@ -251,6 +252,7 @@ class RunRecord:
             last_step=row["last_step"] if "last_step" in keys else None,
             last_step_at=row["last_step_at"] if "last_step_at" in keys else None,
             heartbeat_uptime=row["heartbeat_uptime"] if "heartbeat_uptime" in keys else None,
+            owner=row["owner"] if "owner" in keys else None,
         )
 
 

@@ -108,7 +108,8 @@ class RunRegistry(RegistryDatabase):
                    template: Mapping[str, Any], params: Mapping[str, Any],
                    run_config: Mapping[str, Any], schedule: Mapping[str, Any] | None = None,
                    parent_run_id: str | None = None, parent_relation: str | None = None,
-                   checkpoint_path: str | None = None, num_processes: int = 1) -> RunRecord:
+                   checkpoint_path: str | None = None, num_processes: int = 1,
+                   owner: str | None = None) -> RunRecord:
         """Registers a new ``queued`` run and writes its ``runs/<id>/run.json`` (once).
 
         Args:
@@ -126,6 +127,8 @@ class RunRegistry(RegistryDatabase):
                 (one of ``PARENT_RELATIONS``).
             checkpoint_path: a checkpoint to evaluate/predict from or warm-start from.
             num_processes: processes to launch (``> 1`` runs under ``torch.distributed.run``).
+            owner: who submits it (the signed-in user; ``store.users.current_user()`` for the CLI):
+                only they or an admin may stop, cancel, delete or restore it (``store.audit``).
         """
         problems = []
         if not isinstance(name, str):
@@ -144,6 +147,8 @@ class RunRegistry(RegistryDatabase):
                             f"parent_run_id={parent_run_id!r}, parent_relation={parent_relation!r}")
         if not isinstance(num_processes, int) or isinstance(num_processes, bool) or num_processes < 1:
             problems.append(f"num_processes must be an int >= 1, given: {num_processes!r}")
+        if owner is not None and (not isinstance(owner, str) or not owner.strip()):
+            problems.append(f"owner must be a non-empty str or None, given: {owner!r}")
         if problems:
             raise ValueError("Invalid run: " + "; ".join(problems) + ".")
         dataset, template, params = dict(dataset), dict(template), dict(params)
@@ -166,13 +171,13 @@ class RunRegistry(RegistryDatabase):
             conn.execute(
                 """INSERT INTO runs (run_id, name, action, status, dataset_json, dataset_fingerprint,
                        template_name, template_code, params_json, run_config_json, schedule_json,
-                       parent_run_id, parent_relation, checkpoint_path, num_processes, created_at)
-                   VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                       parent_run_id, parent_relation, checkpoint_path, num_processes, created_at, owner)
+                   VALUES (?, ?, ?, 'queued', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (run_id, name, action, dataset_json,
                  None if fingerprint is None else str(fingerprint),
                  template.get("name"), template.get("code"), params_json, run_config_json,
                  schedule_json, parent_run_id, parent_relation, checkpoint_path, num_processes,
-                 created))
+                 created, owner))
             record = self._fetch(conn, run_id)
             # run.json inside the transaction: a run row never exists without its folder.
             folder = self.run_dir(run_id)

@@ -57,7 +57,7 @@ _LOCK_RETRIES = 50
 
 # The schema_version rows the alembic revisions keep writing (an older workbench reads them):
 # revision i of estimator_workbench/store/migrations/versions brings the schema to version i.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 
 _T = TypeVar("_T")

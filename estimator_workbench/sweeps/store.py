@@ -34,10 +34,30 @@ from estimator_workbench.sweeps.spec import (
     validate_name,
 )
 
-__all__ = ["DRIVER_LOG", "DRIVER_STATE", "JOURNAL_FILE", "STOP_FILE", "SWEEPS_DIR", "SWEEP_TAG_PREFIX",
-           "SweepNotFoundError", "create_study", "driver_alive", "driver_state", "list_sweeps",
-           "load_spec", "load_study", "request_stop", "start_driver", "stop_requested", "storage",
-           "sweep_dir", "sweep_tag", "write_driver_state"]
+__all__ = [
+    "DRIVER_LOG",
+    "DRIVER_STATE",
+    "JOURNAL_FILE",
+    "OWNER_ATTR",
+    "STOP_FILE",
+    "SWEEPS_DIR",
+    "SWEEP_TAG_PREFIX",
+    "SweepNotFoundError",
+    "create_study",
+    "driver_alive",
+    "driver_state",
+    "list_sweeps",
+    "load_spec",
+    "load_study",
+    "request_stop",
+    "start_driver",
+    "stop_requested",
+    "storage",
+    "sweep_dir",
+    "sweep_owner",
+    "sweep_tag",
+    "write_driver_state",
+]
 
 SWEEPS_DIR = "sweeps"
 JOURNAL_FILE = "study.journal"
@@ -46,6 +66,7 @@ DRIVER_LOG = "driver.log"
 STOP_FILE = "stop.request"
 SWEEP_TAG_PREFIX = "sweep:"
 SPEC_ATTR = "sweep"  # the study user attribute holding SweepSpec.to_dict()
+OWNER_ATTR = "owner"  # the study user attribute naming who started the sweep (issue 26.4)
 
 
 class SweepNotFoundError(LookupError):
@@ -76,9 +97,12 @@ def _exists(root: str | os.PathLike[str], name: str) -> bool:
     return (sweep_dir(root, name) / JOURNAL_FILE).is_file()
 
 
-def create_study(root: str | os.PathLike[str], spec: SweepSpec) -> Any:
-    """Creates the study of a new sweep and stores ``spec`` in it; refuses an existing name."""
+def create_study(root: str | os.PathLike[str], spec: SweepSpec, owner: str | None = None) -> Any:
+    """Creates the study of a new sweep and stores ``spec`` in it, and who started it (``owner``:
+    the UI's signed-in user, else ``$WORKBENCH_USER`` or the OS account); refuses an existing name."""
     import optuna
+
+    from estimator_workbench.store.users import current_user
 
     if _exists(root, spec.name):
         raise SweepSpecError(f"A sweep named {spec.name!r} exists already in {Path(root)}: continue it "
@@ -87,7 +111,14 @@ def create_study(root: str | os.PathLike[str], spec: SweepSpec) -> Any:
                                 direction=spec.direction, sampler=make_sampler(spec),
                                 pruner=make_pruner(spec))
     study.set_user_attr(SPEC_ATTR, spec.to_dict())
+    study.set_user_attr(OWNER_ATTR, owner or current_user())
     return study
+
+
+def sweep_owner(study: Any) -> str | None:
+    """Who started the sweep of ``study`` (None: a sweep from before owners were recorded)."""
+    owner = study.user_attrs.get(OWNER_ATTR)
+    return str(owner) if owner else None
 
 
 def load_spec(study: Any) -> SweepSpec:
@@ -179,10 +210,12 @@ def _reap_started() -> None:
                 _STARTED.remove(proc)
 
 
-def start_driver(root: str | os.PathLike[str], name: str) -> int:
+def start_driver(root: str | os.PathLike[str], name: str, owner: str | None = None) -> int:
     """Starts the sweep's driver as a detached process (``python -m estimator_workbench.sweeps.driver``, a
     session of its own, output in ``driver.log``), as the launcher starts runners: it outlives the
-    UI. Refuses when a driver is already working on the sweep. Returns its pid."""
+    UI. Refuses when a driver is already working on the sweep. Returns its pid. The trials it
+    submits are ``owner``'s (the UI's signed-in user; default: this process's ``$WORKBENCH_USER``
+    or OS account)."""
     _reap_started()
     if driver_alive(root, name):
         raise SweepSpecError(f"Sweep {name!r} is running already (driver pid "
@@ -194,6 +227,10 @@ def start_driver(root: str | os.PathLike[str], name: str) -> int:
 
     env = without_secrets(dict(os.environ))
     env["PYTHONUNBUFFERED"] = "1"
+    if owner:
+        from estimator_workbench.store.users import USER_ENV
+
+        env[USER_ENV] = owner
     with open(folder / DRIVER_LOG, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} driver start\n".encode())
         log.flush()

@@ -7,12 +7,13 @@ page is a thin script that reads widgets, calls ``workbench`` and renders.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 
 import streamlit as st
 
 from estimator_workbench import resources
-from estimator_workbench.ui import access, heap, session
+from estimator_workbench.ui import access, auth_config, heap, session, signin
 
 __all__ = ["PAGES_DIR", "main"]
 
@@ -46,12 +47,17 @@ def _safety_banner() -> None:
     exposed = None
     for address in bound:
         exposed = exposed or session.warn_if_exposed(address)
-    if exposed and not session.password():
-        st.error(exposed + " Refusing to serve: this server listens beyond loopback without "
-                 f"{session.PASSWORD_ENV}. Restart it with --server.address 127.0.0.1 "
-                 f"(`estimator-workbench ui`), or set {session.PASSWORD_ENV}.",
-                 icon=":material/gpp_bad:")
-        st.stop()
+    if exposed and signin.mode() == "none":
+        if os.environ.get(auth_config.INSECURE_ENV) != "1":
+            st.error(exposed + " Refusing to serve: this server listens beyond loopback and nobody "
+                     "signs in. Restart it with --server.address 127.0.0.1 (`estimator-workbench "
+                     "ui`), set up sign-in (`estimator-workbench users add NAME`, OIDC, or "
+                     f"{session.PASSWORD_ENV}), or pass --insecure-no-auth.",
+                     icon=":material/gpp_bad:")
+            st.stop()
+        st.warning("**Insecure: no sign-in.** This server listens beyond this machine and nobody "
+                   "signs in (started with --insecure-no-auth): whoever reaches it can run code on "
+                   "the server as the account that started it.", icon=":material/gpp_bad:")
     hosts = st.get_option("server.allowedHosts") or []
     if not hosts or "*" in hosts:
         st.sidebar.warning("server.allowedHosts is open: any web page on a DNS-rebinding domain can "
@@ -72,7 +78,7 @@ def main() -> None:
     st.set_page_config(page_title="Estimator Workbench", page_icon="📈", layout="wide")
     heap.freeze_import_heap()
     _safety_banner()
-    if not session.require_password():
+    if not signin.require_sign_in():
         st.stop()
     pages = {name: st.Page(PAGES_DIR / file, title=title, icon=icon, url_path=name,
                            default=(i == 0))
@@ -80,6 +86,7 @@ def main() -> None:
     session.register_pages(pages)
     nav = st.navigation({"Build": [pages["data"], pages["model"], pages["train"]],
                          "Analyse": [pages["runs"], pages["run"], pages["compare"], pages["sweeps"], pages["predict"]]})
+    signin.signed_in_box()
     st.sidebar.caption(f"Workspace: {session.md(session.workspace())}")
     try:
         nav.run()

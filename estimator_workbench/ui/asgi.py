@@ -23,12 +23,16 @@ from streamlit import config as st_config
 from streamlit.web.server.starlette.starlette_websocket import is_host_allowed
 
 from estimator_workbench.store import paths
-from estimator_workbench.ui import access
+from estimator_workbench.ui import access, auth_config
 
 __all__ = ["app"]
 
 paths.owner_only_umask()  # uploads, ui_state.json, run folders: owner-only (issue 24.8)
-_TOKEN = None if os.environ.get(access.NO_TOKEN_ENV) == "1" else access.new_token()
+# Each person signs in (OIDC or the users file): that replaces the token, as a password does in
+# Jupyter; the provider's redirect to /oauth2callback could not carry its SameSite=Strict cookie.
+_SIGN_IN = auth_config.sign_in_mode(paths.workspace_root())
+_TOKEN = None if os.environ.get(access.NO_TOKEN_ENV) == "1" or _SIGN_IN in ("oidc", "users") \
+    else access.new_token()
 
 
 @asynccontextmanager
@@ -39,7 +43,10 @@ async def _announce(_app: Any) -> AsyncIterator[None]:
     note = paths.secure_workspace(root)
     if note:
         print(f"estimator-workbench: {note}", flush=True)
-    if _TOKEN is None:
+    if _SIGN_IN in ("oidc", "users"):
+        how = "your identity provider (OpenID Connect)" if _SIGN_IN == "oidc" else "the users file"
+        print(f"\n  Estimator Workbench: {url}\n  Everyone signs in through {how}.\n", flush=True)
+    elif _TOKEN is None:
         print(f"\n  Estimator Workbench (NO access token): {url}\n"
               "  warning: every account on this machine can open this UI and run code as you.\n",
               flush=True)

@@ -26,6 +26,7 @@ from estimator_workbench.ui.session import (
     selected_run_id,
     set_selected_run,
 )
+from estimator_workbench.ui.signin import current_actor
 from estimator_workbench.ui.tables import start_from_label
 
 __all__ = ['EDITOR_FONT', 'NAN_POLICIES', 'csv_read_form', 'edit_code', 'encodings_form', 'launch_run', 'params_form', 'run_config_form', 'run_picker', 'single_row_inputs',
@@ -426,7 +427,7 @@ def launch_run(*, name: str, action: str, dataset: Mapping[str, Any], template: 
                       template=template, params=params, run_config=run_config, schedule=schedule,
                       num_processes=num_processes, parent_run_id=parent_run_id, relation=parent_relation,
                       checkpoint_path=checkpoint_path, control=UI_CONTROLS,
-                      preflight_runner=preflight_with_spinner)
+                      preflight_runner=preflight_with_spinner, owner=current_actor().name)
 
 
 def warm_start_check(*, template: Mapping[str, Any], params: Mapping[str, Any], dataset: Mapping[str, Any],

@@ -33,6 +33,7 @@ from estimator_workbench.ui.session import (
     show_error,
     workspace,
 )
+from estimator_workbench.ui.signin import current_actor
 from estimator_workbench.ui.tables import (
     STATUS_COLOURS,
     STATUS_ICONS,
@@ -72,33 +73,41 @@ def reproduce_panel(record: RunRecord) -> None:
 
 
 def run_actions(record: RunRecord, key: str = "act") -> None:
-    """Stop / Cancel / Resume / Delete buttons for one run, enabled by its status. Delete asks in
-    a dialog, then moves the run to the trash (restorable from the Runs page)."""
+    """Stop / Cancel / Resume / Delete buttons for one run, enabled by its status and by who may
+    act on it (its owner or an admin: a disabled button says whose run it is). Delete asks in a
+    dialog, then moves the run to the trash (restorable from the Runs page). Every action goes
+    through ``execution.run_actions`` (checked again there, and written to the audit log)."""
+    from estimator_workbench.execution import run_actions as act
+    from estimator_workbench.store.audit import NotAllowedError, refusal
+
     launcher = get_launcher()
+    actor = current_actor()
     c1, c2, c3, c4 = st.columns(4)
     active = record.status in ("queued", "running")
+    why = {action: refusal(record, actor, action) for action in ("stop", "cancel", "resume", "trash")}
     try:
-        if c1.button("Stop", key=f"{key}-stop-{record.run_id}", disabled=not active, icon=":material/stop:",
-                     help="Graceful: checkpoint, then 'stopped' (resumable)."):
-            launcher.stop(record.run_id)
+        if c1.button("Stop", key=f"{key}-stop-{record.run_id}", disabled=not active or bool(why["stop"]),
+                     icon=":material/stop:", help=why["stop"] or "Graceful: checkpoint, then 'stopped' (resumable)."):
+            act.stop(launcher, record.run_id, actor)
             st.toast(f"Stop requested for {record.run_id}.")
-        if c2.button("Cancel", key=f"{key}-cancel-{record.run_id}", disabled=not active, icon=":material/cancel:",
-                     help="SIGTERM now, SIGKILL after a grace period."):
-            launcher.cancel(record.run_id, grace=5.0, wait=False)  # SIGKILL later, in the background
+        if c2.button("Cancel", key=f"{key}-cancel-{record.run_id}", disabled=not active or bool(why["cancel"]),
+                     icon=":material/cancel:", help=why["cancel"] or "SIGTERM now, SIGKILL after a grace period."):
+            act.cancel(launcher, record.run_id, actor, grace=5.0, wait=False)  # SIGKILL later, in the background
             st.toast(f"Cancel sent to {record.run_id}: it ends once its processes are gone.")
             st.rerun()
         if c3.button("Resume", key=f"{key}-resume-{record.run_id}", icon=":material/play_arrow:",
-                     disabled=active or record.action not in TRAINING_ACTIONS,
-                     help="Continue from the last checkpoint in the same run."):
-            launcher.resume(record.run_id)
+                     disabled=active or record.action not in TRAINING_ACTIONS or bool(why["resume"]),
+                     help=why["resume"] or "Continue from the last checkpoint in the same run."):
+            act.resume(launcher, record.run_id, actor)
             st.toast(f"Run {record.run_id} resumed.")
             st.rerun()
-        if c4.button("Delete", key=f"{key}-delete-{record.run_id}", disabled=active, icon=":material/delete:",
-                     help="Moves the run to the trash (asks first); cancel a queued or running run first."):
+        if c4.button("Delete", key=f"{key}-delete-{record.run_id}", disabled=active or bool(why["trash"]),
+                     icon=":material/delete:",
+                     help=why["trash"] or "Moves the run to the trash (asks first); cancel a queued or running run first."):
             confirm_trash([record.run_id], [record.name], origin=f"{key}-{record.run_id}")
         else:
             confirmation_dialogs(f"{key}-{record.run_id}")
-    except (ValueError, RunNotFoundError) as exc:
+    except (ValueError, RunNotFoundError, NotAllowedError) as exc:
         show_error(exc)
 
 
@@ -418,7 +427,8 @@ def prediction_dataset(base: Any, upload_name: str | None, upload_bytes: bytes |
         spec = base
     else:
         with st.spinner("Checking the file…"):
-            path = datasets.save_upload(workspace(), upload_name or "upload.csv", upload_bytes)
+            path = datasets.save_upload(workspace(), upload_name or "upload.csv", upload_bytes,
+                                        owner=current_actor().name)
             df = load_dataset_frame(path)
         try:
             spec = datasets.prediction_spec(base, {"kind": "file", "path": str(path)}, df)

@@ -13,10 +13,13 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+import pandas as pd
 import streamlit as st
 
+from estimator_workbench.execution import run_actions
 from estimator_workbench.execution.tf_import import describe_import
-from estimator_workbench.store import trash
+from estimator_workbench.store import audit, trash
+from estimator_workbench.store.audit import refusal
 from estimator_workbench.store.records import STATUSES, RunNotFoundError, RunRecord
 from estimator_workbench.ui import tables
 from estimator_workbench.ui.session import (
@@ -28,11 +31,13 @@ from estimator_workbench.ui.session import (
     show_error,
     workspace,
 )
+from estimator_workbench.ui.signin import current_actor
 
 __all__ = [
     "COMPARE_QUERY_KEY",
     "COMPARE_STATE_KEY",
     "ask_confirmation",
+    "audit_section",
     "bulk_actions",
     "confirm_trash",
     "confirmation_dialogs",
@@ -163,7 +168,7 @@ def _trash_dialog(ask: dict[str, Any]) -> None:
     c1, c2 = st.columns(2)
     if c1.button("Move to trash", type="primary", key="confirm-trash", icon=":material/delete:"):
         _forget_question()
-        outcome = trash.move_to_trash(get_registry(), run_ids)
+        outcome = run_actions.trash_runs(get_registry(), run_ids, current_actor())
         st.session_state["_runs_notice"] = ("warning" if outcome.refused else "success",
                                             "Moved to the trash: " + outcome.message())
         if st.session_state.get("selected_run") in outcome.done:
@@ -182,7 +187,7 @@ def _empty_dialog(ask: dict[str, Any]) -> None:
     c1, c2 = st.columns(2)
     if c1.button("Delete for good", type="primary", key="confirm-empty", icon=":material/delete_forever:"):
         _forget_question()
-        outcome = trash.empty_trash(get_registry(), ask["run_ids"])
+        outcome = run_actions.empty_trash(get_registry(), current_actor(), ask["run_ids"])
         st.session_state["_runs_notice"] = ("warning" if outcome.refused else "success",
                                             "Trash emptied: " + outcome.message())
         st.rerun()
@@ -218,8 +223,12 @@ def bulk_actions(selected: Sequence[RunRecord]) -> None:
             st.session_state["_runs_notice"] = ("success", f"Tag {tag.strip()!r} added to {n} run{'' if n == 1 else 's'}.")
             st.rerun()
     active = [r for r in selected if r.is_active]
-    if c4.button(f"Delete ({n})", key="bulk-delete", disabled=n < 1, icon=":material/delete:",
-                 help="Moves the runs to the trash (after a confirmation); queued and running runs must be cancelled first."):
+    actor = current_actor()
+    others = [r for r in selected if refusal(r, actor, "trash")]
+    if c4.button(f"Delete ({n})", key="bulk-delete", disabled=n < 1 or bool(others), icon=":material/delete:",
+                 help=(f"{len(others)} of the selected runs belong to someone else ({md(', '.join(sorted({str(r.owner) for r in others})))}): "
+                       "only their owner or an admin can delete them." if others else
+                       "Moves the runs to the trash (after a confirmation); queued and running runs must be cancelled first.")):
         if active:
             st.error(f"{len(active)} of the selected runs are queued or running "
                      f"({md(', '.join(r.name for r in active[:5]))}): cancel them first, then delete.")
@@ -251,9 +260,14 @@ def trash_section() -> None:
         rows = list(getattr(getattr(event, "selection", None), "rows", None) or [])
         chosen = [items[i].record.run_id for i in rows if 0 <= i < len(items)]
         c1, c2 = st.columns(2)
-        if c1.button(f"Restore ({len(chosen)})", key="trash-restore", disabled=not chosen,
-                     icon=":material/restore_from_trash:"):
-            outcome = trash.restore(registry, chosen)
+        actor = current_actor()
+        others = sorted({str(items[i].record.owner) for i in rows if 0 <= i < len(items)
+                         and refusal(items[i].record, actor, "restore")})
+        if c1.button(f"Restore ({len(chosen)})", key="trash-restore", disabled=not chosen or bool(others),
+                     icon=":material/restore_from_trash:",
+                     help=f"Some of the selected runs belong to {', '.join(others)}: only their owner or an "
+                          "admin can restore them." if others else None):
+            outcome = run_actions.restore_runs(registry, chosen, current_actor())
             st.session_state["_runs_notice"] = ("warning" if outcome.refused else "success",
                                                 "Restored: " + outcome.message())
             st.rerun()
@@ -261,6 +275,22 @@ def trash_section() -> None:
             ask_confirmation("empty", "trash", [t.record.run_id for t in items])
         else:
             confirmation_dialogs("trash")
+
+
+def audit_section() -> None:
+    """The audit log (issue 26.4): who stopped, cancelled, resumed, deleted or restored which
+    run, when, and whether it was done or refused (newest first, the last 200)."""
+    entries = audit.audit_entries(get_registry())
+    with st.expander("Audit log", icon=":material/policy:", expanded=False, key="runs-audit"):
+        if not entries:
+            st.caption("Nothing yet: stops, cancels, resumes, deletes and restores are listed here with "
+                       "who did them and when.")
+            return
+        st.dataframe(pd.DataFrame([{"when": _dt.datetime.fromtimestamp(e.at), "who": e.actor,
+                                    "action": e.action, "run": e.run_id, "outcome": e.outcome,
+                                    "detail": e.detail} for e in entries]),
+                     hide_index=True, key="audit-table",
+                     column_config={"when": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss")})
 
 
 def trashed_notice(run_id: str | None) -> bool:
@@ -277,9 +307,14 @@ def trashed_notice(run_id: str | None) -> bool:
     except (RunNotFoundError, ValueError):
         return False
     st.warning(f"Run {md(record.name)} ({run_id}) is in the trash.", icon=":material/delete:")
-    if st.button("Restore it", key=f"restore-{run_id}", icon=":material/restore_from_trash:"):
-        trash.restore_run(registry, run_id)
-        st.rerun()
+    why = refusal(record, current_actor(), "restore")
+    if st.button("Restore it", key=f"restore-{run_id}", icon=":material/restore_from_trash:",
+                 disabled=bool(why), help=why):
+        outcome = run_actions.restore_runs(registry, [run_id], current_actor())
+        if outcome.refused:
+            show_error(outcome.message())
+        else:
+            st.rerun()
     page_link("runs", "Other runs: the Runs page →", icon=":material/list:")
     return True
 
@@ -311,8 +346,9 @@ def run_header(record: RunRecord) -> None:
     and note editors."""
     created = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.created_at))
     st.caption(f"**{md(record.name)}** · {record.action} · template {md(record.template_name)} · "
-               f"dataset {md(tables.dataset_name(record))} · created {created} · tags: "
-               f"{md(', '.join(record.tags)) or '—'}")
+               f"dataset {md(tables.dataset_name(record))} · created {created}"
+               + (f" by {md(record.owner)}" if record.owner else "")
+               + f" · tags: {md(', '.join(record.tags)) or '—'}")
     imported = describe_import(record, get_registry().run_dir(record.run_id))
     if imported:
         st.caption(md(imported), help="A TensorFlow Estimator's checkpoint, copied into this run's model "

@@ -13,6 +13,7 @@ from typing import Any
 import streamlit as st
 
 from estimator_workbench.ui import session
+from estimator_workbench.ui.signin import current_actor
 
 __all__ = ["param_spec_text", "sweep_section"]
 
@@ -131,8 +132,8 @@ def _start(dataset: Mapping[str, Any], template: Mapping[str, Any], *, specs: li
             spec = plan_sweep(root, name=sweep_name, dataset=dataset, params=specs,
                               template={"name": template.get("name"), "code": template.get("code")},
                               **settings)
-            store.create_study(root, spec)
-        store.start_driver(root, spec.name)
+            store.create_study(root, spec, owner=current_actor().name)
+        store.start_driver(root, spec.name, owner=current_actor().name)
     except SweepSpecError as exc:
         session.show_error(exc)
         return

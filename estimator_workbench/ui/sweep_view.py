@@ -12,6 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from estimator_workbench.ui import session
+from estimator_workbench.ui.signin import current_actor
 
 __all__ = ["sweep_details", "sweeps_page"]
 
@@ -59,7 +60,7 @@ def _controls(name: str, state: dict[str, Any], remaining: bool) -> None:
                  help="Start the sweep's driver again: it resumes the stopped trials and adds the "
                       "missing ones to the same study."):
         try:
-            store.start_driver(root, name)
+            store.start_driver(root, name, owner=current_actor().name)
             st.toast(f"Sweep {name} continues.")
         except SweepSpecError as exc:
             session.show_error(exc)

@@ -452,7 +452,7 @@ def hub_frame(records: Sequence[RunRecord], root: Path, metric: str | None = Non
               positions: Mapping[str, int] | None = None, now: float | None = None) -> pd.DataFrame:
     """The Runs page's table, one row per run in ``records`` order: name, status (with 'stalled'),
     action, progress (fraction, ETA, place in the queue), dataset, template, steps, the best value
-    of the eval ``metric``, the smoothed train loss, created, duration, tags, run id, then one
+    of the eval ``metric``, the smoothed train loss, created, duration, tags, owner, run id, then one
     column per param that differs.
 
     Reads only the registry rows and the last few kB of each run's ``metrics.jsonl`` (cached by
@@ -480,13 +480,14 @@ def hub_frame(records: Sequence[RunRecord], root: Path, metric: str | None = Non
             "created": _dt.datetime.fromtimestamp(r.created_at),
             "duration": _fmt_duration(_duration(r, now)),
             "tags": ", ".join(r.tags),
+            "owner": r.owner or "",  # who submitted it (issue 26.4); empty for runs from before owners
         }
         for key in diff:
             value = r.params.get(key)
             row[f"param: {key}"] = value if isinstance(value, (int, float, str, bool)) or value is None else repr(value)
         rows.append(row)
     columns = ["name", "status", "action", "progress", "ETA", "queue", "dataset", "template", "steps",
-               best_column, "smoothed loss", "created", "duration", "tags", "run"] + [f"param: {k}" for k in diff]
+               best_column, "smoothed loss", "created", "duration", "tags", "owner", "run"] + [f"param: {k}" for k in diff]
     frame = pd.DataFrame(rows, columns=columns)
     for column in ("steps", "queue"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")

@@ -13,6 +13,7 @@ import streamlit as st
 from estimator_workbench.execution.run_request import dataset_name
 from estimator_workbench.store.records import IMPORT_ACTION
 from estimator_workbench.ui.session import get_launcher, get_registry, md, page_link, show_error
+from estimator_workbench.ui.signin import current_actor
 
 __all__ = ["import_section"]
 
@@ -43,7 +44,8 @@ def import_section(template: Mapping[str, Any], dataset: Mapping[str, Any]) -> N
                                     f"({template['name']})", action=IMPORT_ACTION, dataset=dataset,
                                     template={"name": template["name"], "code": template["code"]}, params=params,
                                     run_config={}, schedule={}, checkpoint_path=path.strip(),
-                                    control={"checkpoint_path": "TensorFlow model_dir"})
+                                    control={"checkpoint_path": "TensorFlow model_dir"},
+                                    owner=current_actor().name)
         except (ValueError, TypeError) as exc:
             show_error(exc)
             return

@@ -192,7 +192,9 @@ def test_80_concurrent_uploads_are_neither_lost_nor_mixed(tmp_path):
     mixed = [i for i, r in enumerate(results) if isinstance(r, Path) and r.read_bytes() != uploads[i][1]]
     assert (failed, mixed) == ([], [])
     assert len({r for r in results}) == 80  # every content has its own file
-    assert sorted(p.name for p in (tmp_path / "datasets").iterdir()) == sorted(r.name for r in results)  # no temp left
+    stored = sorted(p.name for p in (tmp_path / "datasets").iterdir() if not p.name.endswith(".owner"))
+    assert stored == sorted(r.name for r in results)  # no temp left
+    assert all(ds.upload_owner(tmp_path, name) for name in stored)  # and each has its uploader (issue 26.4)
 
 
 # ------------------------------------------------------------------------------------ schema

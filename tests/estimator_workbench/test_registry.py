@@ -105,15 +105,17 @@ class TestCreateAndRead:
         rec = make_run(reg)
         with sqlite3.connect(workspace / "registry.sqlite") as conn:  # back to schema 1
             conn.execute("DROP TABLE IF EXISTS registry_alembic_version")  # as a workbench before alembic made it
+            conn.execute("DROP INDEX runs_owner")
             for column in ("attempt", "pid_started", "last_step", "last_step_at", "trashed_at",
-                           "heartbeat_uptime"):
+                           "heartbeat_uptime", "owner"):
                 conn.execute(f"ALTER TABLE runs DROP COLUMN {column}")
+            conn.execute("DROP TABLE audit_log")
             conn.execute("DELETE FROM schema_version WHERE version > 1")
         old = RunRegistry(workspace)
         assert old.get(rec.run_id).attempt == 0 and old.get(rec.run_id).last_step is None
         assert old.set_status(rec.run_id, "running", pid=os.getpid()).attempt == 1
         with sqlite3.connect(workspace / "registry.sqlite") as conn:
-            assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 4
+            assert conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] == SCHEMA_VERSION == 5
 
     @pytest.mark.usefixtures("db_backend")
     def test_invalid_create_collects_problems(self, workspace):

@@ -112,7 +112,7 @@ class TestMigrations:
         with sqlite3.connect(workspace / "registry.sqlite") as conn:
             conn.execute("UPDATE registry_alembic_version SET version_num = '0099'")
         with pytest.raises(RuntimeError, match=r"has schema revision 0099, newer than this "
-                                               r"workbench's \(0004\); upgrade the workbench"):
+                                               r"workbench's \(0005\); upgrade the workbench"):
             RunRegistry(workspace).set_note(make.list_runs()[0].run_id, "x")
 
 

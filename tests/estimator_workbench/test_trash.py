@@ -116,6 +116,9 @@ class TestRegistryTrash:
             conn.execute("DROP TABLE IF EXISTS registry_alembic_version")  # as a workbench before alembic made it
             conn.execute("ALTER TABLE runs DROP COLUMN trashed_at")
             conn.execute("ALTER TABLE runs DROP COLUMN heartbeat_uptime")  # version 4 (issue 24)
+            conn.execute("DROP INDEX runs_owner")  # version 5 (issue 26)
+            conn.execute("ALTER TABLE runs DROP COLUMN owner")
+            conn.execute("DROP TABLE audit_log")
             conn.execute("DELETE FROM schema_version WHERE version >= 3")
         old = RunRegistry(workspace)
         assert ids(old.list_runs()) == [rec.run_id]  # readers never write: no migration yet
@@ -292,9 +295,9 @@ class TestHubHelpers:
         assert tables.eval_metric_names(records) == ["accuracy", "loss"]
         assert tables.default_metric(tables.eval_metric_names(records)) == "accuracy"
         frame = tables.hub_frame(records, workspace, "accuracy").set_index("name")
-        assert list(frame.columns)[:14] == ["status", "action", "progress", "ETA", "queue", "dataset",
+        assert list(frame.columns)[:15] == ["status", "action", "progress", "ETA", "queue", "dataset",
                                             "template", "steps", "best accuracy", "smoothed loss", "created",
-                                            "duration", "tags", "run"]
+                                            "duration", "tags", "owner", "run"]
         assert frame.loc["alpha", "best accuracy"] == 0.75 and frame.loc["beta", "dataset"] == "wine.csv"
         assert ids(tables.filter_runs(records, tags=["baseline"])) == [b.run_id]
         assert ids(tables.filter_runs(records, templates=["linear"])) == [a.run_id]

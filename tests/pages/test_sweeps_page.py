@@ -105,11 +105,12 @@ def test_stop_and_continue_buttons(home, monkeypatch):
     assert store.stop_requested(home, "lr")
     store.write_driver_state(home, "lr", "stopped")
     started = []
-    monkeypatch.setattr(store, "start_driver", lambda root, name: started.append(name) or 1)
+    monkeypatch.setattr(store, "start_driver", lambda root, name, owner=None: started.append((name, owner)) or 1)
+    monkeypatch.setenv("WORKBENCH_USER", "carol")
     at = open_page("sweeps")
     assert at.button(key="sweep-stop-lr").disabled
     at.button(key="sweep-continue-lr").click().run()
-    assert started == ["lr"]
+    assert started == [("lr", "carol")]  # its new trials are the session's user's (issue 26.4)
 
 
 def test_query_param_picks_the_sweep(home):

@@ -40,7 +40,9 @@ class TestBinding:
     def test_any_other_address_needs_the_flag_and_warns(self, capsys, workspace, address,
                                                         monkeypatch):
         monkeypatch.delenv("WORKBENCH_PASSWORD", raising=False)
-        assert cli.main(["ui", "--address", address, "--dry-run"]) == 0
+        assert cli.main(["ui", "--address", address, "--dry-run"]) == 2  # no sign-in (issue 26.4)
+        assert f"refusing to listen on {address!r} without sign-in" in capsys.readouterr().err
+        assert cli.main(["ui", "--address", address, "--dry-run", "--insecure-no-auth"]) == 0
         out, err = capsys.readouterr()
         assert f"--server.address {address}" in out
         assert "anyone who can reach this port can run arbitrary Python code" in err

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = ["HEAD", "REVISIONS", "VERSION_TABLE", "current_revision", "upgrade"]
 
-REVISIONS = ("0001", "0002", "0003", "0004")
+REVISIONS = ("0001", "0002", "0003", "0004", "0005")
 HEAD = REVISIONS[-1]
 # Where alembic keeps the registry's revision (not "alembic_version": Optuna's RDB storage uses
 # that one when sweeps share the database).
