@@ -17,6 +17,7 @@ if record is None:
     session.page_link("train", "Train →", icon=":material/play_arrow:")
     st.stop()
 
+runs_hub.show_notice()  # the outcome of a confirmed Cancel or Delete
 runs_hub.run_header(record)
 panels.run_actions(record, key="detail")
 controls = live.chart_controls("detail")

@@ -24,8 +24,10 @@ from estimator_workbench.ui.session import (
     get_launcher,
     get_registry,
     page_link,
+    plural,
     predictions_frame,
     show_error,
+    show_table,
     workspace,
 )
 from estimator_workbench.ui.tables import summary_frame
@@ -198,7 +200,7 @@ def metrics_summary(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
         except RunNotFoundError:
             return
         if record.summary:
-            st.dataframe(summary_frame(record.summary), hide_index=True, key=f"summary-{run_id}")
+            show_table(summary_frame(record.summary), hide_index=True, key=f"summary-{run_id}")
         else:
             st.caption("No metrics yet: last and best values per metric appear as the run logs them.")
 
@@ -252,12 +254,12 @@ def prediction_result(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
         if preds is None:
             st.error(f"Run {run_id} wrote no predictions file.")
             return
-        st.success(f"{len(preds):,} predictions · {preds.shape[1]} columns (run {run_id})")
+        st.success(f"{plural(len(preds), 'prediction')} · {plural(preds.shape[1], 'column')} (run {run_id})")
         with st.container(key=f"pred-source-{run_id}"):
             st.caption(_source_caption(record))
         if len(preds) == 1:
             single_prediction(preds)
-        st.dataframe(preds.head(100), hide_index=True)
+        show_table(preds.head(100), digits=6, hide_index=True)
         path = paths.run_dir(workspace(), run_id) / paths.PREDICTIONS_FILE
         st.download_button("Download predictions CSV", data=lambda: path.read_bytes(),
                            file_name=f"predictions-{run_id}.csv", mime="text/csv", on_click="ignore",
