@@ -52,9 +52,11 @@ def run_picker(records: Sequence[RunRecord], label: str = "Run", key: str = "run
     # formatting changes, so a finished run went on reading "[running]". The badge shows it.
     choice = st.selectbox(label, ids, index=index, key=key,
                           format_func=lambda i: f"{by_id[i].name} · {i}")
-    # Always, not only on a change: a sidebar link opens the page without ?run=, and a reload
-    # then fell back to the newest run (issue 28 item 2) while the session still showed this one.
-    if choice != wanted or st.query_params.get("run") != choice:
+    # In the URL and the session on every page run, not only on a change: a sidebar link opens
+    # the page without ?run=, and the run chosen through a link (never stored in the session) or
+    # the URL lost on the way gave the newest run instead, on the page and on a reload (issue 28
+    # item 2), with Stop, Cancel and Delete acting on it.
+    if st.session_state.get("selected_run") != choice or st.query_params.get("run") != choice:
         set_selected_run(choice)
     return by_id[choice]
 
