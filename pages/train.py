@@ -57,7 +57,7 @@ with st.form("train-form"):
                                     if f"{params_key}-{name}" in remembered})
     st.subheader("Run")
     default_name = default_run_name(template["name"], dataset)
-    name = st.text_input("Run name", value=default_name, help="Blank: " + default_name)
+    name = st.text_input("Run name", value=default_name, help="Blank: " + default_name, key=f"train-name-{default_name}")
     rc = forms.run_config_form(detect_gpus(), values=remembered)
     parent_id = forms.start_from_picker(parents, default=remembered.get("start-from"))
     launched = st.form_submit_button("Train", type="primary", icon=":material/play_arrow:")
