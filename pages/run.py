@@ -11,6 +11,10 @@ registry = session.get_registry()
 records = registry.list_runs()
 if runs_hub.trashed_notice(session.selected_run_id()):
     st.stop()
+wanted = session.selected_run_id()
+if wanted and records and wanted not in {r.run_id for r in records}:  # never silently another run
+    st.warning(f"Run {session.md(wanted)} is not in this workspace (deleted for good?): showing the newest "
+               "run instead.", icon=":material/warning:")
 record = forms.run_picker(records)
 if record is None:
     st.info("No runs yet. Launch one on the Train page.")

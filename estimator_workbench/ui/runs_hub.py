@@ -94,7 +94,9 @@ def table_key(records: Sequence[RunRecord], prefix: str = "runs-table") -> str:
 def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metric: str | None) -> list[RunRecord]:
     """The runs table (sort by a click on a column header, select rows with the checkboxes on
     the left); returns the selected runs. ``every_run`` (unfiltered) gives the queue places."""
-    frame = tables.hub_frame(shown, workspace(), metric, tables.queue_positions(every_run))
+    frame = tables.tidy_frame(tables.hub_frame(shown, workspace(), metric, tables.queue_positions(every_run)))
+    params = {c: st.column_config.NumberColumn(c, format="%.4g") for c in frame.columns
+              if str(c).startswith("param: ") and frame[c].dtype.kind == "f"}  # a sampled lr: 0.003162
     final, best, best_step = tables.metric_columns(metric)
     event = st.dataframe(
         frame, hide_index=True, key=table_key(shown), on_select="rerun", selection_mode="multi-row", placeholder="",
@@ -111,6 +113,7 @@ def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metri
                 "smoothed loss", format="%.4g",
                 help=f"Train loss, exponential moving average (weight {tables.LOSS_SMOOTHING}) of the last logged values"),
             "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm:ss"),
+            **params,
         })
     rows = list(getattr(getattr(event, "selection", None), "rows", None) or [])
     return [shown[i] for i in rows if 0 <= i < len(shown)]

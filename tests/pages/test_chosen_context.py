@@ -61,6 +61,8 @@ def test_run_detail_keeps_the_chosen_run_through_other_pages_and_a_reload(home):
     assert at.query_params["run"] == older  # written back, though the sidebar link carried no ?run=
     again = reload(at, "run")
     assert again.selectbox(key="run_picker").value == older != newer
+    gone = open_page("run", query={"run": "r-20200101-abcdef"})  # a link to a run deleted for good
+    assert "Run r-20200101-abcdef is not in this workspace" in gone.warning[0].value.replace("\\", "")
     # the buttons say which run they act on
     labels = {b.key: b.label for b in again.button if b.key and b.key.startswith("detail-")}
     assert labels[f"detail-stop-{older}"] == f"Stop {older} (the older run)"
@@ -133,6 +135,10 @@ def test_the_sweeps_table_refreshes_while_a_sweep_works(home, monkeypatch):
     state.write_text(json.dumps({"state": "running", "pid": os.getpid()}))  # a live driver
     at = open_page("sweeps")
     assert ("table", 3.0) in registered and at.dataframe[0].value["state"].tolist() == ["running"]
+    assert at.query_params["sweep"] == "lr"  # the chosen sweep is in the URL, also after the sidebar
+    sidebar_to(at, "runs")
+    sidebar_to(at, "sweeps")
+    assert at.query_params["sweep"] == "lr" and at.selectbox(key="sweeps-pick").value == "lr"
     registered.clear()
     state.write_text(json.dumps({"state": "finished", "pid": os.getpid()}))
     at.run()

@@ -79,6 +79,10 @@ def test_tables_show_sensible_precision_and_blank_missing_values(home):
     at = open_page("run", query={"run": ids[0]})
     [summary] = [d for d in at.dataframe if "final" in d.value.columns]
     assert summary.proto.placeholder == "" and json.loads(summary.proto.columns)["final"]["type_config"]["format"] == "%.4g"
+    at = open_page()  # the Data page's column summary: a mean of 5.843, not 5.843333333333334
+    [stats] = [d for d in at.dataframe if "mean" in d.value.columns]
+    assert stats.proto.placeholder == "" and json.loads(stats.proto.columns)["mean"]["type_config"]["format"] == "%.4g"
+    assert at.caption[0].value.startswith("150 rows x 5 columns")
     # the frame helper: floats among text rounded, numbers left numbers
     tidy = tables.tidy_frame(pd.DataFrame({"x": [0.1 + 0.2, "relu"], "y": [0.1 + 0.2, 1.0]}))
     assert list(tidy["x"]) == ["0.3", "relu"] and tidy["y"].dtype == float
