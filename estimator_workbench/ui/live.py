@@ -185,8 +185,8 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
 
 
 def metrics_summary(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
-    """The registry's last and best value per metric (``tables.summary_frame``), refreshed like
-    the charts while the run is queued or running."""
+    """The final and best value per metric with their steps (``tables.summary_frame``, from
+    ``store.metric_values``), refreshed like the charts while the run is queued or running."""
     registry = get_registry()
     try:
         first = registry.get(run_id)
@@ -202,7 +202,7 @@ def metrics_summary(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
         if record.summary:
             show_table(summary_frame(record.summary), hide_index=True, key=f"summary-{run_id}")
         else:
-            st.caption("No metrics yet: last and best values per metric appear as the run logs them.")
+            st.caption("No metrics yet: the final and best value per metric appear as the run logs them.")
 
     _panel()
 
