@@ -166,7 +166,7 @@ class Workspace:
             raise RunSpecError(f"params: {exc}") from None
         record = submit_run(
             self.registry, self.launcher,
-            name=name or f"{template_dict['name']} on {run_request.dataset_name(dataset_dict)}",
+            name=name or run_request.default_run_name(template_dict["name"], dataset_dict),
             action=action, dataset=dataset_dict, template=template_dict, params=checked_params,
             run_config=dict(config or {}), schedule=schedule,
             parent_run_id=parent.run_id if parent is not None else None, control=_API_CONTROLS)
@@ -187,11 +187,18 @@ class Workspace:
         self.registry.get(run_id)
         return Run(self, run_id)
 
-    def runs(self, status: str | Sequence[str] | None = None, *, limit: int | None = None) -> pd.DataFrame:
+    def runs(self, status: str | Sequence[str] | None = None, *, limit: int | None = None,
+             best: bool = False) -> pd.DataFrame:
         """One row per run, newest first, like ``mlflow.search_runs()``: ``run_id``, ``name``,
         ``status``, ``action``, ``dataset``, ``template``, ``created``, ``params.*``, ``config.*``
-        and the last value of each metric as ``metrics.<split>/<name>``."""
+        and the **final** value of each metric (at the last step the run logged it, as MLflow's
+        ``metrics.*`` and the UI's "final eval accuracy") as ``metrics.<split>/<name>``; with
+        ``best=True`` also its best value and the step of it as ``best.<split>/<name>`` and
+        ``best_step.<split>/<name>`` (the UI's "best eval accuracy" and "best at step"). Both come
+        from ``store.metric_values``, the one definition every page uses."""
         import pandas as pd
+
+        from estimator_workbench.store.metric_values import BEST, FINAL, metric_value
 
         with contextlib.suppress(Exception):  # a read-only look must not fail on a busy launcher
             self.launcher.reap_lost()
@@ -204,7 +211,11 @@ class Workspace:
                 "created": pd.Timestamp(r.created_at, unit="s"), "last_step": r.last_step}
             row.update({f"params.{k}": v for k, v in sorted(r.params.items())})
             row.update({f"config.{k}": v for k, v in sorted(r.run_config.items())})
-            row.update({f"metrics.{tag}": s.get("last") for tag, s in sorted(r.summary.items())})
+            row.update({f"metrics.{tag}": metric_value(r.summary, tag, FINAL).value for tag in sorted(r.summary)})
+            if best:
+                for tag in sorted(r.summary):
+                    value = metric_value(r.summary, tag, BEST)
+                    row[f"best.{tag}"], row[f"best_step.{tag}"] = value.value, value.step
             rows.append(row)
         return _frame(rows, () if rows else ("run_id", "name", "status", "action", "dataset", "template",
                                              "created", "last_step"))

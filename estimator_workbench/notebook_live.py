@@ -165,7 +165,8 @@ class CompareChart:
     Args:
         workspace: the ``Workspace``.
         run_ids: the runs, in the order of their colours.
-        metric: ``eval <name>`` or ``train loss (smoothed)`` (default: the page's first option,
+        metric: ``final eval <name>``, ``best eval <name>`` (``eval <name>``: the final value) or
+            ``train loss (smoothed)`` (default: the page's first option,
             an eval metric when a run has one).
         direction: ``maximize`` or ``minimize`` (default: by the metric's name, as the page).
         param: the scatter's x (default: the first differing param).
@@ -247,7 +248,7 @@ class CompareChart:
         smoothing = self.controls["smoothing"] or compare.DEFAULT_SMOOTHING
         table, differing = compare.comparison_frame(records, labels, losses, smoothing)
         options = compare.metric_options(records)
-        metric = self._choice["metric"] or options[0]
+        metric = compare.resolve_metric(self._choice["metric"], options) if self._choice["metric"] else options[0]
         if metric not in table.columns:
             raise ValueError(f"compare(): metric {metric!r} is not one of these runs' metrics: {options}.")
         direction = self._choice["direction"] or compare.default_direction(metric)

@@ -13,6 +13,7 @@ from estimator_workbench.ui import context, forms, session, signin
 st.title("Data")
 session.get_launcher()  # pre-starts the warm spare runner while the run is being set up
 current = session.current_dataset()  # this session's choice, else the one saved in the workspace / URL
+context.sync_url()  # the chosen dataset stays in the URL, also when this page stops early
 workspace = session.workspace()
 bundled = {d.name: d for d in datasets.list_bundled()}
 current_ref = current["ref"]
@@ -79,26 +80,31 @@ try:  # the saved choice describes this data: its roles, encodings and split com
     saved = datasets.DatasetSpec.from_dict(current) if current_ref == ref else None
 except ValueError:
     saved = None
-st.caption(f"{len(df):,} rows x {df.shape[1]} columns · {session.md(path.name)}")
+st.caption(f"{session.plural(len(df), 'row')} x {session.plural(df.shape[1], 'column')} · {session.md(path.name)}")
 inferred = session.inferred_schema(path, **read)
 if saved is not None and list(saved.schema.names) == list(inferred.names):
     inferred = saved.schema
 preview, distributions, stats = st.tabs(["Preview", "Distributions and missing values", "Column summary"])
-preview.dataframe(df.head(200), height=260)
+preview.dataframe(df.head(200), height=260, placeholder="")  # a missing value: a blank cell, not "None"
 distributions.dataframe(session.dataset_distributions(path, inferred, **read), hide_index=True,
                         height=min(420, 35 * (df.shape[1] + 1) + 3),  # no empty rows below a few columns
                         column_config={"distribution": st.column_config.BarChartColumn(
                             "distribution", help="Numbers: a histogram over 20 bins. Dates: rows per month. "
                                                  "Text: the 10 most frequent values, then the rest.")})
-stats.dataframe(datasets.summary(df), height=260)
+with stats:  # a mean reads 5.843, not 5.843333333333334
+    session.show_table(datasets.summary(df), height=260)
 
 st.subheader("Roles and types")
 table = pd.DataFrame([{"column": c.name, "role": c.role, "type": c.dtype, "missing": c.n_missing}
                       for c in inferred.columns])
 data_key = f"{path}|{read}" if read else str(path)  # other columns when read another way: other widgets
-edited = st.data_editor(table, hide_index=True, disabled=["column", "missing"], key=f"roles-{data_key}",
+# Per dataset, the roles this session set: a widget's state is dropped when another dataset (or
+# page) is shown, and coming back must not reset them (issue 28 item 7).
+base = forms.kept_roles(table, data_key, editing=f"roles-{data_key}" in st.session_state)
+edited = st.data_editor(base, hide_index=True, disabled=["column", "missing"], key=f"roles-{data_key}",
                         column_config={"role": st.column_config.SelectboxColumn(options=list(datasets.ROLES), required=True),
                                        "type": st.column_config.SelectboxColumn(options=list(datasets.DTYPES), required=True)})
+forms.keep_roles(data_key, edited)
 schema = datasets.Schema(tuple(datasets.ColumnSchema(r.column, r.role, r.type, int(r.missing))
                                for r in edited.itertuples()))
 
@@ -149,5 +155,5 @@ warning = datasets.label_task_warning(template["name"], template["code"], schema
 if warning:
     session.show_error(warning, level="warning")
 st.success(f"Using **{session.md(ref.get('name') or path.name)}**: label **{session.md(schema.label)}** ({spec.task}), "
-           f"{len(spec.model_features())} features. Next: pick a model.")
+           f"{session.plural(len(spec.model_features()), 'feature')}. Next: pick a model.")
 session.page_link("model", "Model →", icon=":material/code:")

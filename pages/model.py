@@ -32,7 +32,7 @@ if session.is_edited(name):
 if problem:
     session.show_error(problem)
 else:
-    with st.expander(f"Params schema ({len(schema)} params)"):
+    with st.expander(f"Params schema ({session.plural(len(schema), 'param')})"):
         st.json(schema, expanded=False)
 
 c1, c2 = st.columns(2)

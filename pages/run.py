@@ -11,12 +11,17 @@ registry = session.get_registry()
 records = registry.list_runs()
 if runs_hub.trashed_notice(session.selected_run_id()):
     st.stop()
+wanted = session.selected_run_id()
+if wanted and records and wanted not in {r.run_id for r in records}:  # never silently another run
+    st.warning(f"Run {session.md(wanted)} is not in this workspace (deleted for good?): showing the newest "
+               "run instead.", icon=":material/warning:")
 record = forms.run_picker(records)
 if record is None:
     st.info("No runs yet. Launch one on the Train page.")
     session.page_link("train", "Train →", icon=":material/play_arrow:")
     st.stop()
 
+runs_hub.show_notice()  # the outcome of a confirmed Cancel or Delete
 runs_hub.run_header(record)
 panels.run_actions(record, key="detail")
 controls = live.chart_controls("detail")

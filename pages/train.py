@@ -5,6 +5,7 @@ import streamlit as st
 from estimator_workbench import templates
 from estimator_workbench.data import datasets
 from estimator_workbench.execution.processes import detect_gpus
+from estimator_workbench.execution.run_request import default_run_name
 from estimator_workbench.execution.submit import parent_relation
 from estimator_workbench.store.records import TRAINING_ACTIONS
 from estimator_workbench.ui import context, figures, forms, session, sweep_form, tables
@@ -55,23 +56,29 @@ with st.form("train-form"):
                             values={name: remembered[f"{params_key}-{name}"] for name in template["params"]
                                     if f"{params_key}-{name}" in remembered})
     st.subheader("Run")
-    name = st.text_input("Run name", value=f"{template['name']} on {ref.get('name') or 'upload'}")
+    default_name = default_run_name(template["name"], dataset)
+    name = st.text_input("Run name", value=default_name, help="Blank: " + default_name, key=f"train-name-{default_name}")
     rc = forms.run_config_form(detect_gpus(), values=remembered)
     parent_id = forms.start_from_picker(parents, default=remembered.get("start-from"))
     launched = st.form_submit_button("Train", type="primary", icon=":material/play_arrow:")
+    beside_train = st.container(key="train-problems")  # why a click launched nothing, in words
 sweep_form.sweep_section(dataset, template)
 
 if launched:
     context.remember_form("train", {k: st.session_state.get(k) for k in list(st.session_state)
                                     if isinstance(k, str) and k.startswith(("rc-", params_key + "-", "start-from"))})
+    problems = list(rc["problems"])
     try:
         params = templates.validate_params(template["params"], raw)
-    except ValueError as exc:
-        session.show_error(exc)
+    except ValueError as exc:  # "Invalid params:\n- ...": every param's problem
+        problems += [line.removeprefix("- ") for line in str(exc).splitlines()[1:]] or [str(exc)]
+    if problems:
+        beside_train.error(f"Nothing was launched: {session.plural(len(problems), 'field')} to fix.\n"
+                           + "\n".join(f"- {session.md(p)}" for p in problems), icon=":material/error:")
         st.stop()
     action = rc["action"]
     if action not in TRAINING_ACTIONS and not parent_id:
-        st.error(f"The action {action!r} needs a trained run under 'Start from'.")
+        beside_train.error(f"The action {action!r} needs a trained run under 'Start from'.")
         st.stop()
     relation = parent_relation(action) if parent_id else None
     if relation == "warm_start":
@@ -80,12 +87,13 @@ if launched:
         if report.error or report.shape_mismatch:
             st.stop()  # the warm start would fail on these variables: nothing is launched
     try:
-        record = forms.launch_run(name=name, action=action, dataset=dataset, template=template, params=params,
+        record = forms.launch_run(name=name.strip() or default_name, action=action, dataset=dataset, template=template, params=params,
                                run_config=rc["run_config"], schedule=rc["schedule"],
                                parent_run_id=parent_id or None, parent_relation=relation,
                                num_processes=rc["num_processes"])
     except ValueError as exc:  # refused by the run contract or the pre-flight check: nothing launched
-        session.show_error(exc)
+        with beside_train:
+            session.show_error(exc)
         st.stop()
     session.set_selected_run(record.run_id)
     session.switch_to("run", record.run_id)

@@ -232,7 +232,7 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
     try:
         return submit_run(
             _registry(root), launcher,
-            name=args.name or spec.get("name") or f"{template_dict['name']} on {_dataset_name(dataset_dict)}",
+            name=args.name or spec.get("name") or run_request.default_run_name(template_dict["name"], dataset_dict),
             action=action, dataset=dataset_dict, template=template_dict, params=params,
             run_config=run_config, schedule=schedule, num_processes=args.num_processes,
             parent_run_id=parent.run_id if parent else None, checkpoint_path=checkpoint,
@@ -245,10 +245,6 @@ def _dataset_of(parent: RunRecord, dataset: Any, action: str) -> dict[str, Any]:
     """The dataset of an evaluate/predict run from ``parent``: the parent's own, or a file read
     with the roles and types the model was trained with."""
     return run_request.dataset_for_parent(parent, dataset, action)
-
-
-def _dataset_name(dataset: Mapping[str, Any]) -> str:
-    return run_request.dataset_name(dataset)
 
 
 def _cmd_runs(args: argparse.Namespace, root: Path) -> int:

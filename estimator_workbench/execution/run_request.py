@@ -32,7 +32,7 @@ def _refusal(message: str) -> ValueError:
 
     return RunSpecError(message)
 
-__all__ = ["dataset_dict", "dataset_for_parent", "dataset_name", "dataset_ref", "load_ref", "template_dict"]
+__all__ = ["dataset_dict", "dataset_for_parent", "dataset_name", "dataset_ref", "default_run_name", "load_ref", "template_dict"]
 
 
 def dataset_ref(dataset: Any, *, field: str = "--dataset") -> dict[str, Any]:
@@ -132,3 +132,16 @@ def dataset_name(dataset: Mapping[str, Any]) -> str:
     """A short name of a dataset dict: the bundled name or the file's name."""
     ref = dataset.get("ref") or {}
     return str(ref.get("name") or Path(str(ref.get("path", "data"))).name)
+
+
+def default_run_name(template_name: str, dataset: Mapping[str, Any]) -> str:
+    """The name a run gets when none is given: what it trains on what, e.g.
+    ``mlp_classifier on seattle-weather`` (an upload by its file name without the extension).
+
+    Example:
+        >>> default_run_name("mlp_classifier", {"ref": {"kind": "file", "path": "/w/uploads/seattle-weather.csv"}})
+        'mlp_classifier on seattle-weather'
+    """
+    ref = dataset.get("ref") or {}
+    data = ref.get("name") or Path(str(ref.get("path") or "data")).stem
+    return f"{template_name} on {data}"

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from estimator_workbench.store import metrics_store, paths
+from estimator_workbench.store.metric_values import BEST, FINAL, metric_label, metric_value
 from estimator_workbench.store.records import RunRecord, is_lower_better
 from estimator_workbench.ui import figures
 
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_SMOOTHING",
     "QUERY_KEY",
     "SMOOTHED_LOSS",
+    "STATE_KEY",
     "best_run",
     "compare_view",
     "comparison_frame",
@@ -46,6 +48,7 @@ __all__ = [
     "overlay_frame",
     "parse_run_ids",
     "pick_runs",
+    "resolve_metric",
     "run_facts",
     "run_series",
     "smoothed_last",
@@ -55,6 +58,7 @@ QUERY_KEY = "runs"  # ?runs=r-1,r-2 (the Runs table's "Compare" sends it)
 SMOOTHED_LOSS = "train loss (smoothed)"
 DEFAULT_SMOOTHING = 0.6  # TensorBoard's default, used for the table when the chart's slider is at 0
 _TOTAL_POINTS = 40_000  # per metric series over all overlaid runs (the browser draws them all)
+STATE_KEY = "compare_runs"  # the session's run set (the Runs page's open_compare sets it too)
 _PICKER_KEY = "cmp-runs"
 _SEEN_QUERY_KEY = "_cmp-query-seen"
 
@@ -158,9 +162,25 @@ def _eval_metric_names(records: Sequence[RunRecord]) -> list[str]:
 
 
 def metric_options(records: Sequence[RunRecord]) -> list[str]:
-    """The metrics to compare on: every eval metric a run logged (``eval <name>``, accuracy and
-    AUC first) and the smoothed train loss."""
-    return [f"eval {n}" for n in _eval_metric_names(records)] + [SMOOTHED_LOSS]
+    """The metrics to compare on: the final value of every eval metric a run logged (``final eval
+    <name>``, accuracy and AUC first), then their best values (``best eval <name>``; the one
+    definition of ``store.metric_values``), and the smoothed train loss."""
+    names = _eval_metric_names(records)
+    return ([metric_label(f"eval/{n}", FINAL) for n in names] + [metric_label(f"eval/{n}", BEST) for n in names]
+            + [SMOOTHED_LOSS])
+
+
+def resolve_metric(metric: str, options: Sequence[str]) -> str:
+    """``metric`` as one of ``options``: ``'eval accuracy'`` (the name before values were labelled
+    final or best) means ``'final eval accuracy'``.
+
+    Example:
+        >>> resolve_metric("eval accuracy", ["final eval accuracy", "best eval accuracy"])
+        'final eval accuracy'
+    """
+    if metric not in options and f"{FINAL} {metric}" in options:
+        return f"{FINAL} {metric}"
+    return metric
 
 
 def default_direction(metric: str) -> str:
@@ -177,7 +197,8 @@ def comparison_frame(records: Sequence[RunRecord], labels: Mapping[str, str],
                      train_losses: Mapping[str, np.ndarray], smoothing: float = DEFAULT_SMOOTHING
                      ) -> tuple[pd.DataFrame, list[str]]:
     """``(table, differing)``: one row per run (run, name, status, every fact that differs, the
-    last step, the smoothed train loss and each eval metric's last value) and the differing facts.
+    last step, the smoothed train loss and each eval metric's final and best value, named as
+    ``metric_options`` names them) and the differing facts.
     """
     facts = [run_facts(r) for r in records]
     differing = differing_facts(facts)
@@ -190,13 +211,16 @@ def comparison_frame(records: Sequence[RunRecord], labels: Mapping[str, str],
                                "status": record.status, "step": max(steps) if steps else None}
         row.update({key: fact.get(key) for key in differing})
         row[SMOOTHED_LOSS] = smoothed_last(train_losses.get(record.run_id, np.empty(0)), smoothing)
-        for name in evals:
-            row[f"eval {name}"] = (summary.get(f"eval/{name}") or {}).get("last")
+        for kind in (FINAL, BEST):
+            for name in evals:
+                value = metric_value(summary, f"eval/{name}", kind)
+                row[value.label] = value.value
         rows.append(row)
-    columns = ["run", "name", "status", *differing, "step", SMOOTHED_LOSS, *(f"eval {n}" for n in evals)]
+    values = [metric_label(f"eval/{n}", kind) for kind in (FINAL, BEST) for n in evals]
+    columns = ["run", "name", "status", *differing, "step", SMOOTHED_LOSS, *values]
     table = pd.DataFrame(rows, columns=columns)
     table["step"] = pd.to_numeric(table["step"], errors="coerce").astype("Int64")
-    for column in [SMOOTHED_LOSS, *(f"eval {n}" for n in evals)]:
+    for column in [SMOOTHED_LOSS, *values]:
         table[column] = pd.to_numeric(table[column], errors="coerce").astype("float64")
     return table, differing
 
@@ -240,8 +264,10 @@ def overlay_frame(runs: Sequence[RunRecord], root: Path) -> tuple[pd.DataFrame, 
 
 def pick_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
     """The runs to compare: those in the URL's ``?runs=`` (the Runs table sends it) when it changed
-    since this session last saw it, else the picker's; the picker writes its choice back to the URL
-    so that a reload or a shared link shows the same comparison."""
+    since this session last saw it, else the session's last choice (kept when the page is left:
+    a widget's own state is dropped then), else the picker's default; the choice is written back
+    to the URL on every page run so that a reload, a return through the sidebar or a shared link
+    shows the same comparison."""
     import streamlit as st
 
     by_id = {r.run_id: r for r in records}
@@ -251,6 +277,8 @@ def pick_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
     if query and query_text != st.session_state.get(_SEEN_QUERY_KEY):
         st.session_state[_SEEN_QUERY_KEY] = query_text
         st.session_state[_PICKER_KEY] = ids  # before the widget exists: allowed
+    elif _PICKER_KEY not in st.session_state and STATE_KEY in st.session_state:
+        st.session_state[_PICKER_KEY] = [i for i in st.session_state[STATE_KEY] if i in by_id]
     if unknown:  # URL text: a crafted link's [x](http://...) or ![img](...) stays literal
         from estimator_workbench.ui.session import md
 
@@ -259,6 +287,7 @@ def pick_runs(records: Sequence[RunRecord]) -> list[RunRecord]:
     chosen = st.multiselect("Runs", list(by_id), default=None if _PICKER_KEY in st.session_state else default,
                             key=_PICKER_KEY, format_func=lambda i: f"{by_id[i].name} · {i}",
                             placeholder="Choose runs to compare")
+    st.session_state[STATE_KEY] = list(chosen)
     text = ",".join(chosen)
     if text != query_text:
         st.query_params[QUERY_KEY] = text
@@ -293,8 +322,9 @@ def compare_view(runs: Sequence[RunRecord], root: Path, controls: Mapping[str, A
         options = metric_options(current)
         c1, c2 = st.columns([3, 2])
         metric = c1.selectbox("Metric", options, key="cmp-metric",
-                              help=f"Eval metrics (last evaluation) and the train loss smoothed "
-                                   f"with weight {smoothing:g} (TensorBoard's EMA), not its noisy last value.")
+                              help=f"Eval metrics: 'final' is the value at the run's last evaluation (the model "
+                                   f"it ended with), 'best' the best it reached; the train loss smoothed with "
+                                   f"weight {smoothing:g} (TensorBoard's EMA), not its noisy last value.")
         direction = c2.radio("Best is", ["maximize", "minimize"], horizontal=True,
                              index=["maximize", "minimize"].index(default_direction(metric)),
                              key=f"cmp-direction-{metric}")
@@ -308,7 +338,7 @@ def compare_view(runs: Sequence[RunRecord], root: Path, controls: Mapping[str, A
         if same and len(current) > 1:
             st.caption("Same in every run: " + ", ".join(same) + ".")
         shown = table.assign(best=np.where(table["run"] == best, "★", ""))  # (a Styler costs 0.3 s at 50 runs)
-        st.dataframe(shown[["best", *table.columns]], hide_index=True, key="cmp-table",
+        _show_table(shown[["best", *table.columns]], hide_index=True, key="cmp-table",
                      column_config={"best": st.column_config.TextColumn("best", width="small",
                                                                         help=f"Best for {metric} ({direction})")})
 
@@ -326,6 +356,12 @@ def compare_view(runs: Sequence[RunRecord], root: Path, controls: Mapping[str, A
             st.caption("The selected runs have the same params, RunConfig, seed and steps.")
 
     _view()
+
+
+def _show_table(frame: pd.DataFrame, **kwargs: Any) -> Any:
+    from estimator_workbench.ui.session import show_table
+
+    return show_table(frame, **kwargs)
 
 
 def _md(text: object) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,7 @@ __all__ = [
     "ema_smooth",
     "empty_figure",
     "label_figure",
+    "log_axis_dimension",
     "parallel_coordinates_figure",
     "param_scatter_figure",
     "plain",
@@ -481,13 +483,36 @@ def param_scatter_figure(table: pd.DataFrame, param: str, metric: str,
     return fig
 
 
+def log_axis_dimension(label: str, values: np.ndarray) -> dict[str, Any]:
+    """A parallel-coordinates axis on a log scale for positive ``values``, laid out as Optuna's
+    ``plot_parallel_coordinate`` (the Sweeps page's figure) lays out a log-scale param: the lines
+    at ``log10`` of the values, ticks at each power of ten between them and at both ends, labelled
+    with the values themselves (``0.001``, not ``-3``).
+
+    Example:
+        >>> axis = log_axis_dimension("lr", np.array([1e-4, 0.05]))
+        >>> axis["label"], axis["ticktext"]
+        ('lr (log scale)', ['0.0001', '0.001', '0.01', '0.05'])
+    """
+    logs = np.log10(np.asarray(values, dtype=np.float64))
+    low, high = float(np.nanmin(logs)), float(np.nanmax(logs))
+    ticks: list[float] = [float(t) for t in range(math.ceil(low), math.floor(high) + 1)]
+    if low not in ticks:
+        ticks = [low, *ticks]
+    if high not in ticks:
+        ticks = [*ticks, high]
+    return {"label": f"{label} (log scale)", "values": logs, "range": [low, high], "tickvals": ticks,
+            "ticktext": [f"{10 ** t:.3g}" for t in ticks]}
+
+
 def parallel_coordinates_figure(table: pd.DataFrame, dimensions: Sequence[str], metric: str, *,
                                 direction: str = "maximize", label_column: str = "run") -> go.Figure:
     """Parallel coordinates: one line per run through its values of ``dimensions`` (params, RunConfig
     fields, seed, steps) and ``metric`` last, coloured by the metric (the best end of the colour
     scale is dark, following ``direction``).
 
-    Numbers spanning more than two decades are drawn as ``log10``; text values become categories.
+    Numbers spanning more than two decades are drawn on a log axis (``log_axis_dimension``, as the
+    Sweeps page's Optuna figure draws them); text values become categories.
     Runs without a value of the metric are left out.
 
     Example:
@@ -514,7 +539,7 @@ def parallel_coordinates_figure(table: pd.DataFrame, dimensions: Sequence[str], 
             dims.append({"label": label, "values": codes.to_numpy(), "tickvals": list(range(len(categories))),
                          "ticktext": [plain(c) for c in categories]})
         elif column != metric and spans_decades(values):
-            dims.append({"label": f"log10 {label}", "values": np.log10(values.to_numpy(dtype=np.float64))})
+            dims.append(log_axis_dimension(label, values.to_numpy(dtype=np.float64)))
         else:
             dims.append({"label": label, "values": values.to_numpy(dtype=np.float64)})
     colour = pd.to_numeric(data[metric], errors="coerce").to_numpy(dtype=np.float64)

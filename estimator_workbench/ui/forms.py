@@ -18,6 +18,7 @@ from estimator_workbench.store.run_spec import (
     RunConfigSettings,
     Schedule,
     field_bounds,
+    machine_limit,
 )
 from estimator_workbench.ui.session import (
     get_launcher,
@@ -26,10 +27,13 @@ from estimator_workbench.ui.session import (
     selected_run_id,
     set_selected_run,
 )
+from estimator_workbench.ui.session import (
+    label as label_text,
+)
 from estimator_workbench.ui.signin import current_actor
 from estimator_workbench.ui.tables import start_from_label
 
-__all__ = ['EDITOR_FONT', 'NAN_POLICIES', 'csv_read_form', 'edit_code', 'encodings_form', 'launch_run', 'params_form', 'run_config_form', 'run_picker', 'single_row_inputs',
+__all__ = ['EDITOR_FONT', 'NAN_POLICIES', 'csv_read_form', 'edit_code', 'encodings_form', 'keep_roles', 'kept_roles', 'launch_run', 'params_form', 'process_choices', 'run_config_form', 'run_picker', 'single_row_inputs',
            'start_from_picker', 'warm_start_check']
 
 
@@ -37,7 +41,8 @@ NAN_POLICIES = {"fail": "Fail the run", "stop": "Stop training (keep the last ch
 
 
 def run_picker(records: Sequence[RunRecord], label: str = "Run", key: str = "run_picker") -> RunRecord | None:
-    """A selectbox over ``records`` preselecting the URL's run; keeps the URL in sync."""
+    """A selectbox over ``records`` preselecting the URL's run (else the session's last one); the
+    chosen run is put in the URL (``?run=``) on every page run, so a reload shows the same run."""
     if not records:
         return None
     ids = [r.run_id for r in records]
@@ -48,7 +53,11 @@ def run_picker(records: Sequence[RunRecord], label: str = "Run", key: str = "run
     # formatting changes, so a finished run went on reading "[running]". The badge shows it.
     choice = st.selectbox(label, ids, index=index, key=key,
                           format_func=lambda i: f"{by_id[i].name} · {i}")
-    if choice != wanted:
+    # In the URL and the session on every page run, not only on a change: a sidebar link opens
+    # the page without ?run=, and the run chosen through a link (never stored in the session) or
+    # the URL lost on the way gave the newest run instead, on the page and on a reload (issue 28
+    # item 2), with Stop, Cancel and Delete acting on it.
+    if st.session_state.get("selected_run") != choice or st.query_params.get("run") != choice:
         set_selected_run(choice)
     return by_id[choice]
 
@@ -80,7 +89,7 @@ def single_row_inputs(sample: pd.DataFrame, columns: Sequence[str], dtypes: Mapp
     for i, column in enumerate(columns):
         values = sample[column]
         first = values.iloc[0] if len(values) else None
-        label, wkey, cell = md(column), f"{key}-{i}", grid[i % 3]
+        label, wkey, cell = label_text(column), f"{key}-{i}", grid[i % 3]
         kind = dtypes.get(column)
         if kind == "numeric":
             numbers = pd.to_numeric(values, errors="coerce")
@@ -137,6 +146,30 @@ def csv_read_form(saved: Mapping[str, Any], key: str) -> dict[str, str]:
     return chosen
 
 
+_ROLES_KEY = "_data-roles"  # session state: dataset key -> {"base": rows, "edited": rows}
+
+
+def kept_roles(table: pd.DataFrame, data_key: str, editing: bool) -> pd.DataFrame:
+    """The table the Data page's roles editor starts from for the data ``data_key``: while its
+    editor is on the page (``editing``), the table it was created with (its edits apply on top of
+    it); a new editor (another dataset or page was shown meanwhile) starts from the roles this
+    session last set for this data (``keep_roles``), else ``table``."""
+    memory = st.session_state.setdefault(_ROLES_KEY, {})
+    kept = memory.get(data_key)
+    if editing and kept is not None:
+        return pd.DataFrame(kept["base"])
+    edited = (kept or {}).get("edited")
+    start = pd.DataFrame(edited) if edited and [r["column"] for r in edited] == list(table["column"]) else table
+    memory[data_key] = {"base": start.to_dict("records"), "edited": start.to_dict("records")}
+    return start
+
+
+def keep_roles(data_key: str, edited: pd.DataFrame) -> None:
+    """Remembers the roles and types set in the editor of the data ``data_key`` (``kept_roles``)."""
+    memory = st.session_state.setdefault(_ROLES_KEY, {})
+    memory.setdefault(data_key, {"base": edited.to_dict("records")})["edited"] = edited.to_dict("records")
+
+
 def encodings_form(df: pd.DataFrame, schema: Any, saved: Any, key: str) -> tuple[dict[str, str], int]:
     """The Data page's choices for date columns (expand / leave out) and high-cardinality text
     columns (keep, hash buckets, embedding, ignore), starting from ``saved`` (the session's
@@ -159,7 +192,7 @@ def encodings_form(df: pd.DataFrame, schema: Any, saved: Any, key: str) -> tuple
     st.subheader("Dates and high-cardinality columns")
     for i, column in enumerate(dates):
         initial = list(_DATE_CHOICES).index(start(column, datasets.DATE, "expand"))
-        choice = st.radio(f"Date column {md(column)}", list(_DATE_CHOICES), index=initial,
+        choice = st.radio(label_text(f"Date column {column}"), list(_DATE_CHOICES), index=initial,
                           key=f"{key}-date-{i}-{column}", horizontal=True, format_func=_DATE_CHOICES.get) or "expand"
         st.caption(md(datasets.encoding_note(column, choice, "date")))
         if choice != "expand":
@@ -169,7 +202,7 @@ def encodings_form(df: pd.DataFrame, schema: Any, saved: Any, key: str) -> tuple
         st.warning(f"{md(column)} has {n:,} distinct values in {len(df):,} rows (over "
                    f"{datasets.HIGH_CARDINALITY}): one id per value learns little from values seen once. "
                    "Hash them into buckets, embed them, or ignore the column.", icon=":material/warning:")
-        choice = st.radio(f"Text column {md(column)}", list(_TEXT_CHOICES), index=initial,
+        choice = st.radio(label_text(f"Text column {column}"), list(_TEXT_CHOICES), index=initial,
                           key=f"{key}-text-{i}-{column}", horizontal=True,
                           format_func=_TEXT_CHOICES.get) or "vocabulary"
         if choice != "vocabulary":
@@ -262,7 +295,7 @@ def params_form(schema: Mapping[str, Mapping[str, Any]], values: Mapping[str, An
     for i, (name, spec) in enumerate(schema.items()):
         ptype = spec.get("type")
         current = values.get(name, spec.get("default"))
-        label = spec.get("label") or name
+        label = label_text(spec.get("label") or name)
         help_text = spec.get("help")
         wkey = f"{key}-{name}"
         with cols[i % 2]:
@@ -272,20 +305,36 @@ def params_form(schema: Mapping[str, Mapping[str, Any]], values: Mapping[str, An
                 choices = list(spec.get("choices") or [])
                 index = choices.index(current) if current in choices else 0
                 out[name] = st.selectbox(label, choices, index=index, help=help_text, key=wkey)
+            # No min/max on the widgets: the browser marks a value out of bounds red with its reason
+            # in a tooltip only, and the form's button then did nothing (issue 28 item 3). The
+            # bounds are checked on submit (``templates.validate_params``), every problem in words.
             elif ptype == "int":
-                out[name] = st.number_input(label, value=int(current), step=1,
-                                            min_value=spec.get("min"), max_value=spec.get("max"),
-                                            help=help_text, key=wkey)
+                out[name] = st.number_input(label, value=int(current), step=1, help=_bounds_help(spec, help_text),
+                                            key=wkey)
             elif ptype == "float":
-                lo, hi = spec.get("min"), spec.get("max")
                 out[name] = st.number_input(label, value=float(current), format="%g",
-                                            min_value=None if lo is None else float(lo),
-                                            max_value=None if hi is None else float(hi),
-                                            step=_float_step(float(current)), help=help_text, key=wkey)
+                                            step=_float_step(float(current)), help=_bounds_help(spec, help_text),
+                                            key=wkey)
             else:
                 out[name] = st.text_input(label, value="" if current is None else str(current),
                                           help=help_text, key=wkey)
     return out
+
+
+def _bounds_help(spec: Mapping[str, Any], help_text: str | None) -> str | None:
+    lo, hi = spec.get("min"), spec.get("max")
+    bounds = _range_text(lo, hi)
+    return " ".join(t for t in (help_text, f"Allowed: {bounds}." if bounds else None) if t) or None
+
+
+def _range_text(lo: Any, hi: Any) -> str:
+    """'from 1 to 100', 'at least 0', 'at most 5' or '' (numbers as ``:,`` / ``:g``)."""
+    def fmt(v: Any) -> str:
+        return f"{v:,}" if isinstance(v, int) else f"{v:g}"
+
+    if lo is not None and hi is not None:
+        return f"from {fmt(lo)} to {fmt(hi)}"
+    return f"at least {fmt(lo)}" if lo is not None else f"at most {fmt(hi)}" if hi is not None else ""
 
 
 def _float_step(value: float) -> float:
@@ -297,18 +346,21 @@ def _float_step(value: float) -> float:
 def run_config_form(gpus: Sequence[str], key: str = "rc", values: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The RunConfig and schedule widgets (call inside an ``st.form``).
 
-    Every number input's limits are the run contract's (``estimator_workbench.store.run_spec``: the
+    Every number's limits are the run contract's (``estimator_workbench.store.run_spec``: the
     ``ge``/``le`` of the ``Schedule``, ``RunConfigSettings`` and ``EarlyStoppingSettings``
-    fields), so the form and the CLI accept the same values; the process count is also capped by
-    the GPUs of this machine. ``values`` (widget key -> value, e.g. ``context.remembered_form``)
-    sets the initial values.
+    fields), so the form and the CLI accept the same values. They are named in each field's help
+    and checked here, not by the widget: a value out of them is listed in ``problems`` in words,
+    for the page to show next to its button. The process count offers only what this machine
+    holds (``process_choices``). ``values`` (widget key -> value, e.g.
+    ``context.remembered_form``) sets the initial values.
 
-    Returns ``{'action', 'schedule': {...}, 'run_config': {...}, 'num_processes'}``. The schedule
+    Returns ``{'action', 'schedule': {...}, 'run_config': {...}, 'num_processes', 'problems'}``. The schedule
     always has ``nan_policy`` (``'fail'`` or ``'stop'``) and, only when the box is ticked,
     ``early_stopping = {'metric', 'mode', 'patience', 'min_delta'}`` (read by the runner's
     the engine's early-stopping hook; train_and_evaluate only).
     """
     values = dict(values or {})
+    problems: list[str] = []
 
     def number(column: Any, label: str, model: Any, field: str, default: Any, name: str,
                low: Any = None, **kwargs: Any) -> Any:
@@ -318,7 +370,14 @@ def run_config_form(gpus: Sequence[str], key: str = "rc", values: Mapping[str, A
         if (isinstance(default, int) and not isinstance(value, int)) or not (lo is None or value >= lo) \
                 or not (hi is None or value <= hi):
             value = default  # a remembered value the contract no longer allows
-        return column.number_input(label, min_value=lo, max_value=hi, value=value, key=f"{key}-{name}", **kwargs)
+        # The contract's bounds are checked here, not by the widget: a widget marks a value out of
+        # its bounds red with a tooltip and keeps the form from submitting, without a word.
+        allowed = _range_text(lo, hi)
+        help_text = " ".join(t for t in (kwargs.pop("help", None), f"Allowed: {allowed}." if allowed else None) if t)
+        chosen = column.number_input(label, value=value, key=f"{key}-{name}", help=help_text or None, **kwargs)
+        if (lo is not None and chosen < lo) or (hi is not None and chosen > hi):
+            problems.append(f"'{label}' is {chosen:g}: it must be {allowed}.")
+        return chosen
 
     def choice(column: Any, label: str, options: Sequence[str], name: str, **kwargs: Any) -> Any:
         remembered = values.get(f"{key}-{name}")
@@ -345,13 +404,11 @@ def run_config_form(gpus: Sequence[str], key: str = "rc", values: Mapping[str, A
     devices = ["auto", "cpu"] + [f"cuda:{g}" for g in range(len(gpus))]
     device = choice(c1, "Device", devices, "device",
                     help=f"GPUs found: {len(gpus)}." if gpus else "No GPU found: CPU only.")
-    lo, hi = 1, MAX_PROCESSES  # the run contract's check_num_processes
-    machine_cap = max(1, len(gpus)) if gpus else 4  # one process per GPU; a few gloo processes on CPU
+    allowed, why = process_choices(len(gpus))
     processes = values.get(f"{key}-procs", 1)
-    num_processes = c2.number_input("Processes (torchrun)", lo, min(hi, machine_cap),
-                                    processes if isinstance(processes, int) and lo <= processes <= min(hi, machine_cap)
-                                    else 1, key=f"{key}-procs",
-                                    help="More than one runs DDP under torchrun.")
+    num_processes = c2.selectbox("Processes (torchrun)", allowed, key=f"{key}-procs",
+                                 index=allowed.index(processes) if processes in allowed else 0,
+                                 help=f"More than one runs DDP under torchrun. At most {allowed[-1]}: {why}.")
     summary_steps = number(c3, "Log loss every N steps (log_step_count_steps)", RunConfigSettings,
                            "log_step_count_steps", 100, "log")
     # A form cannot show fields only once a box is ticked (it reruns on submit), so the early
@@ -391,7 +448,23 @@ def run_config_form(gpus: Sequence[str], key: str = "rc", values: Mapping[str, A
                   "keep_checkpoint_max": int(keep) or None, "log_step_count_steps": int(summary_steps),
                   "save_summary_steps": int(summary_steps), "device": device}
     return {"action": action, "schedule": schedule, "run_config": run_config,
-            "num_processes": int(num_processes)}
+            "num_processes": int(num_processes), "problems": problems}
+
+
+def process_choices(gpu_count: int) -> tuple[list[int], str]:
+    """``(the process counts the Train form offers, why the largest)``: 1 up to what this
+    machine holds (``run_spec.machine_limit``, which the submit enforces too) and, with GPUs, one
+    process per GPU.
+
+    Example:
+        >>> process_choices(0)[0][0]
+        1
+    """
+    limit = machine_limit()
+    top, why = min(limit.processes, MAX_PROCESSES), limit.reason
+    if gpu_count and gpu_count < top:
+        top, why = gpu_count, f"one process per GPU, {gpu_count} found"
+    return list(range(1, max(1, top) + 1)), why
 
 
 # Run-contract field -> the Train form's control, so a refusal names what to change on the page.

@@ -24,8 +24,10 @@ from estimator_workbench.ui.session import (
     get_launcher,
     get_registry,
     page_link,
+    plural,
     predictions_frame,
     show_error,
+    show_table,
     workspace,
 )
 from estimator_workbench.ui.tables import summary_frame
@@ -183,8 +185,8 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
 
 
 def metrics_summary(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
-    """The registry's last and best value per metric (``tables.summary_frame``), refreshed like
-    the charts while the run is queued or running."""
+    """The final and best value per metric with their steps (``tables.summary_frame``, from
+    ``store.metric_values``), refreshed like the charts while the run is queued or running."""
     registry = get_registry()
     try:
         first = registry.get(run_id)
@@ -198,9 +200,9 @@ def metrics_summary(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
         except RunNotFoundError:
             return
         if record.summary:
-            st.dataframe(summary_frame(record.summary), hide_index=True, key=f"summary-{run_id}")
+            show_table(summary_frame(record.summary), hide_index=True, key=f"summary-{run_id}")
         else:
-            st.caption("No metrics yet: last and best values per metric appear as the run logs them.")
+            st.caption("No metrics yet: the final and best value per metric appear as the run logs them.")
 
     _panel()
 
@@ -252,12 +254,12 @@ def prediction_result(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
         if preds is None:
             st.error(f"Run {run_id} wrote no predictions file.")
             return
-        st.success(f"{len(preds):,} predictions · {preds.shape[1]} columns (run {run_id})")
+        st.success(f"{plural(len(preds), 'prediction')} · {plural(preds.shape[1], 'column')} (run {run_id})")
         with st.container(key=f"pred-source-{run_id}"):
             st.caption(_source_caption(record))
         if len(preds) == 1:
             single_prediction(preds)
-        st.dataframe(preds.head(100), hide_index=True)
+        show_table(preds.head(100), digits=6, hide_index=True)
         path = paths.run_dir(workspace(), run_id) / paths.PREDICTIONS_FILE
         st.download_button("Download predictions CSV", data=lambda: path.read_bytes(),
                            file_name=f"predictions-{run_id}.csv", mime="text/csv", on_click="ignore",

@@ -22,15 +22,17 @@ from estimator_workbench.store.records import (
 )
 from estimator_workbench.ui import figures
 from estimator_workbench.ui.forms import launch_run
-from estimator_workbench.ui.runs_hub import confirm_trash, confirmation_dialogs
+from estimator_workbench.ui.runs_hub import confirm_cancel, confirm_trash, confirmation_dialogs
 from estimator_workbench.ui.session import (
     get_launcher,
     get_registry,
+    label,
     load_dataset_frame,
     md,
     predictions_frame,
     set_selected_run,
     show_error,
+    show_table,
     workspace,
 )
 from estimator_workbench.ui.signin import current_actor
@@ -42,7 +44,7 @@ from estimator_workbench.ui.tables import (
     probability_columns,
 )
 
-__all__ = ['bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'launch_from', 'newest_checkpoint', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'serve_panel', 'single_prediction', 'source_step', 'status_badge']
+__all__ = ['bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'launch_from', 'newest_checkpoint', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'run_label', 'serve_panel', 'single_prediction', 'source_step', 'status_badge']
 
 
 def status_badge(record: RunRecord) -> None:
@@ -72,11 +74,24 @@ def reproduce_panel(record: RunRecord) -> None:
         st.caption(md(commands["notes"]))
 
 
+def run_label(record: RunRecord, max_name: int = 28) -> str:
+    """How an action button names its run: ``r-20260101-abc123 (iris mlp)``, the name cut to
+    ``max_name`` characters, escaped for a label (``session.label``).
+
+    Example:
+        >>> run_label(record)                                   # doctest: +SKIP
+        'r-20260101-abc123 (mlp_classifier on iris)'
+    """
+    name = record.name if len(record.name) <= max_name else record.name[:max_name - 1] + "…"
+    return label(f"{record.run_id} ({name})")
+
+
 def run_actions(record: RunRecord, key: str = "act") -> None:
     """Stop / Cancel / Resume / Delete buttons for one run, enabled by its status and by who may
-    act on it (its owner or an admin: a disabled button says whose run it is). Delete asks in a
-    dialog, then moves the run to the trash (restorable from the Runs page). Every action goes
-    through ``execution.run_actions`` (checked again there, and written to the audit log)."""
+    act on it (its owner or an admin: a disabled button says whose run it is), each naming the run
+    it acts on ("Stop r-… (name)"). Cancel and Delete ask in a dialog first; Delete moves the run
+    to the trash (restorable from the Runs page). Every action goes through
+    ``execution.run_actions`` (checked again there, and written to the audit log)."""
     from estimator_workbench.execution import run_actions as act
     from estimator_workbench.store.audit import NotAllowedError, refusal
 
@@ -85,28 +100,31 @@ def run_actions(record: RunRecord, key: str = "act") -> None:
     c1, c2, c3, c4 = st.columns(4)
     active = record.status in ("queued", "running")
     why = {action: refusal(record, actor, action) for action in ("stop", "cancel", "resume", "trash")}
+    which = run_label(record)
+    origin = f"{key}-{record.run_id}"
     try:
-        if c1.button("Stop", key=f"{key}-stop-{record.run_id}", disabled=not active or bool(why["stop"]),
+        if c1.button(f"Stop {which}", key=f"{key}-stop-{record.run_id}", disabled=not active or bool(why["stop"]),
                      icon=":material/stop:", help=why["stop"] or "Graceful: checkpoint, then 'stopped' (resumable)."):
             act.stop(launcher, record.run_id, actor)
             st.toast(f"Stop requested for {record.run_id}.")
-        if c2.button("Cancel", key=f"{key}-cancel-{record.run_id}", disabled=not active or bool(why["cancel"]),
-                     icon=":material/cancel:", help=why["cancel"] or "SIGTERM now, SIGKILL after a grace period."):
-            act.cancel(launcher, record.run_id, actor, grace=5.0, wait=False)  # SIGKILL later, in the background
-            st.toast(f"Cancel sent to {record.run_id}: it ends once its processes are gone.")
-            st.rerun()
-        if c3.button("Resume", key=f"{key}-resume-{record.run_id}", icon=":material/play_arrow:",
+        asked = False
+        if c2.button(f"Cancel {which}", key=f"{key}-cancel-{record.run_id}", disabled=not active or bool(why["cancel"]),
+                     icon=":material/cancel:",
+                     help=why["cancel"] or "Asks first; then SIGTERM now, SIGKILL after a grace period."):
+            confirm_cancel(record.run_id, record.name, origin=origin)
+            asked = True
+        if c3.button(f"Resume {which}", key=f"{key}-resume-{record.run_id}", icon=":material/play_arrow:",
                      disabled=active or record.action not in TRAINING_ACTIONS or bool(why["resume"]),
                      help=why["resume"] or "Continue from the last checkpoint in the same run."):
             act.resume(launcher, record.run_id, actor)
             st.toast(f"Run {record.run_id} resumed.")
             st.rerun()
-        if c4.button("Delete", key=f"{key}-delete-{record.run_id}", disabled=active or bool(why["trash"]),
+        if c4.button(f"Delete {which}", key=f"{key}-delete-{record.run_id}", disabled=active or bool(why["trash"]),
                      icon=":material/delete:",
                      help=why["trash"] or "Moves the run to the trash (asks first); cancel a queued or running run first."):
-            confirm_trash([record.run_id], [record.name], origin=f"{key}-{record.run_id}")
-        else:
-            confirmation_dialogs(f"{key}-{record.run_id}")
+            confirm_trash([record.run_id], [record.name], origin=origin)
+        elif not asked:
+            confirmation_dialogs(origin)
     except (ValueError, RunNotFoundError, NotAllowedError) as exc:
         show_error(exc)
 
@@ -284,7 +302,7 @@ def checkpoints_panel(record: RunRecord) -> None:
     if not len(ckpts):
         st.caption("No checkpoints yet.")
         return
-    st.dataframe(ckpts, hide_index=True)
+    show_table(ckpts, hide_index=True)
     files = ckpts["file"].tolist()
     chosen = st.selectbox("Checkpoint", files, index=len(files) - 1, key=f"ckpt-{record.run_id}",
                           format_func=lambda f: checkpoint_text(checkpoint_step(f)))

@@ -19,11 +19,12 @@ import streamlit as st
 from estimator_workbench.execution import run_actions
 from estimator_workbench.execution.tf_import import describe_import
 from estimator_workbench.store import audit, trash
-from estimator_workbench.store.audit import refusal
+from estimator_workbench.store.audit import NotAllowedError, refusal
 from estimator_workbench.store.records import STATUSES, RunNotFoundError, RunRecord
 from estimator_workbench.ui import tables
 from estimator_workbench.ui.session import (
     PAGE_SCRIPTS,
+    get_launcher,
     get_registry,
     md,
     page_link,
@@ -39,6 +40,7 @@ __all__ = [
     "ask_confirmation",
     "audit_section",
     "bulk_actions",
+    "confirm_cancel",
     "confirm_trash",
     "confirmation_dialogs",
     "open_compare",
@@ -70,9 +72,10 @@ def runs_filters(records: Sequence[RunRecord], key: str = "runs") -> tuple[list[
     text = c2.text_input("Filter (regex on id, name, template, dataset, tags)", key=f"{key}-filter")
     metrics = tables.eval_metric_names(records)
     default = tables.default_metric(metrics)
-    metric = c3.selectbox("Best eval metric", metrics, index=None if default is None else metrics.index(default),
+    metric = c3.selectbox("Eval metric", metrics, index=None if default is None else metrics.index(default),
                           key=f"{key}-metric",
-                          help="The 'best …' column: the best value the run reached on this eval metric.")
+                          help="Its columns: the final value (the last evaluation, the model the run ended "
+                               "with), the best value the run reached and the step it reached it at.")
     c4, c5, c6 = st.columns(3)
     tags = c4.multiselect("Tags (all of)", sorted({t for r in records for t in r.tags}), key=f"{key}-tags")
     templates = c5.multiselect("Template", sorted({r.template_name or "" for r in records}), key=f"{key}-templates")
@@ -96,21 +99,26 @@ def table_key(records: Sequence[RunRecord], prefix: str = "runs-table") -> str:
 def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metric: str | None) -> list[RunRecord]:
     """The runs table (sort by a click on a column header, select rows with the checkboxes on
     the left); returns the selected runs. ``every_run`` (unfiltered) gives the queue places."""
-    frame = tables.hub_frame(shown, workspace(), metric, tables.queue_positions(every_run))
-    best = f"best {metric}" if metric else "best eval"
+    frame = tables.tidy_frame(tables.hub_frame(shown, workspace(), metric, tables.queue_positions(every_run)))
+    params = {c: st.column_config.NumberColumn(c, format="%.4g") for c in frame.columns
+              if str(c).startswith("param: ") and frame[c].dtype.kind == "f"}  # a sampled lr: 0.003162
+    final, best, best_step = tables.metric_columns(metric)
     event = st.dataframe(
-        frame, hide_index=True, key=table_key(shown), on_select="rerun", selection_mode="multi-row",
+        frame, hide_index=True, key=table_key(shown), on_select="rerun", selection_mode="multi-row", placeholder="",
         column_config={
             "name": st.column_config.TextColumn("name", pinned=True),
             "run": st.column_config.TextColumn("run", help="Run id"),
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "ETA": st.column_config.TextColumn("ETA", help="Time left at the step rate of the last minute"),
             "queue": st.column_config.NumberColumn("queue", help="Place in the queue (1 = next to start)"),
-            best: st.column_config.NumberColumn(best, format="%.4g"),
+            final: st.column_config.NumberColumn(final, format="%.4g", help="At the run's last evaluation"),
+            best: st.column_config.NumberColumn(best, format="%.4g", help="The best value over the run's evaluations"),
+            best_step: st.column_config.NumberColumn(best_step, help=f"The step of the {best}"),
             "smoothed loss": st.column_config.NumberColumn(
                 "smoothed loss", format="%.4g",
                 help=f"Train loss, exponential moving average (weight {tables.LOSS_SMOOTHING}) of the last logged values"),
             "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm:ss"),
+            **params,
         })
     rows = list(getattr(getattr(event, "selection", None), "rows", None) or [])
     return [shown[i] for i in rows if 0 <= i < len(shown)]
@@ -151,11 +159,16 @@ def confirm_trash(run_ids: Sequence[str], names: Sequence[str], origin: str = "r
     ask_confirmation("trash", origin, run_ids, names)
 
 
+def confirm_cancel(run_id: str, name: str, origin: str = "run") -> None:
+    """Asks before cancelling a queued or running run (it ends now, without a last checkpoint)."""
+    ask_confirmation("cancel", origin, [run_id], [name])
+
+
 def confirmation_dialogs(origin: str) -> None:
     """Draws the open confirmation dialog when ``origin`` asked it (call once per page run)."""
     ask = st.session_state.get(_ASK_KEY)
     if ask and ask.get("origin") == origin:
-        {"trash": _trash_dialog, "empty": _empty_dialog}[ask["kind"]](ask)
+        {"trash": _trash_dialog, "empty": _empty_dialog, "cancel": _cancel_dialog}[ask["kind"]](ask)
 
 
 @st.dialog("Move to the trash?", on_dismiss=_forget_question)
@@ -175,6 +188,28 @@ def _trash_dialog(ask: dict[str, Any]) -> None:
             set_selected_run(None)
         st.rerun()
     if c2.button("Keep", key="cancel-trash"):
+        _forget_question()
+        st.rerun()
+
+
+@st.dialog("Cancel the run?", on_dismiss=_forget_question)
+def _cancel_dialog(ask: dict[str, Any]) -> None:
+    [run_id], [name] = ask["run_ids"], ask["names"]
+    st.write(f"Cancel run {run_id} ({md(name)}) now? Its processes get SIGTERM, then SIGKILL after a "
+             "grace period; it keeps the checkpoints written so far. **Stop** instead ends it after a "
+             "last checkpoint, and it can be resumed.")
+    c1, c2 = st.columns(2)
+    if c1.button("Cancel the run", type="primary", key="confirm-cancel", icon=":material/cancel:"):
+        _forget_question()
+        try:  # SIGKILL later, in the background; checked and logged as any run action
+            run_actions.cancel(get_launcher(), run_id, current_actor(), grace=5.0, wait=False)
+        except (ValueError, RunNotFoundError, NotAllowedError) as exc:
+            st.session_state["_runs_notice"] = ("warning", f"Run {run_id} was not cancelled: {exc}")
+        else:
+            st.session_state["_runs_notice"] = ("success", f"Cancel sent to {run_id} ({name}): it ends once "
+                                                           "its processes are gone.")
+        st.rerun()
+    if c2.button("Keep it running", key="keep-running"):
         _forget_question()
         st.rerun()
 
@@ -252,7 +287,7 @@ def trash_section() -> None:
         frame = tables.hub_frame([t.record for t in items], workspace())[
             ["name", "status", "action", "dataset", "template", "steps", "created", "run"]]
         frame.insert(1, "trashed", [_dt.datetime.fromtimestamp(t.trashed_at) for t in items])
-        event = st.dataframe(frame, hide_index=True, key=table_key([t.record for t in items], "trash-table"),
+        event = st.dataframe(frame, hide_index=True, key=table_key([t.record for t in items], "trash-table"), placeholder="",
                              on_select="rerun",
                              selection_mode="multi-row",
                              column_config={"trashed": st.column_config.DatetimeColumn(format="YYYY-MM-DD HH:mm:ss"),

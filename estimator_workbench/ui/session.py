@@ -37,7 +37,7 @@ from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.ui import login_throttle, ui_state
 from estimator_workbench.ui.ui_state import UI_STATE_FILE, load_ui_state, save_ui_state
 
-__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'register_pages', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_selected_run', 'show_error', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
+__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'label', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'plural', 'register_pages', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_selected_run', 'show_error', 'show_table', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
 
 
 DEFAULT_DATASET = "iris"
@@ -81,6 +81,53 @@ def md(text: object) -> str:
         \\[x\\]\\(y\\) \\<b\\>
     """
     return _MD_SPECIAL.sub(r"\\\1", str(text)).replace("\n", " ")
+
+
+# In a widget label only these characters can start markdown (links, code, emphasis, directives,
+# HTML, maths); '_' only where it is not inside a word (GFM: intraword '_' is never emphasis), ':'
+# only before a name (':red[', ':smile:', '://'), '.' only after 'www' (an autolink), and the
+# line-start markers only at the start. Streamlit reads a label's raw text into its aria-label, so
+# every backslash md() adds there is read out by a screen reader ("mlp backslash underscore ...").
+_LABEL_SPECIAL = re.compile(r"[\\`*{}\[\]<>~$&|]|(?<![0-9A-Za-z])_|_(?![0-9A-Za-z])|:(?=[A-Za-z/])"
+                            r"|(?<=www)\.|^[#+-]")
+_ORDERED_LIST = re.compile(r"^(\d+)([.)])")  # "1. x" at the start would be a list item
+
+
+def label(text: object) -> str:
+    """``text`` for a widget label (``st.button``, ``st.radio``, ...): escaped like ``md`` where a
+    character could act as markdown, but words such as ``mlp_classifier`` or ``seattle-weather.csv``
+    stay as they are (a screen reader reads the label's raw text).
+
+    Example:
+        >>> print(label("mlp_classifier on seattle-weather.csv"), label("[x](y) _z_ :red[a]"))
+        mlp_classifier on seattle-weather.csv \\[x\\](y) \\_z\\_ \\:red\\[a\\]
+    """
+    escaped = _LABEL_SPECIAL.sub(lambda m: "\\" + m.group(0), str(text).replace("\n", " "))
+    return _ORDERED_LIST.sub(r"\1\\\2", escaped)
+
+
+def show_table(frame: pd.DataFrame, *, digits: int = 4, column_config: Mapping[str, Any] | None = None,
+               **kwargs: Any) -> Any:
+    """``st.dataframe`` of a table the workbench computed: float columns with ``digits``
+    significant digits, floats among text likewise (``tables.tidy_frame``), and missing values
+    blank rather than "None". ``column_config`` entries win; other arguments go to ``st.dataframe``.
+    """
+    from estimator_workbench.ui.tables import tidy_frame
+
+    config: dict[str, Any] = {c: st.column_config.NumberColumn(format=f"%.{digits}g") for c in frame.columns
+                              if pd.api.types.is_float_dtype(frame[c])}
+    config.update(column_config or {})
+    return st.dataframe(tidy_frame(frame, digits), placeholder="", column_config=config, **kwargs)
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``count`` and ``noun`` agreeing in number, the count with thousands separators.
+
+    Example:
+        >>> plural(1, "prediction"), plural(2_500, "prediction"), plural(0, "run")
+        ('1 prediction', '2,500 predictions', '0 runs')
+    """
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
 
 
 def show_error(text: object, details: object | None = None, *, level: str = "error",

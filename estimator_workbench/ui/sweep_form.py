@@ -15,7 +15,7 @@ import streamlit as st
 from estimator_workbench.ui import session
 from estimator_workbench.ui.signin import current_actor
 
-__all__ = ["param_spec_text", "sweep_section"]
+__all__ = ["parallel_choices", "param_spec_text", "sweep_section"]
 
 _NUMERIC = ("int", "float")
 
@@ -77,6 +77,15 @@ def _param_rows(schema: Mapping[str, Mapping[str, Any]], chosen: list[str]) -> l
     return specs
 
 
+def parallel_choices() -> tuple[list[int], str]:
+    """``(the trial counts "Run at once" offers, why the largest)``: 1 up to the runs this machine
+    holds at once (``run_spec.machine_limit``, the cap ``plan_sweep`` enforces)."""
+    from estimator_workbench.store.run_spec import machine_limit
+
+    limit = machine_limit()
+    return list(range(1, max(1, limit.processes) + 1)), limit.reason
+
+
 def sweep_section(dataset: Mapping[str, Any], template: Mapping[str, Any]) -> None:
     """Renders the Sweep section for the session's dataset and template; "Start sweep" checks
     the request, creates the study and starts its driver, then opens the Sweeps page."""
@@ -100,7 +109,10 @@ def sweep_section(dataset: Mapping[str, Any], template: Mapping[str, Any]) -> No
                                format_func={"tpe": "TPE (Bayesian)", "random": "Random",
                                             "grid": "Grid (listed values)"}.get)
         trials = c2.number_input("Trials", min_value=1, max_value=1000, value=10, key="sw-trials")
-        parallel = c3.number_input("Run at once", min_value=1, max_value=64, value=1, key="sw-parallel")
+        at_once, why = parallel_choices()
+        parallel = c3.selectbox("Run at once", at_once, key="sw-parallel",
+                                help=f"Trials running at the same time; the others wait in the queue. At most "
+                                     f"{at_once[-1]}: {why}.")
         c1, c2, c3 = st.columns(3)
         metric = c1.text_input("Metric (final evaluation)", value=_default_metric(template), key="sw-metric")
         direction = c2.selectbox("Direction", ("auto", "maximize", "minimize"), key="sw-direction",

@@ -31,8 +31,7 @@ def sweeps_page() -> None:
                 "--param learning_rate=0.0001:0.1:log --trials 10 --metric accuracy`.")
         session.page_link("train", "Train →", icon=":material/play_arrow:")
         return
-    st.dataframe(pd.DataFrame(rows), hide_index=True, key="sweeps-table",
-                 column_config={"best": st.column_config.NumberColumn(format="%.4g")})
+    _overview(rows)
     names = [r["sweep"] for r in rows]
     wanted = st.query_params.get("sweep") or st.session_state.get("sweep")
     index = names.index(wanted) if wanted in names else 0
@@ -41,6 +40,26 @@ def sweeps_page() -> None:
         st.query_params["sweep"] = name
     st.session_state["sweep"] = name
     sweep_details(name)
+
+
+def _overview(first: list[dict[str, Any]], interval: float = 3.0) -> None:
+    """The sweeps table. It was drawn once per page run, outside the details' live fragment, so it
+    kept a sweep's "starting · 0/6" after the sweep had finished (issue 28 item 7): it refreshes
+    itself while a sweep's driver works, and reruns the page once when none works any more (the
+    details' controls follow)."""
+    from estimator_workbench.sweeps import report
+
+    live = any(r.get("state") in _LIVE for r in first)
+
+    @st.fragment(run_every=interval if live else None)
+    def table() -> None:
+        rows = report.sweep_rows(session.workspace()) if live else first
+        session.show_table(pd.DataFrame(rows), hide_index=True, key="sweeps-table",
+                     column_config={"best": st.column_config.NumberColumn(format="%.4g")})
+        if live and not any(r.get("state") in _LIVE for r in rows):
+            st.rerun()  # once: every sweep has ended, the page's controls follow its state
+
+    table()
 
 
 def _controls(name: str, state: dict[str, Any], remaining: bool) -> None:
@@ -129,7 +148,7 @@ def _body(name: str) -> None:
         st.caption("No trials yet.")
         return
     frame["open"] = ["run?run=" + r if isinstance(r, str) and r else None for r in frame["run"]]
-    st.dataframe(frame, hide_index=True, key=f"sweep-trials-{name}",
+    session.show_table(frame, hide_index=True, key=f"sweep-trials-{name}",
                  column_config={"value": st.column_config.NumberColumn(format="%.4g"),
                                 "open": st.column_config.LinkColumn("open run", display_text="open")})
     ids = [r for r in frame["run"] if isinstance(r, str) and r]

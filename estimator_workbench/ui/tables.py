@@ -18,9 +18,10 @@ from typing import Any
 import pandas as pd
 
 from estimator_workbench.store import metrics_store, paths
+from estimator_workbench.store.metric_values import BEST, FINAL, metric_label, metric_value
 from estimator_workbench.store.records import MODEL_ACTIONS, TRAINING_ACTIONS, RunRecord
 
-__all__ = ['LOSS_SMOOTHING', 'STATUS_ICONS', 'RunProgress', 'dataset_name', 'default_metric', 'differing_params', 'display_status', 'eval_metric_names', 'filter_runs', 'finished_runs_for_start', 'has_checkpoint', 'hub_frame', 'list_checkpoints', 'queue_positions', 'run_progress', 'runs_frame', 'series_csv', 'smoothed_train_loss', 'start_from_label', 'summary_frame']
+__all__ = ['LOSS_SMOOTHING', 'STATUS_ICONS', 'RunProgress', 'dataset_name', 'default_metric', 'differing_params', 'display_status', 'eval_metric_names', 'filter_runs', 'finished_runs_for_start', 'has_checkpoint', 'hub_frame', 'list_checkpoints', 'metric_columns', 'queue_positions', 'run_progress', 'runs_frame', 'series_csv', 'smoothed_train_loss', 'start_from_label', 'summary_frame', 'tidy_frame']
 
 
 STATUS_ICONS = {"queued": ":material/schedule:", "running": ":material/directions_run:",
@@ -62,19 +63,19 @@ def differing_params(records: Sequence[RunRecord]) -> list[str]:
     return out
 
 
-def _best_eval(summary: Mapping[str, Mapping[str, Any]]) -> tuple[str, Any]:
-    for name in ("eval/accuracy", "eval/auc", "eval/loss", "eval/average_loss"):
-        if name in summary:
-            return name.split("/", 1)[1], summary[name].get("best")
-    for name, entry in summary.items():
-        if name.startswith("eval/"):
-            return name.split("/", 1)[1], entry.get("best")
-    return "", None
+def _headline_eval(summary: Mapping[str, Mapping[str, Any]]) -> tuple[str, float | None]:
+    """The first eval metric the run has (accuracy, AUC, loss, average loss, else any) and its
+    final value (``metric_values``: the one definition every view shows)."""
+    names = [n for n in ("eval/accuracy", "eval/auc", "eval/loss", "eval/average_loss") if n in summary]
+    names += [n for n in summary if n.startswith("eval/") and n not in names]
+    if not names:
+        return "", None
+    return names[0].split("/", 1)[1], metric_value(summary, names[0], FINAL).value
 
 
 def runs_frame(records: Sequence[RunRecord], now: float | None = None) -> pd.DataFrame:
     """The runs table: id, name, status, action, template, dataset, step, last loss (the train
-    loss, else the eval loss of an evaluate run), best eval metric, duration, created, tags, then
+    loss, else the eval loss of an evaluate run), the final value of its first eval metric, duration, created, tags, then
     one column per param that differs between runs."""
     now = time.time() if now is None else now
     diff = differing_params(records)
@@ -82,7 +83,7 @@ def runs_frame(records: Sequence[RunRecord], now: float | None = None) -> pd.Dat
     for r in records:
         # an evaluate run has no train loss: its eval loss and the checkpoint's step instead
         loss = r.summary.get("train/loss") or r.summary.get("eval/loss") or {}
-        metric, best = _best_eval(r.summary)
+        metric, final = _headline_eval(r.summary)
         ref = (r.dataset or {}).get("ref") or {}
         row = {
             "run": r.run_id,
@@ -93,7 +94,7 @@ def runs_frame(records: Sequence[RunRecord], now: float | None = None) -> pd.Dat
             "dataset": str(ref.get("name") or Path(str(ref.get("path", ""))).name),
             "step": loss.get("last_step"),
             "last loss": loss.get("last"),
-            "best eval": best,
+            "final eval": final,
             "eval metric": metric,
             "duration": _fmt_duration(_duration(r, now)),
             "created": _dt.datetime.fromtimestamp(r.created_at),
@@ -104,11 +105,11 @@ def runs_frame(records: Sequence[RunRecord], now: float | None = None) -> pd.Dat
             row[f"param: {key}"] = value if isinstance(value, (int, float, str, bool)) or value is None else repr(value)
         rows.append(row)
     columns = ["run", "name", "status", "action", "template", "dataset", "step", "last loss",
-               "best eval", "eval metric", "duration", "created", "tags"] + [f"param: {k}" for k in diff]
+               "final eval", "eval metric", "duration", "created", "tags"] + [f"param: {k}" for k in diff]
     frame = pd.DataFrame(rows, columns=columns)
     for column in ("step",):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")
-    for column in ("last loss", "best eval"):
+    for column in ("last loss", "final eval"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
     return frame
 
@@ -192,14 +193,36 @@ def series_csv(records: Sequence[RunRecord], root: Path) -> Callable[[], bytes]:
 
 
 def summary_frame(summary: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
-    """The registry's summary metrics as a table: split, metric, last, step, best, best step."""
+    """The run's metrics as a table (``metric_values``): split, metric, final value and its step,
+    best value and its step."""
     rows = []
-    for key, entry in sorted(summary.items()):
+    for key in sorted(summary):
         split, _, name = key.partition("/")
-        rows.append({"split": split, "metric": name, "last": entry.get("last"),
-                     "last step": entry.get("last_step"), "best": entry.get("best"),
-                     "best step": entry.get("best_step")})
-    return pd.DataFrame(rows, columns=["split", "metric", "last", "last step", "best", "best step"])
+        final, best = metric_value(summary, key, FINAL), metric_value(summary, key, BEST)
+        rows.append({"split": split, "metric": name, "final": final.value, "final at step": final.step,
+                     "best": best.value, "best at step": best.step})
+    frame = pd.DataFrame(rows, columns=["split", "metric", "final", "final at step", "best", "best at step"])
+    for column in ("final at step", "best at step"):
+        frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")
+    return frame
+
+
+def tidy_frame(frame: pd.DataFrame, digits: int = 4) -> pd.DataFrame:
+    """``frame`` for a table view: a float in a column of mixed values (a param: ``0.1``, ``'relu'``)
+    as text with ``digits`` significant digits (a sampled learning rate read
+    ``0.0031622776601683794``); float columns stay numbers (sortable; the view formats them), and
+    missing values stay missing (the view shows them blank). A copy; ``frame`` is not changed.
+
+    Example:
+        >>> tidy_frame(pd.DataFrame({"lr": [0.0031622776601683794, "adam"]}))["lr"].tolist()
+        ['0.003162', 'adam']
+    """
+    out = frame.copy()
+    for column in out.columns:
+        if out[column].dtype == object:
+            out[column] = [f"{v:.{digits}g}" if isinstance(v, float) and math.isfinite(v) else
+                           (None if isinstance(v, float) else v) for v in out[column]]
+    return out
 
 
 def probability_columns(frame: pd.DataFrame) -> list[str]:
@@ -448,22 +471,33 @@ def default_metric(names: Sequence[str]) -> str | None:
     return names[0] if names else None
 
 
+def metric_columns(metric: str | None) -> tuple[str, str, str]:
+    """The Runs table's columns of the eval ``metric``: its final value, its best value and the step
+    of the best (``metric_values.metric_label``), e.g. ``('final eval accuracy', 'best eval
+    accuracy', 'best at step')``."""
+    if not metric:
+        return "final eval", "best eval", "best at step"
+    return metric_label(metric, FINAL), metric_label(metric, BEST), "best at step"
+
+
 def hub_frame(records: Sequence[RunRecord], root: Path, metric: str | None = None,
               positions: Mapping[str, int] | None = None, now: float | None = None) -> pd.DataFrame:
     """The Runs page's table, one row per run in ``records`` order: name, status (with 'stalled'),
-    action, progress (fraction, ETA, place in the queue), dataset, template, steps, the best value
-    of the eval ``metric``, the smoothed train loss, created, duration, tags, owner, run id, then one
+    action, progress (fraction, ETA, place in the queue), dataset, template, steps, the final and
+    the best value of the eval ``metric`` and the step of the best (``metric_columns``), the
+    smoothed train loss, created, duration, tags, owner, run id, then one
     column per param that differs.
 
     Reads only the registry rows and the last few kB of each run's ``metrics.jsonl`` (cached by
     file size and time), never whole metrics files."""
     now = time.time() if now is None else now
     diff = differing_params(records)
-    best_column = f"best {metric}" if metric else "best eval"
+    final_column, best_column, step_column = metric_columns(metric)
     rows = []
     for r in records:
         progress = run_progress(r, root, positions, now)
-        entry = r.summary.get(f"eval/{metric}") if metric else None
+        final = metric_value(r.summary, metric, FINAL) if metric else None
+        best = metric_value(r.summary, metric, BEST) if metric else None
         row = {
             "run": r.run_id,
             "name": r.name,
@@ -475,7 +509,9 @@ def hub_frame(records: Sequence[RunRecord], root: Path, metric: str | None = Non
             "dataset": dataset_name(r),
             "template": r.template_name or "",
             "steps": progress.step,
-            best_column: (entry or {}).get("best"),
+            final_column: final.value if final else None,
+            best_column: best.value if best else None,
+            step_column: best.step if best else None,
             "smoothed loss": smoothed_train_loss(_metrics_path(root, r.run_id)),
             "created": _dt.datetime.fromtimestamp(r.created_at),
             "duration": _fmt_duration(_duration(r, now)),
@@ -487,11 +523,12 @@ def hub_frame(records: Sequence[RunRecord], root: Path, metric: str | None = Non
             row[f"param: {key}"] = value if isinstance(value, (int, float, str, bool)) or value is None else repr(value)
         rows.append(row)
     columns = ["name", "status", "action", "progress", "ETA", "queue", "dataset", "template", "steps",
-               best_column, "smoothed loss", "created", "duration", "tags", "owner", "run"] + [f"param: {k}" for k in diff]
+               final_column, best_column, step_column, "smoothed loss", "created", "duration", "tags", "owner",
+               "run"] + [f"param: {k}" for k in diff]
     frame = pd.DataFrame(rows, columns=columns)
-    for column in ("steps", "queue"):
+    for column in ("steps", "queue", step_column):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("Int64")
-    for column in ("progress", best_column, "smoothed loss"):
+    for column in ("progress", final_column, best_column, "smoothed loss"):
         frame[column] = pd.to_numeric(frame[column], errors="coerce").astype("float64")
     return frame
 

@@ -156,7 +156,7 @@ def launch_training(page, steps: int, *, lr: float | None = None, action: str = 
     form.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Action", exact=True)).click()
     page.get_by_role("option", name=action, exact=True).click()
     clicked = time.monotonic()
-    form.get_by_role("button", name="Train").click()
+    form.get_by_test_id("stBaseButton-primaryFormSubmit").click()  # Train (by name: also "Help for Train until step")
     page.wait_for_url(re.compile(r".*/run\?run=.*"), timeout=30_000)
     return run_id_from_url(page), clicked
 

@@ -81,7 +81,7 @@ def test_eval_views_and_compare_at_scale(server, page):
     kinds = page.locator(".js-plotly-plot").evaluate_all(
         "els => els.map(el => [...new Set(el._fullData.map(t => t.type))].join(','))")
     assert kinds[1] == "parcoords", kinds
-    best = page.get_by_text(re.compile(r"^Best run for eval accuracy \(maximize\)"))
+    best = page.get_by_text(re.compile(r"^Best run for final eval accuracy \(maximize\)"))
     playwright_sync.expect(best).to_be_visible()
     accuracies = {r: registry(home).get(r).summary["eval/accuracy"]["last"] for r in (run_a, run_b)}
     winner = max(accuracies, key=lambda r: accuracies[r])

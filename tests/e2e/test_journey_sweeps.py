@@ -39,7 +39,10 @@ def test_sweep_journey(server, page):
     wait_idle(page)
     page.get_by_text("Params to search").wait_for()
     set_number(page, "Trials", 3)
-    set_number(page, "Run at once", 2)
+    # a choice up to what the machine holds (issue 24 item 9): 2 when it holds 2 runs, else 1
+    page.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Run at once", exact=True)).click()
+    two = page.get_by_role("option", name="2", exact=True)
+    (two if two.count() else page.get_by_role("option").last).click()
     set_number(page, "Steps per trial", 60)
     metric = page.get_by_label("Metric (final evaluation)")
     metric.fill("loss")  # every template's evaluation gives it

@@ -190,6 +190,6 @@ def test_example_notebook_runs_in_the_wheels_environment(notebook_venv, name, tm
     if name == "workbench_tour":
         assert len(list((tmp_path / "workspace" / "runs").iterdir())) == 2
         assert list(tmp_path.glob("r-*.ipynb"))
-        assert "best for eval accuracy -> r-" in text  # ws.compare(), live widgets with the extra's anywidget
+        assert "best for final eval accuracy -> r-" in text  # ws.compare(), live widgets with the extra's anywidget
         compared = next(c for c in notebook.cells if c.cell_type == "code" and "ws.compare(" in c.source)
         assert sum("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in compared.outputs) == 3

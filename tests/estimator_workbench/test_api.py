@@ -211,10 +211,10 @@ def test_compare_draws_the_compare_pages_figures_live_and_static(ws):
         assert run.wait(timeout=60, progress=False).status == "succeeded", run.record.error
 
     # The page's choices: the first eval metric (accuracy) maximized, the differing param on x.
-    assert (view.metric, view.direction, view.param) == ("eval accuracy", "maximize", "param: learning_rate")
+    assert (view.metric, view.direction, view.param) == ("final eval accuracy", "maximize", "param: learning_rate")
     accuracies = {run.id: run.summary["eval/accuracy"]["last"] for run in runs}
     table = view.table.set_index("run")
-    assert table["eval accuracy"].to_dict() == accuracies
+    assert table["final eval accuracy"].to_dict() == accuracies
     best = max(accuracies, key=lambda i: (accuracies[i], -list(accuracies).index(i)))  # ties: the first
     assert view.best == best and table.loc[best, "best"]
 
@@ -225,9 +225,9 @@ def test_compare_draws_the_compare_pages_figures_live_and_static(ws):
     page_table, differing = compare.comparison_frame(records, labels, losses, compare.DEFAULT_SMOOTHING)
     expected = {
         "curves": figures.curves_figure(data, run_labels=labels, smoothing=0.0, x_axis="step", log_y=False),
-        "parallel": figures.parallel_coordinates_figure(page_table, ["param: learning_rate"], "eval accuracy",
+        "parallel": figures.parallel_coordinates_figure(page_table, ["param: learning_rate"], "final eval accuracy",
                                                         direction="maximize", label_column="name"),
-        "scatter": figures.param_scatter_figure(page_table, "param: learning_rate", "eval accuracy",
+        "scatter": figures.param_scatter_figure(page_table, "param: learning_rate", "final eval accuracy",
                                                 label_column="name", best=labels[best]),
     }
     assert differing == ["param: learning_rate"]
@@ -242,8 +242,11 @@ def test_compare_draws_the_compare_pages_figures_live_and_static(ws):
     assert (static.direction, static.best) == (
         "minimize", min(static.table["run"], key=lambda i: static.table.set_index("run").loc[i, "train loss (smoothed)"]))
 
+    # the name of before the values were labelled: the final value
+    assert ws.compare([r.id for r in runs], metric="eval accuracy").metric == "final eval accuracy"
+
     with pytest.raises(ValueError, match=r"compare\(\): no run 'r-nope' in .*\(ws.runs\(\) lists the run ids\)"):
         ws.compare([runs[0].id, "r-nope"])
     with pytest.raises(ValueError, match=r"compare\(\): metric 'eval auc' is not one of these runs' metrics: "
-                                         r"\['eval accuracy', "):
+                                         r"\['final eval accuracy', "):
         ws.compare(runs, metric="eval auc")

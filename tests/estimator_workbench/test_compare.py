@@ -58,7 +58,13 @@ def test_metric_options_put_eval_metrics_first_and_directions_follow_the_name(wo
     entry = {"last": 0.8, "last_step": 100, "best": 0.9, "best_step": 50}
     a = record(reg, "a", summary={"eval/zeta": entry, "eval/accuracy": entry, "train/loss": entry})
     b = record(reg, "b", summary={"eval/average_loss": entry})
-    assert compare.metric_options([a, b]) == ["eval accuracy", "eval average_loss", "eval zeta", compare.SMOOTHED_LOSS]
+    assert compare.metric_options([a, b]) == [
+        "final eval accuracy", "final eval average_loss", "final eval zeta",
+        "best eval accuracy", "best eval average_loss", "best eval zeta", compare.SMOOTHED_LOSS]
+    assert compare.default_direction("final eval accuracy") == "maximize"
+    assert compare.default_direction("best eval average_loss") == "minimize"
+    # the notebook's compare(metric="eval accuracy") of before the values were named: the final one
+    assert compare.resolve_metric("eval accuracy", compare.metric_options([a])) == "final eval accuracy"
     assert compare.default_direction("eval accuracy") == "maximize"
     assert compare.default_direction("eval average_loss") == "minimize"
     assert compare.default_direction(compare.SMOOTHED_LOSS) == "minimize"
@@ -67,22 +73,25 @@ def test_metric_options_put_eval_metrics_first_and_directions_follow_the_name(wo
 
 def test_the_comparison_table_and_the_best_run(workspace):
     reg = RunRegistry(workspace)
+    # final (last evaluation) and best (over the evaluations) differ: the table names both
     runs = [record(reg, f"trial {i}", params={"learning_rate": lr},
-                   summary={"eval/accuracy": {"last": acc, "last_step": 100, "best": acc, "best_step": 100}})
-            for i, (lr, acc) in enumerate([(0.1, 0.7), (0.01, 0.95), (0.001, 0.9)])]
+                   summary={"eval/accuracy": {"last": acc, "last_step": 100, "best": best, "best_step": 60}})
+            for i, (lr, acc, best) in enumerate([(0.1, 0.7, 0.99), (0.01, 0.95, 0.96), (0.001, 0.9, 0.9)])]
     losses = {runs[0].run_id: np.array([1.0, 0.2]), runs[1].run_id: np.array([0.5, 0.4])}
     table, differing = compare.comparison_frame(runs, {r.run_id: r.name for r in runs}, losses, 0.5)
     assert differing == ["param: learning_rate"]
     assert list(table.columns) == ["run", "name", "status", "param: learning_rate", "step",
-                                   compare.SMOOTHED_LOSS, "eval accuracy"]
+                                   compare.SMOOTHED_LOSS, "final eval accuracy", "best eval accuracy"]
+    assert list(table["final eval accuracy"]) == [0.7, 0.95, 0.9] and list(table["best eval accuracy"]) == [0.99, 0.96, 0.9]
     assert table[compare.SMOOTHED_LOSS].iloc[0] == pytest.approx((0.5 * 1.0 * 0.5 + 0.5 * 0.2) / 0.75)
     assert np.isnan(table[compare.SMOOTHED_LOSS].iloc[2])  # no train loss logged
-    assert compare.best_run(table, "eval accuracy", "maximize") == runs[1].run_id
-    assert compare.best_run(table, "eval accuracy", "minimize") == runs[0].run_id
+    assert compare.best_run(table, "final eval accuracy", "maximize") == runs[1].run_id
+    assert compare.best_run(table, "final eval accuracy", "minimize") == runs[0].run_id
+    assert compare.best_run(table, "best eval accuracy", "maximize") == runs[0].run_id  # 0.99 at step 60
     assert compare.best_run(table, compare.SMOOTHED_LOSS, "minimize") == runs[1].run_id  # 0.433 < 0.467
-    assert compare.best_run(table.assign(**{"eval accuracy": np.nan}), "eval accuracy", "maximize") is None
+    assert compare.best_run(table.assign(**{"final eval accuracy": np.nan}), "final eval accuracy", "maximize") is None
     with pytest.raises(ValueError, match="direction must be 'maximize' or 'minimize', given: 'max'"):
-        compare.best_run(table, "eval accuracy", "max")
+        compare.best_run(table, "final eval accuracy", "max")
     with pytest.raises(ValueError, match="Metric 'eval auc' is not a column"):
         compare.best_run(table, "eval auc", "maximize")
 

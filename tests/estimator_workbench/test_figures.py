@@ -232,8 +232,9 @@ class TestCompareAtScale:
                                                   direction="minimize")
         trace = fig.data[0]
         labels = [d.label for d in trace.dimensions]
-        assert labels == ["log10 lr", "optimizer", "seed", "eval loss"]
+        assert labels == ["lr (log scale)", "optimizer", "seed", "eval loss"]
         assert list(trace.dimensions[0].values) == [-4.0, -1.0]  # the run without a metric is left out
+        assert list(trace.dimensions[0].ticktext) == ["0.0001", "0.001", "0.01", "0.1"]  # the values, not -4
         assert list(trace.dimensions[1].ticktext) == ["adam", "sgd"] and list(trace.dimensions[1].values) == [0, 1]
         assert list(trace.line.color) == [0.5, 0.2] and trace.line.reversescale is True
         with pytest.raises(ValueError, match="direction must be 'maximize' or 'minimize'"):

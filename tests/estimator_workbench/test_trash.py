@@ -295,10 +295,14 @@ class TestHubHelpers:
         assert tables.eval_metric_names(records) == ["accuracy", "loss"]
         assert tables.default_metric(tables.eval_metric_names(records)) == "accuracy"
         frame = tables.hub_frame(records, workspace, "accuracy").set_index("name")
-        assert list(frame.columns)[:15] == ["status", "action", "progress", "ETA", "queue", "dataset",
-                                            "template", "steps", "best accuracy", "smoothed loss", "created",
-                                            "duration", "tags", "owner", "run"]
-        assert frame.loc["alpha", "best accuracy"] == 0.75 and frame.loc["beta", "dataset"] == "wine.csv"
+        assert list(frame.columns)[:17] == ["status", "action", "progress", "ETA", "queue", "dataset",
+                                            "template", "steps", "final eval accuracy", "best eval accuracy",
+                                            "best at step", "smoothed loss", "created", "duration", "tags", "owner",
+                                            "run"]
+        # final: the last evaluation (0.70 at step 20); best: 0.75, reached at step 10
+        assert (frame.loc["alpha", "final eval accuracy"], frame.loc["alpha", "best eval accuracy"],
+                frame.loc["alpha", "best at step"]) == (0.70, 0.75, 10)
+        assert frame.loc["beta", "dataset"] == "wine.csv"
         assert ids(tables.filter_runs(records, tags=["baseline"])) == [b.run_id]
         assert ids(tables.filter_runs(records, templates=["linear"])) == [a.run_id]
         assert ids(tables.filter_runs(records, datasets=["wine.csv"])) == [b.run_id]

@@ -60,10 +60,10 @@ def test_the_url_selects_the_runs_and_the_best_one_is_highlighted(home):
            for i, (lr, acc) in enumerate([(1e-4, 0.6), (1e-3, 0.93), (1e-1, 0.8), (1e-2, 0.1)])]
     at = open_page("compare", query={"runs": ",".join(ids[:3])})
     assert at.multiselect(key="cmp-runs").value == ids[:3]  # the URL's runs, not the default two
-    assert at.selectbox(key="cmp-metric").value == "eval accuracy"
-    assert at.radio(key="cmp-direction-eval accuracy").value == "maximize"
+    assert at.selectbox(key="cmp-metric").value == "final eval accuracy"
+    assert at.radio(key="cmp-direction-final eval accuracy").value == "maximize"
     best = next(s.value for s in at.success if s.value.startswith("Best run"))
-    assert best == f"Best run for eval accuracy (maximize): **trial 1** ({ids[1]}) · 0.93"
+    assert best == f"Best run for final eval accuracy (maximize): **trial 1** ({ids[1]}) · 0.93"
     table = at.dataframe[0].value
     assert list(table.loc[table["best"] == "★", "run"]) == [ids[1]]
     assert "param: learning_rate" in table.columns and "seed" not in table.columns  # same seed: no column
@@ -72,9 +72,9 @@ def test_the_url_selects_the_runs_and_the_best_one_is_highlighted(home):
     assert parallel["data"][0]["type"] == "parcoords"
     assert scatter["layout"]["xaxis"]["type"] == "log"  # 1e-4 .. 1e-1: three decades
     assert scatter["data"][1]["text"] == ["best: trial 1"]
-    at.radio(key="cmp-direction-eval accuracy").set_value("minimize").run()
+    at.radio(key="cmp-direction-final eval accuracy").set_value("minimize").run()
     assert next(s.value for s in at.success if s.value.startswith("Best run")).startswith(
-        "Best run for eval accuracy (minimize): **trial 0**")
+        "Best run for final eval accuracy (minimize): **trial 0**")
     at.selectbox(key="cmp-metric").set_value("train loss (smoothed)").run()
     assert at.radio(key="cmp-direction-train loss (smoothed)").value == "minimize"
 

@@ -270,5 +270,5 @@ def test_the_run_page_keeps_its_tabs_while_a_run_goes_live(home):
     at.run()
     assert [t.label for t in at.tabs] == names
     summary = at.tabs[0].dataframe[0].value
-    assert summary.set_index("metric").loc["loss", "last step"] == 30
+    assert summary.set_index("metric").loc["loss", "final at step"] == 30
     assert json.loads(at.get("plotly_chart")[0].proto.spec)["data"]  # the curve is drawn

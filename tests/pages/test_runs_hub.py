@@ -66,12 +66,13 @@ def test_columns_filters_and_the_chosen_metric(home):
     at = open_page("runs")
     frame = at.dataframe[0].value.set_index("name")
     for column in ("status", "action", "progress", "ETA", "queue", "dataset", "template", "steps",
-                   "best accuracy", "smoothed loss", "created", "duration"):
+                   "final eval accuracy", "best eval accuracy", "best at step", "smoothed loss", "created",
+                   "duration"):
         assert column in frame.columns, column
-    assert frame.loc["alpha", "best accuracy"] == 0.8 and frame.loc["beta", "dataset"] == "wine.csv"
+    assert frame.loc["alpha", "final eval accuracy"] == 0.8 and frame.loc["beta", "dataset"] == "wine.csv"
     assert frame.loc["alpha", "smoothed loss"] == pytest.approx((0.1 * 0.9 * 1.0 + 0.1 * 0.5) / (1 - 0.81))
     at.selectbox(key="runs-metric").set_value("loss").run()
-    assert at.dataframe[0].value.set_index("name").loc["beta", "best loss"] == 0.2
+    assert at.dataframe[0].value.set_index("name").loc["beta", "best eval loss"] == 0.2
     at.multiselect(key="runs-tags").set_value(["baseline"]).run()
     assert list(at.dataframe[0].value["name"]) == ["beta"]
     at.multiselect(key="runs-tags").set_value([]).run()
