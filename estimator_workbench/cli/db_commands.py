@@ -111,7 +111,7 @@ def copy_registry(source: str, target: str) -> dict[str, Any]:
             "already_there": len(rows) - len(new), "checksum": checksum, "audit": _copy_audit_log(source, target)}
 
 
-_AUDIT_COLUMNS = "at, actor, action, run_id, outcome, detail"
+_AUDIT_COLUMNS = ("at", "actor", "action", "run_id", "outcome", "detail")
 
 
 def _copy_audit_log(source: str, target: str) -> int:
@@ -119,7 +119,8 @@ def _copy_audit_log(source: str, target: str) -> int:
     returns how many."""
     def read(url: str) -> list[tuple[Any, ...]]:
         with engine_for(url).connect() as conn:
-            rows = [tuple(r) for r in conn.exec_driver_sql(f"SELECT {_AUDIT_COLUMNS} FROM audit_log ORDER BY id")]
+            rows = [tuple(r) for r in conn.exec_driver_sql(
+                "SELECT at, actor, action, run_id, outcome, detail FROM audit_log ORDER BY id")]
             conn.rollback()
         return rows
 
@@ -129,9 +130,9 @@ def _copy_audit_log(source: str, target: str) -> int:
         import sqlalchemy
 
         with engine_for(target).begin() as conn:
-            conn.execute(sqlalchemy.text(f"INSERT INTO audit_log ({_AUDIT_COLUMNS}) VALUES "
+            conn.execute(sqlalchemy.text("INSERT INTO audit_log (at, actor, action, run_id, outcome, detail) VALUES "
                                          "(:at, :actor, :action, :run_id, :outcome, :detail)"),
-                         [dict(zip(_AUDIT_COLUMNS.split(", "), row)) for row in new])
+                         [dict(zip(_AUDIT_COLUMNS, row)) for row in new])
     return len(new)
 
 
