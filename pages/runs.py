@@ -3,10 +3,10 @@ ones; stop, cancel, resume, rename and tag one run; restore runs from the trash.
 
 import streamlit as st
 
-from estimator_workbench.ui import forms, panels, runs_hub, session
+from estimator_workbench.ui import forms, panels, runs_hub, session, settings
 
 st.title("Runs")
-session.get_launcher()  # reap finished runners and start queued runs
+launcher = session.get_launcher()  # reap finished runners and start queued runs
 registry = session.get_registry()
 records = registry.list_runs()
 runs_hub.show_notice()
@@ -34,3 +34,4 @@ if shown:
 else:
     st.info("No runs match." if records else "No runs yet. Launch one on the Train page.")
 runs_hub.trash_section()
+settings.concurrency_settings(launcher)  # local runs at once, helper slots (issue 28 item 8)
