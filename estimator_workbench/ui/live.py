@@ -30,7 +30,7 @@ from estimator_workbench.ui.session import (
 )
 from estimator_workbench.ui.tables import summary_frame
 
-__all__ = ['FIRST_POINT_INTERVAL_S', 'FIRST_POINT_WAIT_S', 'LIVE_INTERVAL_S', 'MAX_POINTS', 'chart_controls', 'live_metrics', 'metrics_summary', 'prediction_result']
+__all__ = ['FIRST_POINT_INTERVAL_S', 'FIRST_POINT_WAIT_S', 'LIVE_INTERVAL_S', 'MAX_POINTS', 'chart_controls', 'evaluation_table', 'live_metrics', 'metrics_summary', 'prediction_result']
 
 
 LIVE_INTERVAL_S = 1.0
@@ -175,11 +175,35 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
         if record.error and record.status in ("failed", "lost", "cancelled", "stopped"):
             # 'stopped' with an error: nan_policy 'stop' ended it on a NaN loss (a warning)
             show_error(record.error, level="warning" if record.status == "stopped" else "error")
-        st.plotly_chart(state.figure(controls), key=f"curves-{run_id}", config={"displaylogo": False})
+        table = evaluation_table(state.frame) if record.action == "evaluate" else None
+        if table is not None:  # one evaluation: its values, not one-point line charts (issue 28 item 6)
+            steps = sorted({int(s) for s in state.frame["step"].dropna()})
+            st.caption(f"Evaluation at step {', '.join(map(str, steps))}" if steps else "Evaluation")
+            st.dataframe(table, hide_index=True, key=f"eval-table-{run_id}",
+                         column_config={"value": st.column_config.NumberColumn("value", format="%.4g")})
+        else:
+            st.plotly_chart(state.figure(controls), key=f"curves-{run_id}", config={"displaylogo": False})
         if every is not None and record.is_finished:
             st.rerun()  # once, at the end of the run: the page outside this panel follows its status
 
     _panel()
+
+
+def evaluation_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """The metrics of an evaluate run as a table (split, metric, value, step), one row per metric
+    at its last step; None while nothing is logged.
+
+    Example:
+        >>> rows = [{"step": 7600, "wall_time": 1.0, "split": "eval", "name": "accuracy", "value": 0.9}]
+        >>> evaluation_table(metrics_store.rows_to_frame(rows)).to_dict("records")
+        [{'split': 'eval', 'metric': 'accuracy', 'value': 0.9, 'step': 7600}]
+    """
+    if not len(frame):
+        return None
+    last = frame.dropna(subset=["value"]).sort_values("step", kind="stable").groupby(
+        ["split", "name"], sort=True).tail(1)
+    table = last.rename(columns={"name": "metric"})[["split", "metric", "value", "step"]]
+    return table.sort_values(["split", "metric"]).reset_index(drop=True)
 
 
 def metrics_summary(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:
