@@ -5,7 +5,7 @@ of them runs."""
 import streamlit as st
 
 from estimator_workbench.store.records import MODEL_ACTIONS
-from estimator_workbench.ui import compare, live, session, tables
+from estimator_workbench.ui import compare, compare_eval, live, session, tables
 
 st.title("Compare runs")
 registry = session.get_registry()
@@ -20,3 +20,4 @@ controls = live.chart_controls("cmp")
 compare.compare_view(runs, session.workspace(), controls, interval=live.LIVE_INTERVAL_S)
 st.download_button("Download all series (CSV)", data=tables.series_csv(runs, session.workspace()),
                    file_name="series.csv", mime="text/csv", on_click="ignore", icon=":material/download:")
+compare_eval.class_metrics_view(runs)  # side-by-side confusion matrices, per-class table (issue 28 item 6)

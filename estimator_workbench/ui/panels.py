@@ -3,6 +3,7 @@ reproduce commands and bundle, checkpoints, evaluation plots, and prediction inp
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -41,7 +42,7 @@ from estimator_workbench.ui.tables import (
     probability_columns,
 )
 
-__all__ = ['bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'launch_from', 'newest_checkpoint', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'serve_panel', 'single_prediction', 'source_step', 'status_badge']
+__all__ = ['EvaluationRows', 'bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'evaluation_rows', 'launch_from', 'launch_plots', 'newest_checkpoint', 'plots_source', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'serve_panel', 'single_prediction', 'source_step', 'status_badge']
 
 
 def status_badge(record: RunRecord) -> None:
@@ -260,7 +261,7 @@ def _launch_and_open(record: RunRecord, action: str, checkpoint_path: str) -> No
         child = launch_from(record, action, checkpoint_path=checkpoint_path)
         if action == "evaluate" and record.action in MODEL_ACTIONS:
             # its Evaluation plots tab: the predictions of the same checkpoint (issue 28 item 6)
-            _launch_plots(record, checkpoint_path)
+            launch_plots(record, checkpoint_path)
     except (ValueError, RunNotFoundError) as exc:
         st.session_state[f"_launch-error-{record.run_id}"] = str(exc)
         return
@@ -296,7 +297,7 @@ def _plots_children(model: RunRecord, dataset: Mapping[str, Any]) -> list[RunRec
             if c.dataset.get("fingerprint") == dataset.get("fingerprint")]
 
 
-def _launch_plots(record: RunRecord, checkpoint_path: str,
+def launch_plots(record: RunRecord, checkpoint_path: str,
                   dataset: Mapping[str, Any] | None = None) -> RunRecord | None:
     """The predict run that draws the evaluation plots of ``record``'s checkpoint on ``dataset``
     (default: the run's own); one that succeeded already, or is under way, is returned instead."""
@@ -404,7 +405,7 @@ def _checkpoint_plots(model: RunRecord, kids: list[RunRecord], checkpoint_path: 
     if st.button(f"Compute evaluation plots of step {step}", key=f"evalplots-step-{key}",
                  icon=":material/insights:",
                  help="Runs predict on the dataset in a runner process, from this checkpoint."):
-        if _launch_plots(model, checkpoint_path, dataset) is not None:
+        if launch_plots(model, checkpoint_path, dataset) is not None:
             st.rerun()  # a click, not a timer: the page re-registers this panel to poll
 
 
@@ -424,7 +425,7 @@ def _evaluation_plots(record: RunRecord, kids: list[RunRecord], key: str | None 
         elif st.button("Compute evaluation plots", key=f"evalplots-{record.run_id}",
                        disabled=not record.is_finished or newest is None,
                        help="Runs predict on the dataset in a runner process, from the newest checkpoint."):
-            if newest is not None and _launch_plots(record, newest[1]) is not None:
+            if newest is not None and launch_plots(record, newest[1]) is not None:
                 st.rerun()  # a click, not a timer: the page re-registers this panel to poll
         return
     shown_step = steps[shown.run_id]
@@ -439,55 +440,91 @@ def _evaluation_plots(record: RunRecord, kids: list[RunRecord], key: str | None 
         elif failed:
             st.warning(f"{stale} Recomputing failed (run {failed[0].run_id}).", icon=":material/update:")
             if st.button("Recompute evaluation plots", key=f"evalplots-again-{record.run_id}"):
-                if _launch_plots(record, newest[1]) is not None:
+                if launch_plots(record, newest[1]) is not None:
                     st.rerun()
         else:  # once per new checkpoint: the child launched now is found on the next render
-            child = _launch_plots(record, newest[1])
+            child = launch_plots(record, newest[1])
             if child is not None:
                 st.warning(f"{stale} Recomputing in run {child.run_id}…", icon=":material/update:")
     _draw_plots(record, record.dataset, shown, shown_step, key or record.run_id)
 
 
-def _draw_plots(record: RunRecord, dataset: Mapping[str, Any], shown: RunRecord, shown_step: int | None,
-                key: str) -> None:
-    """The figures from the predictions of run ``shown`` on the evaluation rows of ``dataset``."""
+@dataclasses.dataclass(frozen=True)
+class EvaluationRows:
+    """The evaluation split's labels and the predictions for those rows.
+
+    Example:
+        >>> rows = evaluation_rows(record.dataset, predictions_frame(child.run_id))  # doctest: +SKIP
+        >>> rows.task, len(rows.y) == len(rows.predictions)                          # doctest: +SKIP
+        ('classification', True)
+    """
+
+    task: str
+    y: np.ndarray  # class ids (classification) or values (regression)
+    predictions: pd.DataFrame  # the rows of the predictions file for the evaluation split
+    class_names: list[str]
+
+
+def evaluation_rows(dataset: Mapping[str, Any], preds: pd.DataFrame | None) -> EvaluationRows:
+    """The evaluation rows of ``dataset`` with their predictions (a predict run's whole-dataset
+    output); ``ValueError`` saying why when they cannot be lined up."""
     from estimator_workbench.data import datasets
 
-    preds = predictions_frame(shown.run_id)
+    spec = datasets.DatasetSpec.from_dict(dataset)
     try:
-        spec = datasets.DatasetSpec.from_dict(dataset)
         df = load_dataset_frame(spec.path, **spec.read_options)
-    except (ValueError, OSError) as exc:
-        show_error(exc, level="warning", prefix="The run's dataset cannot be read: ")
-        return
+    except OSError as exc:
+        raise ValueError(f"The run's dataset cannot be read: {exc}") from None
     if preds is None or len(preds) != len(df):
-        st.warning("The predictions do not line up with the dataset rows.")
-        return
+        raise ValueError("The predictions do not line up with the dataset rows.")
     _, eval_df = datasets.split(df, spec)
     rows = df.index.get_indexer(eval_df.index) if len(eval_df) else np.arange(len(df))
     label = spec.schema.label
-    info = datasets.task_info(df, spec)
     part = preds.iloc[rows]
+    if spec.task == "classification":
+        info = datasets.task_info(df, spec)
+        return EvaluationRows("classification", datasets.encode_labels(df[label].iloc[rows], info), part,
+                              [str(n) for n in info["label_vocabulary"]])
+    return EvaluationRows(spec.task, pd.to_numeric(df[label].iloc[rows], errors="coerce").to_numpy(), part, [])
+
+
+def plots_source(record: RunRecord) -> tuple[RunRecord, int | None] | None:
+    """The predict run whose output the evaluation plots of ``record`` (a training run) draw, for
+    its newest checkpoint (else its newest finished one), with that checkpoint's step."""
+    kids = _plots_children(record, record.dataset)
+    steps = {c.run_id: source_step(c, record) for c in kids}
+    done = sorted((c for c in kids if c.status == "succeeded"),
+                  key=lambda c: (steps[c.run_id] if steps[c.run_id] is not None else -1, c.created_at), reverse=True)
+    return (done[0], steps[done[0].run_id]) if done else None
+
+
+def _draw_plots(record: RunRecord, dataset: Mapping[str, Any], shown: RunRecord, shown_step: int | None,
+                key: str) -> None:
+    """The figures from the predictions of run ``shown`` on the evaluation rows of ``dataset``."""
+    try:
+        rows = evaluation_rows(dataset, predictions_frame(shown.run_id))
+    except ValueError as exc:
+        show_error(exc, level="warning")
+        return
+    part = rows.predictions
     with st.container(key=f"eval-source-{key}"):
-        st.caption(f"{len(rows)} evaluation rows · from {checkpoint_text(shown_step)} · "
+        st.caption(f"{len(part)} evaluation rows · from {checkpoint_text(shown_step)} · "
                    f"predictions of run {shown.run_id}")
-    if spec.task == "classification" and "class_ids" in preds.columns:
-        y = datasets.encode_labels(df[label].iloc[rows], info)
-        names = info["label_vocabulary"]
-        matrix = figures.confusion_matrix(y, part["class_ids"].to_numpy(), len(names))
+    if rows.task == "classification" and "class_ids" in part.columns:
+        names = rows.class_names
+        matrix = figures.confusion_matrix(rows.y, part["class_ids"].to_numpy(), len(names))
         normalize = st.toggle("Normalise rows", key=f"cm-norm-{key}")
         st.plotly_chart(figures.confusion_matrix_figure(matrix, names, normalize=normalize),
                         key=f"cm-{key}")
-        prob_cols = probability_columns(preds)
+        prob_cols = probability_columns(part)
         if len(prob_cols) == len(names):
-            st.plotly_chart(figures.roc_pr_figure(y, part[prob_cols].to_numpy(), names), key=f"roc-{key}")
-    elif spec.task == "regression":
-        column = next((c for c in ("predictions", "prediction", "predictions_0") if c in preds.columns), None)
+            st.plotly_chart(figures.roc_pr_figure(rows.y, part[prob_cols].to_numpy(), names), key=f"roc-{key}")
+    elif rows.task == "regression":
+        column = next((c for c in ("predictions", "prediction", "predictions_0") if c in part.columns), None)
         if column is None:
             st.caption("No numeric prediction column found.")
             return
-        y = pd.to_numeric(df[label].iloc[rows], errors="coerce").to_numpy()
-        st.plotly_chart(figures.residuals_figure(y, part[column].to_numpy()), key=f"res-{key}")
+        st.plotly_chart(figures.residuals_figure(rows.y, part[column].to_numpy()), key=f"res-{key}")
 
 
 def prediction_dataset(base: Any, upload_name: str | None, upload_bytes: bytes | None) -> dict[str, Any]:
