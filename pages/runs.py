@@ -11,9 +11,11 @@ registry = session.get_registry()
 records = registry.list_runs()
 runs_hub.show_notice()
 shown, metric = runs_hub.runs_filters(records)
+groups = runs_hub.helper_grouping(shown)  # evaluate/predict runs under their run (issue 28 item 9)
+shown = groups.rows
 st.caption(f"{len(shown)} of {len(records)} runs · click a column header to sort · tick rows to select")
 if shown:
-    selected = runs_hub.runs_table(shown, records, metric)
+    selected = runs_hub.runs_table(shown, records, metric, groups)
     runs_hub.bulk_actions(selected)
 
     st.subheader("Act on a run")

@@ -527,16 +527,20 @@ def _draw_plots(record: RunRecord, dataset: Mapping[str, Any], shown: RunRecord,
         st.plotly_chart(figures.residuals_figure(rows.y, part[column].to_numpy()), key=f"res-{key}")
 
 
-def prediction_dataset(base: Any, upload_name: str | None, upload_bytes: bytes | None) -> dict[str, Any]:
+def prediction_dataset(base: Any, upload_name: str | None, upload_bytes: bytes | None, *,
+                       typed_row: bool = False) -> dict[str, Any]:
     """The dataset dict of a predict run: the training run's own (``upload_bytes`` None) or an
-    uploaded file with the training roles (columns the file lacks, e.g. the label, are dropped)."""
+    uploaded file with the training roles (columns the file lacks, e.g. the label, are dropped).
+    A ``typed_row`` (the Single row tab) is kept as the run's input, not stored as an upload."""
     from estimator_workbench.data import datasets
+    from estimator_workbench.data.sources import PREDICT_INPUTS_DIR, UPLOADS_DIR
 
     if upload_bytes is None:
         spec = base
     else:
         with st.spinner("Checking the file…"):
-            path = datasets.save_upload(workspace(), upload_name or "upload.csv", upload_bytes)
+            path = datasets.save_upload(workspace(), upload_name or "upload.csv", upload_bytes,
+                                        folder_name=PREDICT_INPUTS_DIR if typed_row else UPLOADS_DIR)
             df = load_dataset_frame(path)
         try:
             spec = datasets.prediction_spec(base, {"kind": "file", "path": str(path)}, df)

@@ -18,7 +18,7 @@ import streamlit as st
 from estimator_workbench.execution.tf_import import describe_import
 from estimator_workbench.store import trash
 from estimator_workbench.store.records import STATUSES, RunNotFoundError, RunRecord
-from estimator_workbench.ui import tables
+from estimator_workbench.ui import run_groups, tables
 from estimator_workbench.ui.session import (
     PAGE_SCRIPTS,
     get_registry,
@@ -36,6 +36,7 @@ __all__ = [
     "bulk_actions",
     "confirm_trash",
     "confirmation_dialogs",
+    "helper_grouping",
     "open_compare",
     "progress_line",
     "run_header",
@@ -68,16 +69,28 @@ def runs_filters(records: Sequence[RunRecord], key: str = "runs") -> tuple[list[
     metric = c3.selectbox("Best eval metric", metrics, index=None if default is None else metrics.index(default),
                           key=f"{key}-metric",
                           help="The 'best …' column: the best value the run reached on this eval metric.")
-    c4, c5, c6 = st.columns(3)
+    c4, c5, c6, c7 = st.columns(4)
     tags = c4.multiselect("Tags (all of)", sorted({t for r in records for t in r.tags}), key=f"{key}-tags")
     templates = c5.multiselect("Template", sorted({r.template_name or "" for r in records}), key=f"{key}-templates")
     datasets = c6.multiselect("Dataset", sorted({tables.dataset_name(r) for r in records}), key=f"{key}-datasets")
+    actions = c7.multiselect("Action", sorted({r.action for r in records}), key=f"{key}-actions")
     try:
         shown = tables.filter_runs(records, statuses, text, tags=tags, templates=templates, datasets=datasets)
     except ValueError as exc:
         show_error(exc)
         shown = list(records)
+    if actions:  # (issue 28 item 9)
+        shown = [r for r in shown if r.action in actions]
     return shown, metric
+
+
+def helper_grouping(shown: Sequence[RunRecord], key: str = "runs") -> run_groups.RunGroups:
+    """The 'evaluate/predict runs of other runs' toggle (off: grouped under their parent, counted
+    in its 'helpers' column; on: listed right under it) and the grouped rows (issue 28 item 9)."""
+    show = st.toggle("Show evaluate/predict runs under their run", key=f"{key}-show-helpers",
+                     help="Evaluation plots, predictions and evaluations launched from a trained run are "
+                          "grouped under it; the 'helpers' column counts them.")
+    return run_groups.group_helper_runs(shown, show_helpers=show)
 
 
 def table_key(records: Sequence[RunRecord], prefix: str = "runs-table") -> str:
@@ -88,10 +101,16 @@ def table_key(records: Sequence[RunRecord], prefix: str = "runs-table") -> str:
     return f"{prefix}-{zlib.crc32(' '.join(r.run_id for r in records).encode()):08x}"
 
 
-def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metric: str | None) -> list[RunRecord]:
+def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metric: str | None,
+               groups: run_groups.RunGroups | None = None) -> list[RunRecord]:
     """The runs table (sort by a click on a column header, select rows with the checkboxes on
-    the left); returns the selected runs. ``every_run`` (unfiltered) gives the queue places."""
+    the left); returns the selected runs. ``every_run`` (unfiltered) gives the queue places;
+    ``groups`` (of ``shown``) adds the 'helpers' column and marks helper rows under their run."""
     frame = tables.hub_frame(shown, workspace(), metric, tables.queue_positions(every_run))
+    if groups is not None:
+        frame.insert(1, "helpers", [groups.helpers.get(r.run_id, "") for r in shown])
+        frame["name"] = [run_groups.NESTED_PREFIX + n if r.run_id in groups.nested else n
+                         for r, n in zip(shown, frame["name"])]
     best = f"best {metric}" if metric else "best eval"
     event = st.dataframe(
         frame, hide_index=True, key=table_key(shown), on_select="rerun", selection_mode="multi-row",
