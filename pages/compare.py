@@ -16,6 +16,7 @@ if len(records) < 1:
 runs = compare.pick_runs(records)
 if not runs:
     st.stop()
+compare_eval.run_links(runs)  # each run's page and notes (issue 28 item 10)
 controls = live.chart_controls("cmp")
 compare.compare_view(runs, session.workspace(), controls, interval=live.LIVE_INTERVAL_S)
 st.download_button("Download all series (CSV)", data=tables.series_csv(runs, session.workspace()),

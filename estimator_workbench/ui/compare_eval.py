@@ -19,9 +19,9 @@ from estimator_workbench.ui.panels import (
     newest_checkpoint,
     plots_source,
 )
-from estimator_workbench.ui.session import md, predictions_frame
+from estimator_workbench.ui.session import md, page_link, predictions_frame
 
-__all__ = ["class_metrics_view", "per_class_frame"]
+__all__ = ["class_metrics_view", "per_class_frame", "run_links"]
 
 
 def per_class_frame(matrix: np.ndarray, class_names: Sequence[str]) -> pd.DataFrame:
@@ -115,3 +115,18 @@ def class_metrics_view(runs: Sequence[RunRecord], labels: Mapping[str, str] | No
     table = pd.concat(frames, axis=1).reset_index()
     st.dataframe(table, hide_index=True, key="cmp-per-class",
                  column_config={c: st.column_config.NumberColumn(c, format="%.3f") for c in table.columns if c != "class"})
+
+
+def run_links(runs: Sequence[RunRecord]) -> None:
+    """One line per compared run (issue 28 item 10): a link to its run page, its status, and its
+    notes (the first line, the rest on hover)."""
+    with st.container(key="cmp-run-links"):
+        for record in runs:
+            c1, c2 = st.columns([2, 3], vertical_alignment="center")
+            with c1:
+                page_link("run", f"{record.name} · {record.run_id}", icon=":material/monitoring:",
+                          run_id=record.run_id)
+            note = (record.note or "").strip()
+            first = note.splitlines()[0] if note else ""
+            c2.caption(f"{record.status} · " + (md(first) if note else "no notes"),
+                       help=md(note) if len(first) < len(note) else None)

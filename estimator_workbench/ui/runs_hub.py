@@ -18,7 +18,7 @@ import streamlit as st
 from estimator_workbench.execution.tf_import import describe_import
 from estimator_workbench.store import trash
 from estimator_workbench.store.records import STATUSES, RunNotFoundError, RunRecord
-from estimator_workbench.ui import run_groups, tables
+from estimator_workbench.ui import run_groups, run_query, tables
 from estimator_workbench.ui.session import (
     PAGE_SCRIPTS,
     get_registry,
@@ -63,7 +63,7 @@ def runs_filters(records: Sequence[RunRecord], key: str = "runs") -> tuple[list[
     by; returns the runs that pass and the chosen metric (None when no run has an eval metric)."""
     c1, c2, c3 = st.columns([2, 3, 2])
     statuses = c1.multiselect("Status", [*STATUSES, "stalled"], key=f"{key}-status")
-    text = c2.text_input("Filter (regex on id, name, template, dataset, tags)", key=f"{key}-filter")
+    text = c2.text_input("Filter (regex on id, name, template, dataset, tags, notes)", key=f"{key}-filter")
     metrics = tables.eval_metric_names(records)
     default = tables.default_metric(metrics)
     metric = c3.selectbox("Best eval metric", metrics, index=None if default is None else metrics.index(default),
@@ -81,6 +81,14 @@ def runs_filters(records: Sequence[RunRecord], key: str = "runs") -> tuple[list[
         shown = list(records)
     if actions:  # (issue 28 item 9)
         shown = [r for r in shown if r.action in actions]
+    condition = st.text_input("Metric condition", key=f"{key}-condition", placeholder="accuracy > 0.7 and loss < 0.5",
+                              help="Runs whose last logged value of each metric passes (eval/<name> unless you "
+                                   "write train/loss); operators > >= < <= == !=.")
+    if condition.strip():  # (issue 28 item 10)
+        try:
+            shown = run_query.filter_by_condition(shown, condition)
+        except ValueError as exc:
+            show_error(exc)
     return shown, metric
 
 
@@ -107,6 +115,7 @@ def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metri
     the left); returns the selected runs. ``every_run`` (unfiltered) gives the queue places;
     ``groups`` (of ``shown``) adds the 'helpers' column and marks helper rows under their run."""
     frame = tables.hub_frame(shown, workspace(), metric, tables.queue_positions(every_run))
+    frame.insert(frame.columns.get_loc("tags") + 1, "notes", [_first_line(r.note) for r in shown])
     if groups is not None:
         frame.insert(1, "helpers", [groups.helpers.get(r.run_id, "") for r in shown])
         frame["name"] = [run_groups.NESTED_PREFIX + n if r.run_id in groups.nested else n
@@ -128,6 +137,12 @@ def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metri
         })
     rows = list(getattr(getattr(event, "selection", None), "rows", None) or [])
     return [shown[i] for i in rows if 0 <= i < len(shown)]
+
+
+def _first_line(note: str | None, limit: int = 80) -> str:
+    """A note as a table cell: its first line, cut at ``limit`` characters."""
+    line = (note or "").strip().splitlines()[0] if (note or "").strip() else ""
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def open_compare(run_ids: Sequence[str]) -> None:

@@ -24,7 +24,8 @@ STREAMLIT_UI = ("app", "session", "forms", "live", "panels", "runs_hub", "contex
 STREAMLIT_UI += ("sweep_form", "sweep_view")  # the Train page's Sweep section, the Sweeps page
 STREAMLIT_UI += ("asgi", "ui_state")  # the UI server: st.App behind the access gate; st.context cookies
 STREAMLIT_UI += ("tf_import_form",)  # the Model page's "Import a TensorFlow model" section
-STREAMLIT_UI += ("settings", "compare_eval", "rerun_form")  # the Runs page's concurrency settings; Compare's per-class view
+# the Runs page's concurrency settings, Compare's per-class view, 'Re-run with these settings'
+STREAMLIT_UI += ("settings", "compare_eval", "rerun_form")
 
 # Runs in the child: block packages, import every module of one package, report failures as JSON.
 _CHECK = textwrap.dedent("""

@@ -53,3 +53,47 @@ def test_rerun_with_these_settings_fills_the_train_form(home):
     assert at.radio(key="rc-nan").value == "stop"
     assert at.number_input(key="p-mlp_classifier-learning_rate").value == pytest.approx(0.0123)
     assert at.text_input(key="p-mlp_classifier-hidden_units").value == "32,16"
+
+
+def test_metric_conditions_are_parsed_not_evaluated():
+    from estimator_workbench.ui.run_query import MetricCondition, parse_condition
+
+    assert parse_condition("accuracy > 0.7 and train/loss<=1e-1, auc != 1") == [
+        MetricCondition("eval/accuracy", ">", 0.7), MetricCondition("train/loss", "<=", 0.1),
+        MetricCondition("eval/auc", "!=", 1.0)]
+    assert parse_condition("  ") == []
+    for bad in ("__import__('os').system('true') > 1", "accuracy > 0.7 or loss < 1", "accuracy >", "0.7 < accuracy"):
+        with pytest.raises(ValueError, match="is not '<metric> <operator> <number>'"):
+            parse_condition(bad)
+
+
+def test_the_runs_page_shows_notes_searches_them_and_filters_by_a_metric_condition(home):
+    reg = RunRegistry(home)
+    good, bad, none = (mlp_run(home, name=n) for n in ("good", "bad", "no eval"))
+    reg.update_summary(good.run_id, {"accuracy": 0.9, "loss": 0.3}, step=100, split="eval")
+    reg.update_summary(bad.run_id, {"accuracy": 0.6, "loss": 0.2}, step=100, split="eval")
+    reg.set_note(good.run_id, "wider layers helped\nsecond line")
+    reg.set_note(none.run_id, "baseline without evaluation")
+    at = open_page("runs")
+    frame = at.dataframe[0].value.set_index("name")
+    assert frame.loc["good", "notes"] == "wider layers helped" and frame.loc["bad", "notes"] == ""
+    at.text_input(key="runs-filter").input("layers").run()
+    assert at.dataframe[0].value["name"].tolist() == ["good"]
+    at.text_input(key="runs-filter").input("").run()
+    at.text_input(key="runs-condition").input("accuracy > 0.7").run()
+    assert at.dataframe[0].value["name"].tolist() == ["good"]
+    at.text_input(key="runs-condition").input("loss < 0.25").run()
+    assert at.dataframe[0].value["name"].tolist() == ["bad"]
+    at.text_input(key="runs-condition").input("accuracy >> 1").run()
+    assert any("'accuracy >> 1' is not '<metric> <operator> <number>'" in e.value.replace("\\", "") for e in at.error)
+
+
+def test_compare_links_to_each_run_with_its_notes(home):
+    a, b = mlp_run(home, name="first"), mlp_run(home, name="second")
+    RunRegistry(home).set_note(a.run_id, "the baseline")
+    at = open_page("compare", query={"runs": f"{a.run_id},{b.run_id}"})
+    links = at.get("page_link")
+    assert [(link.proto.label, link.proto.query_string) for link in links] == [
+        (f"first · {a.run_id}", f"run={a.run_id}"), (f"second · {b.run_id}", f"run={b.run_id}")]
+    texts = [c.value for c in at.caption]
+    assert "succeeded · the baseline" in texts and "succeeded · no notes" in texts
