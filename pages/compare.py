@@ -18,6 +18,9 @@ if not runs:
     st.stop()
 compare_eval.run_links(runs)  # each run's page and notes (issue 28 item 10)
 controls = live.chart_controls("cmp")
+colours = compare_eval.colour_by_param(runs)  # runs grouped by a param's value (issue 28 item 10)
+if colours:
+    controls = {**controls, "run_colours": colours}
 compare.compare_view(runs, session.workspace(), controls, interval=live.LIVE_INTERVAL_S)
 st.download_button("Download all series (CSV)", data=tables.series_csv(runs, session.workspace()),
                    file_name="series.csv", mime="text/csv", on_click="ignore", icon=":material/download:")

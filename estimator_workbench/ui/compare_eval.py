@@ -21,7 +21,7 @@ from estimator_workbench.ui.panels import (
 )
 from estimator_workbench.ui.session import md, page_link, predictions_frame
 
-__all__ = ["class_metrics_view", "per_class_frame", "run_links"]
+__all__ = ["class_metrics_view", "colour_by_param", "param_colours", "per_class_frame", "run_links"]
 
 
 def per_class_frame(matrix: np.ndarray, class_names: Sequence[str]) -> pd.DataFrame:
@@ -130,3 +130,53 @@ def run_links(runs: Sequence[RunRecord]) -> None:
             first = note.splitlines()[0] if note else ""
             c2.caption(f"{record.status} · " + (md(first) if note else "no notes"),
                        help=md(note) if len(first) < len(note) else None)
+
+
+def param_colours(runs: Sequence[RunRecord], param: str) -> tuple[dict[str, str], dict[str, str]]:
+    """``(colour per run id, colour per value)``: runs with the same value of ``param`` share a
+    colour (values in sorted order; a run without the param is '(not set)').
+
+    Example:
+        >>> by_run, by_value = param_colours(records, "learning_rate")  # doctest: +SKIP
+        >>> by_value                                                   # doctest: +SKIP
+        {'0.001': '#1f77b4', '0.01': '#ff7f0e'}
+    """
+    values = {r.run_id: _value_text(r.params.get(param)) for r in runs}
+    ordered = sorted(set(values.values()), key=_sort_key)
+    by_value = {v: figures.run_colour(i) for i, v in enumerate(ordered)}
+    return {run: by_value[v] for run, v in values.items()}, by_value
+
+
+def _value_text(value: object) -> str:
+    return "(not set)" if value is None else str(value)
+
+
+def _sort_key(text: str) -> tuple[int, float, str]:
+    try:
+        return (0, float(text), text)
+    except ValueError:
+        return (1, 0.0, text)
+
+
+def colour_by_param(runs: Sequence[RunRecord], key: str = "cmp-colour-by") -> dict[str, str] | None:
+    """'Colour curves by' a param whose value differs between the runs (issue 28 item 10): the
+    runs grouped by its value, one colour per value, named in a caption; None: colour per run."""
+    params = sorted({k for r in runs for k in r.params
+                     if len({_value_text(x.params.get(k)) for x in runs}) > 1})
+    if len(runs) < 2 or not params:
+        return None
+    choice = st.selectbox("Colour curves by", ["(each run)", *params], key=key,
+                          help="Runs with the same value of this param get the same colour.")
+    if choice == "(each run)":
+        return None
+    by_run, by_value = param_colours(runs, choice)
+    parts = []
+    for i, (value, colour) in enumerate(by_value.items()):
+        count = sum(1 for c in by_run.values() if c == colour)
+        swatch = f":{_NAMED[i]}[■] " if i < len(_NAMED) else ""  # the palette's first colours by name
+        parts.append(f"{swatch}{md(value)} ({count} run{'' if count == 1 else 's'})")
+    st.caption(f"{md(choice)}: " + " · ".join(parts))
+    return by_run
+
+
+_NAMED = ("blue", "orange", "green", "red", "violet")  # Streamlit's names of figures' first palette colours

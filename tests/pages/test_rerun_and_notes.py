@@ -97,3 +97,41 @@ def test_compare_links_to_each_run_with_its_notes(home):
         (f"first · {a.run_id}", f"run={a.run_id}"), (f"second · {b.run_id}", f"run={b.run_id}")]
     texts = [c.value for c in at.caption]
     assert "succeeded · the baseline" in texts and "succeeded · no notes" in texts
+
+
+def test_compare_colours_the_curves_by_a_param(home):
+    import json
+
+    reg = RunRegistry(home)
+    runs = [mlp_run(home, name=f"lr {lr}", params={"learning_rate": lr}) for lr in (0.1, 0.01, 0.1)]
+    for rec in runs:
+        (reg.run_dir(rec.run_id) / "metrics.jsonl").write_text("".join(
+            json.dumps({"step": s, "wall_time": float(s), "split": "train", "name": "loss", "value": 1.0 / s}) + "\n"
+            for s in (1, 2)))
+    at = open_page("compare", query={"runs": ",".join(r.run_id for r in runs)})
+    at.selectbox(key="cmp-colour-by").select("learning_rate").run()
+    assert not at.exception
+    assert "learning_rate: :blue[■] 0.01 (1 run) · :orange[■] 0.1 (2 runs)" in [
+        c.value.replace("\\", "") for c in at.caption]
+    spec = json.loads(next(c for c in at.get("plotly_chart") if "cmp-curves" in c.proto.id).proto.spec)
+    colours = {t["name"].split(" · ")[0] + ("" if t["name"].count(" · ") < 2 else " " + t["name"].split(" · ")[1]):
+               t["line"]["color"] for t in spec["data"]}
+    # the two runs with learning_rate 0.1 share the second colour, the 0.01 run has the first
+    assert sorted(colours.values()) == ["#1f77b4", "#ff7f0e", "#ff7f0e"]
+    assert colours["lr 0.01"] == "#1f77b4"
+
+
+def test_param_colours_group_runs_by_value():
+    from estimator_workbench.store.records import RunRecord
+    from estimator_workbench.ui.compare_eval import param_colours
+
+    class R:
+        def __init__(self, run_id, **params):
+            self.run_id, self.params = run_id, params
+
+    runs = [R("a", lr=0.1), R("b", lr=0.01), R("c", lr=0.1), R("d")]
+    by_run, by_value = param_colours(runs, "lr")  # type: ignore[arg-type]
+    assert list(by_value) == ["0.01", "0.1", "(not set)"]
+    assert by_run["a"] == by_run["c"] == by_value["0.1"] != by_run["b"]
+    assert by_run["d"] == by_value["(not set)"]
+    assert RunRecord  # (the real records carry params the same way)
