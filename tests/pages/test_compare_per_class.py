@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 from app_pages import open_page
-from test_eval_views import TEMPLATE, iris, plots_child, trained_run
+from test_eval_views import plots_child, trained_run
 
 from estimator_workbench.data import datasets
 from estimator_workbench.execution.launcher import LocalLauncher
@@ -70,4 +70,3 @@ def test_compare_shows_confusion_matrices_side_by_side_and_a_per_class_table(hom
     kids = [r for r in RunRegistry(home).list_runs(action="predict") if r.parent_run_id == bare.run_id]
     assert [k.checkpoint_path.rsplit("/", 1)[1] for k in kids] == ["model.ckpt-50"]
     RunRegistry(home).set_status(kids[0].run_id, "cancelled")
-    assert TEMPLATE and iris()  # the shared fixtures build the same iris spec

@@ -122,7 +122,6 @@ def test_compare_colours_the_curves_by_a_param(home):
 
 
 def test_param_colours_group_runs_by_value():
-    from estimator_workbench.store.records import RunRecord
     from estimator_workbench.ui.compare_eval import param_colours
 
     class R:
@@ -134,4 +133,3 @@ def test_param_colours_group_runs_by_value():
     assert list(by_value) == ["0.01", "0.1", "(not set)"]
     assert by_run["a"] == by_run["c"] == by_value["0.1"] != by_run["b"]
     assert by_run["d"] == by_value["(not set)"]
-    assert RunRecord  # (the real records carry params the same way)
