@@ -29,3 +29,20 @@ def test_the_run_page_draws_system_metrics_apart_from_the_curves(home):
     assert ["loss"] in titles
     assert ["cpu_percent", "memory_mb"] in titles
     assert any(c.value.startswith("System: the run's processes") for c in at.caption)
+
+
+def test_compare_leaves_system_metrics_out_of_the_curves(home):
+    reg = RunRegistry(home)
+    ids = []
+    for name in ("a", "b"):
+        rec = reg.create_run(name=name, action="train", dataset={"name": "none"},
+                             template={"name": "stub", "code": ""}, params={}, run_config={}, schedule={})
+        reg.set_status(rec.run_id, "running")
+        reg.set_status(rec.run_id, "succeeded")
+        rows = [{"step": 1, "wall_time": 1.0, "split": "train", "name": "loss", "value": 0.5},
+                {"step": 1, "wall_time": 1.0, "split": "system", "name": "memory_mb", "value": 300.0}]
+        (reg.run_dir(rec.run_id) / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+        ids.append(rec.run_id)
+    at = open_page("compare", query={"runs": ",".join(ids)})
+    curves = json.loads(next(c for c in at.get("plotly_chart") if "cmp-curves" in c.proto.id).proto.spec)
+    assert [a["text"] for a in curves["layout"]["annotations"]] == ["loss"]
