@@ -5,7 +5,7 @@ of them runs."""
 import streamlit as st
 
 from estimator_workbench.store.records import MODEL_ACTIONS
-from estimator_workbench.ui import compare, live, session, tables
+from estimator_workbench.ui import compare, compare_eval, live, session, tables
 
 st.title("Compare runs")
 registry = session.get_registry()
@@ -16,7 +16,12 @@ if len(records) < 1:
 runs = compare.pick_runs(records)
 if not runs:
     st.stop()
+compare_eval.run_links(runs)  # each run's page and notes (issue 28 item 10)
 controls = live.chart_controls("cmp")
+colours = compare_eval.colour_by_param(runs)  # runs grouped by a param's value (issue 28 item 10)
+if colours:
+    controls = {**controls, "run_colours": colours}
 compare.compare_view(runs, session.workspace(), controls, interval=live.LIVE_INTERVAL_S)
 st.download_button("Download all series (CSV)", data=tables.series_csv(runs, session.workspace()),
                    file_name="series.csv", mime="text/csv", on_click="ignore", icon=":material/download:")
+compare_eval.class_metrics_view(runs)  # side-by-side confusion matrices, per-class table (issue 28 item 6)

@@ -155,5 +155,5 @@ warning = datasets.label_task_warning(template["name"], template["code"], schema
 if warning:
     session.show_error(warning, level="warning")
 st.success(f"Using **{session.md(ref.get('name') or path.name)}**: label **{session.md(schema.label)}** ({spec.task}), "
-           f"{session.plural(len(spec.model_features()), 'feature')}. Next: pick a model.")
+           f"{session.plural(len(spec.model_features(df)), 'feature')}. Next: pick a model.")
 session.page_link("model", "Model →", icon=":material/code:")

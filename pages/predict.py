@@ -42,12 +42,13 @@ with single:
         upload_bytes, upload_name = None, None
 if one or go:
     try:
-        dataset = panels.prediction_dataset(base, upload_name, upload_bytes)
+        dataset = panels.prediction_dataset(base, upload_name, upload_bytes, typed_row=one)
     except ValueError as exc:
         session.show_error(exc)
         st.stop()
+    what = "1 row" if one else (upload_name or "dataset")  # a typed row is no upload (issue 28 item 9)
     child = panels.launch_from(record, "predict", str(registry.run_dir(record.run_id) / paths.MODEL_DIR / ckpt),
-                           dataset=dataset, name=f"predict {upload_name or 'dataset'} with {record.name}")
+                           dataset=dataset, name=f"predict {what} with {record.name}")
     st.session_state["pred-child"] = child.run_id
 
 if st.session_state.get("pred-child"):

@@ -4,7 +4,7 @@ checkpoints, evaluation plots, log, bundle."""
 import streamlit as st
 
 from estimator_workbench.store import paths
-from estimator_workbench.ui import forms, live, panels, runs_hub, session
+from estimator_workbench.ui import forms, live, panels, rerun_form, runs_hub, session
 
 st.title("Run")
 registry = session.get_registry()
@@ -24,6 +24,7 @@ if record is None:
 runs_hub.show_notice()  # the outcome of a confirmed Cancel or Delete
 runs_hub.run_header(record)
 panels.run_actions(record, key="detail")
+rerun_form.rerun_button(record)  # the Train form filled with this run's settings (issue 28 item 10)
 controls = live.chart_controls("detail")
 live.live_metrics(record.run_id, controls)
 if record.action == "predict":  # its output is the predictions file, as on the Predict page

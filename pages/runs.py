@@ -3,17 +3,19 @@ ones; stop, cancel, resume, rename and tag one run; restore runs from the trash.
 
 import streamlit as st
 
-from estimator_workbench.ui import forms, panels, runs_hub, session
+from estimator_workbench.ui import forms, panels, runs_hub, session, settings
 
 st.title("Runs")
-session.get_launcher()  # reap finished runners and start queued runs
+launcher = session.get_launcher()  # reap finished runners and start queued runs
 registry = session.get_registry()
 records = registry.list_runs()
 runs_hub.show_notice()
 shown, metric = runs_hub.runs_filters(records)
+groups = runs_hub.helper_grouping(shown)  # evaluate/predict runs under their run (issue 28 item 9)
+shown = groups.rows
 st.caption(f"{len(shown)} of {len(records)} runs · click a column header to sort · tick rows to select")
 if shown:
-    selected = runs_hub.runs_table(shown, records, metric)
+    selected = runs_hub.runs_table(shown, records, metric, groups)
     runs_hub.bulk_actions(selected)
 
     st.subheader("Act on a run")
@@ -35,3 +37,4 @@ else:
     st.info("No runs match." if records else "No runs yet. Launch one on the Train page.")
 runs_hub.trash_section()
 runs_hub.audit_section()
+settings.concurrency_settings(launcher)  # local runs at once, helper slots (issue 28 item 8)

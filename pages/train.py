@@ -8,9 +8,10 @@ from estimator_workbench.execution.processes import detect_gpus
 from estimator_workbench.execution.run_request import default_run_name
 from estimator_workbench.execution.submit import parent_relation
 from estimator_workbench.store.records import TRAINING_ACTIONS
-from estimator_workbench.ui import context, figures, forms, session, sweep_form, tables
+from estimator_workbench.ui import context, figures, forms, rerun_form, session, sweep_form, tables
 
 st.title("Train")
+rerun_form.rerun_notice()  # filled by 'Re-run with these settings' (issue 28 item 10)
 dataset, template = session.current_dataset(), session.current_template()
 context.sync_url()
 ref = dataset["ref"]

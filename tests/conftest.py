@@ -29,6 +29,13 @@ def _no_ui_warm_spare(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
+def _no_system_samples(monkeypatch):
+    """Runners sample no system metrics (issue 28 item 10) unless a test asks: rows every few
+    seconds would land among the metric rows that tests count; test_system_metrics turns them on."""
+    monkeypatch.setenv("WORKBENCH_SYSTEM_METRICS_S", "0")
+
+
+@pytest.fixture(autouse=True)
 def _stub_runner_schedule_keys(monkeypatch):
     """The stub runner's knobs (tests/estimator_workbench/stub_runner.py) pass the run contract's check."""
     monkeypatch.setenv("WORKBENCH_STUB_SCHEDULE_KEYS", "sleep,fail,ignore_sigterm")

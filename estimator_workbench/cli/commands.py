@@ -42,7 +42,7 @@ from estimator_workbench.cli.serve_model import cmd_serve as _cmd_serve
 from estimator_workbench.cli.sweep import add_parser as _add_sweep_parser
 from estimator_workbench.cli.sweep import cmd_sweep as _cmd_sweep
 from estimator_workbench.cli.usage import PROG as _PROG
-from estimator_workbench.cli.usage import UsageError, json_object, positive_int
+from estimator_workbench.cli.usage import UsageError, json_object, non_negative_int, positive_int
 from estimator_workbench.execution import run_actions, run_request
 from estimator_workbench.execution.bundle import export_bundle
 from estimator_workbench.store import paths, trash
@@ -391,6 +391,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--database-url", metavar="URL",
                         help="the run registry's database, e.g. postgresql://user:password@host:5432/db "
                              "(default: $WORKBENCH_DATABASE_URL, else the workspace's registry.sqlite)")
+    parser.add_argument("--max-concurrent", type=positive_int, metavar="N",
+                        help="local runs at once (default: $WORKBENCH_MAX_CONCURRENT, else one per GPU, one on CPU)")
+    parser.add_argument("--helper-slots", type=non_negative_int, metavar="N",
+                        help="evaluate/predict runs of trained models at once beside them, so that they never "
+                             "wait behind training (default: $WORKBENCH_HELPER_SLOTS, else 1; 0: they queue)")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     ui = sub.add_parser("ui", help="start the UI (the default without a command)")
@@ -504,6 +509,17 @@ _COMMANDS = {"ui": cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop
              "import-tf": _cmd_import_tf}
 
 
+def _slot_settings(args: argparse.Namespace) -> None:
+    """--max-concurrent / --helper-slots as the environment variables every launcher of this
+    process and its children (the UI server, runners' queue starters) reads."""
+    from estimator_workbench.execution.launcher import HELPER_SLOTS_ENV, MAX_CONCURRENT_ENV
+
+    if getattr(args, "max_concurrent", None) is not None:
+        os.environ[MAX_CONCURRENT_ENV] = str(args.max_concurrent)
+    if getattr(args, "helper_slots", None) is not None:
+        os.environ[HELPER_SLOTS_ENV] = str(args.helper_slots)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``estimator-workbench``; returns the exit code."""
     parser = build_parser()
@@ -516,6 +532,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.database_url is not None:
             resolve_url(root, args.database_url)  # a bad URL: one line, exit 2
             os.environ[DATABASE_URL_ENV] = args.database_url  # runners inherit it
+        _slot_settings(args)
         if root.exists() and not root.is_dir():
             raise UsageError(f"--workspace {str(root)!r} is a file, not a folder.")
         note = paths.secure_workspace(root)

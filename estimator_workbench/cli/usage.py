@@ -7,7 +7,7 @@ import argparse
 import json
 from typing import Any
 
-__all__ = ["PROG", "UsageError", "json_object", "positive_int"]
+__all__ = ["PROG", "UsageError", "json_object", "non_negative_int", "positive_int"]
 
 PROG = "estimator-workbench"
 
@@ -24,6 +24,17 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, given {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be an integer >= 1, given {text!r}")
+    return value
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse ``type``: an integer >= 0 (``--helper-slots 0`` turns the helper slots off)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, given {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, given {text!r}")
     return value
 
 

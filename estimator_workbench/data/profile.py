@@ -21,7 +21,7 @@ import pandas as pd
 from estimator_workbench.data.choices import DATE_ENCODINGS, TEXT_ENCODINGS
 
 __all__ = ["DATE_ENCODINGS", "DATE_PARTS", "HIGH_CARDINALITY", "TEXT_ENCODINGS", "column_profile",
-           "date_feature_names", "distribution_table", "encoding_note", "expand_date", "high_cardinality",
+           "date_feature_names", "date_granularity", "distribution_table", "encoding_note", "expand_date", "high_cardinality",
            "is_date_column", "label_identifier_warning", "label_task_warning", "parse_dates",
            "source_format_note", "template_task"]
 
@@ -88,9 +88,41 @@ def is_date_column(values: pd.Series) -> bool:
     return bool(parse_dates(sample).notna().mean() >= _DATE_SHARE)
 
 
-def date_feature_names(name: str) -> list[str]:
-    """The numeric features a date column ``name`` expands into."""
-    return [f"{name}_{part}" for part in DATE_PARTS]
+#: How finely a date column's values vary: only the year (every value a 1 January at midnight),
+#: the month (every value a first of the month), or the day (or finer).
+DATE_GRANULARITIES = ("year", "month", "day")
+
+
+def date_granularity(values: pd.Series) -> str:
+    """``'year'``, ``'month'`` or ``'day'``: the finest part in which the dates of ``values`` vary
+    (issue 28 item 11: a year-only column was binned per month and expanded into a constant month
+    and a meaningless day of week).
+
+    Example:
+        >>> date_granularity(pd.Series(["2010-01-01", "2011-01-01"])), date_granularity(pd.Series(["2010-03-01"]))
+        ('year', 'month')
+        >>> date_granularity(pd.Series(["2010-03-02", None]))
+        'day'
+    """
+    dates = parse_dates(values).dropna()
+    if not len(dates) or bool((dates != dates.dt.normalize()).any()) or bool((dates.dt.day != 1).any()):
+        return "day"
+    return "year" if bool((dates.dt.month == 1).all()) else "month"
+
+
+def date_feature_names(name: str, granularity: str = "day") -> list[str]:
+    """The numeric features a date column ``name`` expands into: year, month and day of week, less
+    those its ``granularity`` keeps constant or meaningless (a year-only column: its year alone;
+    a month-level one: year and month).
+
+    Example:
+        >>> date_feature_names("d"), date_feature_names("d", "year")
+        (['d_year', 'd_month', 'd_dayofweek'], ['d_year'])
+    """
+    if granularity not in DATE_GRANULARITIES:
+        raise ValueError(f"granularity must be one of {DATE_GRANULARITIES}, given: {granularity!r}.")
+    parts = DATE_PARTS[:DATE_GRANULARITIES.index(granularity) + 1]
+    return [f"{name}_{part}" for part in parts]
 
 
 def expand_date(values: pd.Series, name: str) -> pd.DataFrame:
@@ -128,8 +160,13 @@ def column_profile(values: pd.Series, kind: str, bins: int = 20, top: int = 10) 
         out.update(counts=counts.tolist(), edges=edges.tolist())
     elif kind == "date":
         dates = parse_dates(values).dropna()
-        months = dates.dt.to_period("M").value_counts().sort_index()
-        out.update(categories=[str(p) for p in months.index], counts=months.tolist())
+        granularity = date_granularity(dates)
+        # a year-only column per year: per month, it showed 11 empty months between its bars
+        periods = dates.dt.to_period("Y" if granularity == "year" else "M").value_counts().sort_index()
+        shown = "%Y" if granularity == "year" else "%Y-%m" if granularity == "month" else "%Y-%m-%d"
+        out.update(categories=[str(p) for p in periods.index], counts=periods.tolist(), granularity=granularity,
+                   min=dates.min().strftime(shown) if len(dates) else None,
+                   max=dates.max().strftime(shown) if len(dates) else None)
     else:
         freq = values.dropna().astype(str).value_counts()
         shown = freq.iloc[:top]
@@ -163,7 +200,8 @@ def distribution_table(df: pd.DataFrame, schema: Any, max_rows: int = 100_000) -
         if kind == "numeric" and profile["edges"]:
             what = f"{profile['edges'][0]:.4g} to {profile['edges'][-1]:.4g}"
         elif kind == "date" and profile["categories"]:
-            what = f"{profile['categories'][0]} to {profile['categories'][-1]}, per month"
+            per = "per year" if profile["granularity"] == "year" else "per month"
+            what = f"{profile['min']} to {profile['max']}, {per}"
         else:
             what = ", ".join(profile.get("categories", [])[:5])
         rows.append({"column": name, "type": kind, "missing": int(df[column].isna().sum()),
@@ -254,12 +292,15 @@ def label_identifier_warning(label: str | None, values: pd.Series | None) -> str
             "learn). Choose another label column, or type it 'numeric' if it is a quantity.")
 
 
-def encoding_note(name: str, encoding: str, kind: str) -> str:
-    """A sentence for the Data page on what becomes of column ``name``."""
+def encoding_note(name: str, encoding: str, kind: str, values: pd.Series | None = None) -> str:
+    """A sentence for the Data page on what becomes of column ``name`` (``values``: the column, for
+    a date column's granularity)."""
     if kind == "date":
         if encoding == "ignore":
             return f"{name!r} is a date: left out of the features (dates are not numbers a model can read)."
-        return f"{name!r} is a date: expanded into {', '.join(date_feature_names(name))}."
+        granularity = "day" if values is None else date_granularity(values)
+        only = {"year": " (its values are years only)", "month": " (its values are months only)"}.get(granularity, "")
+        return f"{name!r} is a date: expanded into {', '.join(date_feature_names(name, granularity))}{only}."
     return {"hash": f"{name!r}: hashed into buckets (unseen values still get a bucket).",
             "embedding": f"{name!r}: looked up in its vocabulary and embedded (a dense vector per value).",
             "ignore": f"{name!r}: left out of the features.",

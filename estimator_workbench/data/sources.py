@@ -508,6 +508,9 @@ def load_table(path: str | os.PathLike, max_bytes: int | None = DEFAULT_MAX_BYTE
 
 
 UPLOADS_DIR = "datasets"  # <workspace>/datasets/: the uploads, kept across reloads and restarts
+# <workspace>/predict_inputs/: a row typed on the Predict page is the input of a predict run, not
+# a dataset: it is kept (the run reads it) but never listed among the uploads (issue 28 item 9).
+PREDICT_INPUTS_DIR = "predict_inputs"
 _UPLOAD_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]*\.(csv|parquet|pq)")
 
 
@@ -582,11 +585,14 @@ def _store_as(tmp: Path, folder: Path, stem: str, suffix: str, data: bytes) -> P
 
 
 def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
-                max_bytes: int | None = DEFAULT_MAX_BYTES, owner: str | None = None) -> Path:
+                max_bytes: int | None = DEFAULT_MAX_BYTES, owner: str | None = None, *,
+                folder_name: str = UPLOADS_DIR) -> Path:
     """Checks an uploaded file and stores it as ``<workspace>/datasets/<name>``; returns the path.
 
     Who uploaded it is recorded beside it (``upload_owner``): ``owner`` (the UI's signed-in user),
     else ``$WORKBENCH_USER`` or the OS account; the same file uploaded again keeps its first owner.
+    ``folder_name``: another folder of the workspace for files that are not datasets to list
+    (``PREDICT_INPUTS_DIR``: the rows typed on the Predict page).
 
     The file is parsed first (so a bad upload leaves the workspace untouched), then written to a
     temporary name and renamed. The name keeps only ``[A-Za-z0-9_.-]``; an existing file with
@@ -603,7 +609,7 @@ def save_upload(workspace: str | os.PathLike, filename: str, data: bytes,
     if suffix not in (".csv", ".parquet", ".pq"):
         raise ValueError(f"Unsupported upload {filename!r}: expected a .csv or .parquet file.")
     _check_size(data, repr(filename), max_bytes)
-    folder = Path(workspace) / UPLOADS_DIR
+    folder = Path(workspace) / folder_name
     folder.mkdir(parents=True, exist_ok=True)
     tmp: Path | None = None
     try:

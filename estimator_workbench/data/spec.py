@@ -19,6 +19,7 @@ from estimator_workbench.data.profile import (
     DATE_ENCODINGS,
     TEXT_ENCODINGS,
     date_feature_names,
+    date_granularity,
     expand_date,
 )
 from estimator_workbench.data.schema import (
@@ -149,15 +150,20 @@ class DatasetSpec:
                 or not 2 <= self.hash_buckets <= 1_000_000:
             raise ValueError(f"hash_buckets must be an integer from 2 to 1000000, given: {self.hash_buckets!r}.")
 
-    def model_features(self) -> list[str]:
-        """The features the model reads, in column order: an expanded date column gives its three
-        derived features, a column encoded 'ignore' none (``task_info``'s ``feature_names``,
-        without reading the data)."""
+    def model_features(self, df: pd.DataFrame | None = None) -> list[str]:
+        """The features the model reads, in column order: an expanded date column gives its
+        derived features (three without ``df``; with it, as many as its granularity gives, as
+        ``task_info`` does), a column encoded 'ignore' none (``task_info``'s ``feature_names``)."""
         out: list[str] = []
         for c in self.schema.columns:
             encoding = self.encoding(c.name) if c.role == FEATURE else "ignore"
-            if encoding != "ignore":
-                out += date_feature_names(c.name) if c.dtype == DATE else [c.name]
+            if encoding == "ignore":
+                continue
+            if c.dtype == DATE:
+                known = df is not None and c.name in df.columns
+                out += date_feature_names(c.name, date_granularity(df[c.name]) if known else "day")
+            else:
+                out.append(c.name)
         return out
 
     def encoding(self, column: str) -> str | None:
@@ -398,7 +404,7 @@ def task_info(df: pd.DataFrame, spec: DatasetSpec) -> dict[str, Any]:
             numeric.append(c.name)
             feature_names.append(c.name)
         elif c.dtype == DATE:
-            derived = date_feature_names(c.name)
+            derived = date_feature_names(c.name, date_granularity(df[c.name]) if c.name in df.columns else "day")
             taken = [d for d in derived if d in df.columns]
             if taken:
                 raise ValueError(f"Date column {c.name!r} expands into {derived}, but the data already has a "

@@ -54,6 +54,15 @@ class Launcher:
         """Whether this launcher has started (or submitted) the queued run already."""
         return False
 
+    def _pool_of(self, record: RunRecord) -> str:
+        """The pool of slots a run takes (one pool unless a launcher keeps more, see
+        ``LocalLauncher``'s helper slots)."""
+        return "runs"
+
+    def _free_by_pool(self) -> dict[str, int | None]:
+        """Runs that may start now in each pool (None: no limit)."""
+        return {"runs": self._free_slots()}
+
     def _queued_run_folder(self, run_id: str) -> tuple[RunRecord, Path]:
         """The record and folder of a run ``start`` may launch: queued, with its run.json written."""
         record = self.registry.get(run_id)
@@ -70,10 +79,14 @@ class Launcher:
         A run another launcher takes meanwhile is skipped; on a full disk nothing starts (the
         runs stay queued for a later call)."""
         started: list[str] = []
-        free = self._free_slots()
+        free = self._free_by_pool()
         for record in self.registry.list_runs("queued", newest_first=False):
-            if free is not None and free <= 0:
+            if all(n is not None and n <= 0 for n in free.values()):
                 break
+            pool = self._pool_of(record)
+            limit = free.get(pool)
+            if limit is not None and limit <= 0:
+                continue  # its pool is full; a run of another pool may still start
             if self._started_here(record):
                 continue
             try:
@@ -85,8 +98,8 @@ class Launcher:
                     raise
                 break
             started.append(record.run_id)
-            if free is not None:
-                free -= 1
+            if limit is not None:
+                free[pool] = limit - 1
         return started
 
     def cancel(self, run_id: str, grace: float = 10.0, *, wait: bool = True) -> RunRecord:

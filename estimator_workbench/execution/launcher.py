@@ -13,9 +13,12 @@ queue to a detached starter, ``runner.start_queued_runs``).
 
 The registry is the only shared state: a launcher started later (a restarted UI, the CLI) finds
 running runs through their pid and heartbeat, and ``reap_lost`` marks those whose process is gone
-as ``lost``. Concurrency is limited to ``max_concurrent`` runs (default: one per GPU, one on CPU),
-each pinned to a GPU through ``CUDA_VISIBLE_DEVICES`` when there are GPUs; the rest wait
-``queued``. A launcher instance is thread-safe (the UI shares one between sessions).
+as ``lost``. Concurrency is limited to ``max_concurrent`` runs (default: one per GPU, one on CPU;
+``$WORKBENCH_MAX_CONCURRENT`` or ``estimator-workbench --max-concurrent N`` sets it), each pinned
+to a GPU through ``CUDA_VISIBLE_DEVICES`` when there are GPUs; the rest wait ``queued``.
+Evaluate and predict runs of a model another run trained (helper runs: the evaluation plots, a
+prediction) take slots of their own (``helper_slots``, default 1, ``$WORKBENCH_HELPER_SLOTS``):
+a 40-row prediction never waits behind a long training run (issue 28 item 8). A launcher instance is thread-safe (the UI shares one between sessions).
 
 Warm spares (``warm_spares=1``, CPU only, single-process runs of ``estimator_workbench.execution.runner``): while a
 slot is free the launcher keeps one runner pre-started (``estimator_workbench.execution.spares``) that a
@@ -64,10 +67,45 @@ from estimator_workbench.execution.processes import (
 )
 from estimator_workbench.execution.spares import WarmSpare
 
-__all__ = ['DEFAULT_HEARTBEAT_TIMEOUT_S', 'QUEUE_HANDOFF_ENV', 'LocalLauncher', 'make_launcher']
+__all__ = ['DEFAULT_HEARTBEAT_TIMEOUT_S', 'HELPER_ACTIONS', 'HELPER_SLOTS_ENV', 'MAX_CONCURRENT_ENV',
+           'QUEUE_HANDOFF_ENV', 'LocalLauncher', 'is_helper_run', 'make_launcher', 'slots_from_env']
 
 
 DEFAULT_HEARTBEAT_TIMEOUT_S = 60.0
+
+# The local concurrency as a setting (issue 28 item 8): the CLI's --max-concurrent/--helper-slots
+# set these for the UI server and runners; a UI settings panel changes the shared launcher.
+MAX_CONCURRENT_ENV = "WORKBENCH_MAX_CONCURRENT"
+HELPER_SLOTS_ENV = "WORKBENCH_HELPER_SLOTS"
+DEFAULT_HELPER_SLOTS = 1
+HELPER_ACTIONS = ("evaluate", "predict")
+
+
+def is_helper_run(record: RunRecord) -> bool:
+    """Whether a run is a helper of another run: an evaluate or predict run from a model trained
+    by another run (evaluation plots, "Evaluate this checkpoint", a prediction). Such runs are
+    short and take the helper slots, not the training slots."""
+    return record.action in HELPER_ACTIONS and bool(record.parent_run_id)
+
+
+def slots_from_env(name: str, minimum: int) -> int | None:
+    """The int in environment variable ``name`` (None when unset or empty); a value that is not
+    an int >= ``minimum`` raises ``ValueError`` saying which variable to fix.
+
+    Example:
+        >>> slots_from_env("WORKBENCH_HELPER_SLOTS", 0)   # with WORKBENCH_HELPER_SLOTS=2  # doctest: +SKIP
+        2
+    """
+    text = os.environ.get(name, "").strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        value = minimum - 1
+    if value < minimum:
+        raise ValueError(f"${name} must be an integer >= {minimum}, given: {text!r}. Fix or unset it.")
+    return value
 
 
 # Set in a CPU runner's environment to the launcher's concurrency: at its end the runner hands the
@@ -92,7 +130,10 @@ class LocalLauncher(Launcher):
 
     Args:
         root: the workspace folder.
-        max_concurrent: runs allowed at once (default: number of GPUs, or 1 without GPUs).
+        max_concurrent: runs allowed at once (default: ``$WORKBENCH_MAX_CONCURRENT``, else the
+            number of GPUs, or 1 without GPUs); helper runs are not counted.
+        helper_slots: helper runs (``is_helper_run``) allowed at once beside them (default:
+            ``$WORKBENCH_HELPER_SLOTS``, else 1); 0 queues them with the other runs.
         gpus: GPU ids to hand out (default: ``detect_gpus()``); ``[]`` forces CPU.
         heartbeat_timeout: seconds without a heartbeat after which a running run is ``lost``.
         runner_module: the module run as ``python -m <runner_module> RUN_DIR``.
@@ -113,15 +154,22 @@ class LocalLauncher(Launcher):
                  gpus: list[str] | None = None,
                  heartbeat_timeout: float = DEFAULT_HEARTBEAT_TIMEOUT_S,
                  runner_module: str = "estimator_workbench.execution.runner",
-                 env: dict[str, str] | None = None, warm_spares: int = 0) -> None:
+                 env: dict[str, str] | None = None, warm_spares: int = 0,
+                 helper_slots: int | None = None) -> None:
         self.root = Path(root)
         self.registry = RunRegistry(self.root)
         self.gpus = list(detect_gpus() if gpus is None else gpus)
         if max_concurrent is None:
-            max_concurrent = max(1, len(self.gpus))
+            max_concurrent = slots_from_env(MAX_CONCURRENT_ENV, 1) or max(1, len(self.gpus))
         if not isinstance(max_concurrent, int) or isinstance(max_concurrent, bool) or max_concurrent < 1:
             raise ValueError(f"max_concurrent must be an int >= 1, given: {max_concurrent!r}")
         self.max_concurrent = max_concurrent
+        if helper_slots is None:
+            helper_slots = slots_from_env(HELPER_SLOTS_ENV, 0)
+            helper_slots = DEFAULT_HELPER_SLOTS if helper_slots is None else helper_slots
+        if not isinstance(helper_slots, int) or isinstance(helper_slots, bool) or helper_slots < 0:
+            raise ValueError(f"helper_slots must be an int >= 0, given: {helper_slots!r}")
+        self.helper_slots = helper_slots
         self.heartbeat_timeout = float(heartbeat_timeout)
         self.runner_module = runner_module
         self.extra_env = dict(env or {})
@@ -139,11 +187,13 @@ class LocalLauncher(Launcher):
 
     # -- queue -------------------------------------------------------------------------------
 
-    def running_count(self) -> int:
+    def running_count(self, pool: str | None = None) -> int:
         """Runs of this workspace in the ``running`` state whose process is alive on this machine
-        (runs on a Ray cluster take no local slot)."""
+        (runs on a Ray cluster take no local slot); only those of ``pool`` ('runs' or 'helpers')
+        when given."""
         return sum(1 for r in self.registry.list_runs("running")
-                   if not self._on_ray(r) and runner_alive(r, self._procs.get(r.run_id),
+                   if (pool is None or self._pool_of(r) == pool)
+                   and not self._on_ray(r) and runner_alive(r, self._procs.get(r.run_id),
                                                             self.registry.run_dir(r.run_id)))
 
     def poll(self) -> list[str]:
@@ -155,12 +205,21 @@ class LocalLauncher(Launcher):
             self._reap_children()
             self.reap_lost(start_next=False)
             started = self.start_queued()
-            if self.max_concurrent - self.running_count() > 0:
+            if self._free_slots() > 0:
                 self._ensure_spare()
             return started
 
+    def _pool_of(self, record: RunRecord) -> str:
+        return "helpers" if self.helper_slots > 0 and is_helper_run(record) else "runs"
+
     def _free_slots(self) -> int:
-        return self.max_concurrent - self.running_count()
+        return self.max_concurrent - self.running_count("runs")
+
+    def _free_by_pool(self) -> dict[str, int | None]:
+        free: dict[str, int | None] = {"runs": self._free_slots()}
+        if self.helper_slots > 0:
+            free["helpers"] = self.helper_slots - self.running_count("helpers")
+        return free
 
     def _started_here(self, record: RunRecord) -> bool:
         return record.run_id in self._procs
@@ -260,6 +319,7 @@ class LocalLauncher(Launcher):
             env.pop(QUEUE_HANDOFF_ENV, None)  # GPU assignment stays with launchers that see every run
         elif self.runner_module == "estimator_workbench.execution.runner":
             env[QUEUE_HANDOFF_ENV] = str(self.max_concurrent)
+            env[HELPER_SLOTS_ENV] = str(self.helper_slots)  # the starter's launcher keeps them too
         return env
 
     # -- liveness ----------------------------------------------------------------------------

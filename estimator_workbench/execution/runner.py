@@ -60,6 +60,7 @@ from estimator_workbench.execution.run_process import (
     preflight_error,
     report_os_exit,
 )
+from estimator_workbench.execution.system_metrics import SystemSampler
 from estimator_workbench.store import paths
 from estimator_workbench.store.guards import is_disk_full
 from estimator_workbench.store.records import (
@@ -263,7 +264,8 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
             if is_chief:
                 with Heartbeat(registry, run_id, ctx.metrics_path, every_s=_HEARTBEAT_EVERY_S,
                                attempt=ctx.attempt, progress=ctx.progress, on_lost=ctx.lose_ownership,
-                               on_disk_full=on_disk_full):
+                               on_disk_full=on_disk_full), \
+                        SystemSampler(ctx.metrics_path, step=lambda: (ctx.progress() or (0, 0.0))[0]):
                     (execute or execute_with_engine)(ctx)
             else:
                 (execute or execute_with_engine)(ctx)

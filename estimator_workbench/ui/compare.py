@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from estimator_workbench.execution.system_metrics import SYSTEM_SPLIT
 from estimator_workbench.store import metrics_store, paths
 from estimator_workbench.store.metric_values import BEST, FINAL, metric_label, metric_value
 from estimator_workbench.store.records import RunRecord, is_lower_better
@@ -249,6 +250,8 @@ def overlay_frame(runs: Sequence[RunRecord], root: Path) -> tuple[pd.DataFrame, 
     for r in runs:
         frame, loss = run_series(root, r.run_id, budget)
         losses[r.run_id] = loss
+        if len(frame) and (frame["split"] == SYSTEM_SPLIT).any():  # CPU/memory: the run page's own chart
+            frame = frame[frame["split"] != SYSTEM_SPLIT]
         if len(frame):
             frames.append(frame)
             owners.append((r.run_id, len(frame)))

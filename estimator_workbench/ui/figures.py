@@ -42,6 +42,7 @@ __all__ = [
     "residuals_figure",
     "roc_curve",
     "roc_pr_figure",
+    "run_colour",
     "spans_decades",
     "unique_run_labels",
     "x_values",
@@ -137,7 +138,7 @@ def _metric_order(names: Sequence[str]) -> list[str]:
 def curves_figure(df: pd.DataFrame, *, smoothing: float = 0.0, x_axis: str = "step",
                   log_y: bool = False, metrics: Sequence[str] | None = None,
                   run_labels: Mapping[str, str] | None = None, columns: int = 2,
-                  height_per_row: int = 280) -> go.Figure:
+                  height_per_row: int = 280, run_colours: Mapping[str, str] | None = None) -> go.Figure:
     """Loss and metric curves: one subplot per metric name, train and eval on the same axis.
 
     Args:
@@ -148,6 +149,8 @@ def curves_figure(df: pd.DataFrame, *, smoothing: float = 0.0, x_axis: str = "st
         metrics: the metric names to draw (default: all, loss first).
         run_labels: display names of runs (``run`` column values) for the legend.
         columns: subplots per row.
+        run_colours: a colour per run (``run`` value), e.g. one per value of a param (Compare's
+            'Colour by'); runs not in it keep their own.
 
     Returns:
         The figure (a placeholder figure when ``df`` is empty).
@@ -165,7 +168,7 @@ def curves_figure(df: pd.DataFrame, *, smoothing: float = 0.0, x_axis: str = "st
                          vertical_spacing=min(0.9 / max(rows - 1, 1), 90 / (rows * height_per_row)))
     multi_run = "run" in df.columns and df["run"].nunique() > 1
     runs = list(dict.fromkeys(df["run"].tolist())) if "run" in df.columns else [None]
-    colours = {run: _run_colour(i) for i, run in enumerate(runs)}
+    colours = {run: (run_colours or {}).get(run) or run_colour(i) for i, run in enumerate(runs)}
     # Many runs: one legend entry per run (the split is the dash), as a scrolling list at the right
     # instead of a horizontal band of run x split entries taller than the chart.
     as_list = multi_run and len(runs) > LEGEND_LIST_RUNS
@@ -224,7 +227,7 @@ def curves_figure(df: pd.DataFrame, *, smoothing: float = 0.0, x_axis: str = "st
     return fig
 
 
-def _run_colour(index: int) -> str:
+def run_colour(index: int) -> str:
     """The palette's ten colours first, then distinct hues (the golden-angle walk) for more runs."""
     if index < len(_PALETTE):
         return _PALETTE[index]

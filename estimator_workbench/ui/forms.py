@@ -194,7 +194,7 @@ def encodings_form(df: pd.DataFrame, schema: Any, saved: Any, key: str) -> tuple
         initial = list(_DATE_CHOICES).index(start(column, datasets.DATE, "expand"))
         choice = st.radio(label_text(f"Date column {column}"), list(_DATE_CHOICES), index=initial,
                           key=f"{key}-date-{i}-{column}", horizontal=True, format_func=_DATE_CHOICES.get) or "expand"
-        st.caption(md(datasets.encoding_note(column, choice, "date")))
+        st.caption(md(datasets.encoding_note(column, choice, "date", df[column] if column in df.columns else None)))
         if choice != "expand":
             encodings[column] = choice
     for i, (column, n) in enumerate(high.items()):

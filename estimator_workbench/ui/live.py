@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
+from estimator_workbench.execution.system_metrics import SYSTEM_SPLIT
 from estimator_workbench.store import metrics_store, paths
 from estimator_workbench.store.records import RunNotFoundError, RunRecord
 from estimator_workbench.ui import figures
@@ -32,7 +33,7 @@ from estimator_workbench.ui.session import (
 )
 from estimator_workbench.ui.tables import summary_frame
 
-__all__ = ['FIRST_POINT_INTERVAL_S', 'FIRST_POINT_WAIT_S', 'LIVE_INTERVAL_S', 'MAX_POINTS', 'chart_controls', 'live_metrics', 'metrics_summary', 'prediction_result']
+__all__ = ['FIRST_POINT_INTERVAL_S', 'FIRST_POINT_WAIT_S', 'LIVE_INTERVAL_S', 'MAX_POINTS', 'chart_controls', 'evaluation_table', 'live_metrics', 'metrics_summary', 'prediction_result']
 
 
 LIVE_INTERVAL_S = 1.0
@@ -67,12 +68,24 @@ class _LiveState:
         self._figure: tuple[Any, Any] | None = None  # (key: rows read + controls, figure)
 
     def figure(self, controls: Mapping[str, Any]) -> Any:
-        """The curves figure, rebuilt only when rows arrived or a control changed."""
+        """The curves figure, rebuilt only when rows arrived or a control changed (the system
+        metrics have their own, ``system_figure``)."""
         key = (len(self.frame), self.tail.generation, tuple(sorted(controls.items())))
         if self._figure is None or self._figure[0] != key:
-            frame = metrics_store.downsample(self.frame, MAX_POINTS) if len(self.frame) else self.frame
+            frame = self.frame[self.frame["split"] != SYSTEM_SPLIT] if len(self.frame) else self.frame
+            frame = metrics_store.downsample(frame, MAX_POINTS) if len(frame) else frame
             self._figure = (key, figures.curves_figure(frame, **controls))
         return self._figure[1]
+
+    def system_figure(self, x_axis: str) -> Any | None:
+        """CPU, memory and GPU memory of the run's processes over time (None before a sample)."""
+        if not len(self.frame):
+            return None
+        frame = self.frame[self.frame["split"] == SYSTEM_SPLIT]
+        if not len(frame):
+            return None
+        return figures.curves_figure(metrics_store.downsample(frame, MAX_POINTS), x_axis=x_axis, columns=4,
+                                     height_per_row=220)
 
     def update(self) -> int:
         generation = self.tail.generation
@@ -177,11 +190,41 @@ def live_metrics(run_id: str, controls: Mapping[str, Any], interval: float = LIV
         if record.error and record.status in ("failed", "lost", "cancelled", "stopped"):
             # 'stopped' with an error: nan_policy 'stop' ended it on a NaN loss (a warning)
             show_error(record.error, level="warning" if record.status == "stopped" else "error")
-        st.plotly_chart(state.figure(controls), key=f"curves-{run_id}", config={"displaylogo": False})
+        table = evaluation_table(state.frame) if record.action == "evaluate" else None
+        if table is not None:  # one evaluation: its values, not one-point line charts (issue 28 item 6)
+            steps = sorted({int(s) for s in state.frame["step"].dropna()})
+            st.caption(f"Evaluation at step {', '.join(map(str, steps))}" if steps else "Evaluation")
+            st.dataframe(table, hide_index=True, key=f"eval-table-{run_id}",
+                         column_config={"value": st.column_config.NumberColumn("value", format="%.4g")})
+        else:
+            st.plotly_chart(state.figure(controls), key=f"curves-{run_id}", config={"displaylogo": False})
+        system = state.system_figure(str(controls.get("x_axis", "step")))
+        if system is not None:  # sampled by the runner at a low rate (issue 28 item 10)
+            st.caption("System: the run's processes (CPU: 100 % = one core), the machine's memory in use, "
+                       "GPU memory when the run uses CUDA")
+            st.plotly_chart(system, key=f"system-{run_id}", config={"displaylogo": False})
         if every is not None and record.is_finished:
             st.rerun()  # once, at the end of the run: the page outside this panel follows its status
 
     _panel()
+
+
+def evaluation_table(frame: pd.DataFrame) -> pd.DataFrame | None:
+    """The metrics of an evaluate run as a table (split, metric, value, step), one row per metric
+    at its last step; None while nothing is logged.
+
+    Example:
+        >>> rows = [{"step": 7600, "wall_time": 1.0, "split": "eval", "name": "accuracy", "value": 0.9}]
+        >>> evaluation_table(metrics_store.rows_to_frame(rows)).to_dict("records")
+        [{'split': 'eval', 'metric': 'accuracy', 'value': 0.9, 'step': 7600}]
+    """
+    frame = frame[frame["split"] != SYSTEM_SPLIT]
+    if not len(frame):
+        return None
+    last = frame.dropna(subset=["value"]).sort_values("step", kind="stable").groupby(
+        ["split", "name"], sort=True).tail(1)
+    table = last.rename(columns={"name": "metric"})[["split", "metric", "value", "step"]]
+    return table.sort_values(["split", "metric"]).reset_index(drop=True)
 
 
 def metrics_summary(run_id: str, interval: float = LIVE_INTERVAL_S) -> None:

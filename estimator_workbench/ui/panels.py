@@ -3,6 +3,7 @@ reproduce commands and bundle, checkpoints, evaluation plots, and prediction inp
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -44,7 +45,7 @@ from estimator_workbench.ui.tables import (
     probability_columns,
 )
 
-__all__ = ['bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'launch_from', 'newest_checkpoint', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'run_label', 'serve_panel', 'single_prediction', 'source_step', 'status_badge']
+__all__ = ['EvaluationRows', 'bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'evaluation_rows', 'launch_from', 'launch_plots', 'newest_checkpoint', 'plots_source', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'run_label', 'serve_panel', 'single_prediction', 'source_step', 'status_badge']
 
 
 def status_badge(record: RunRecord) -> None:
@@ -285,6 +286,9 @@ def _open_run(run_id: str) -> None:
 def _launch_and_open(record: RunRecord, action: str, checkpoint_path: str) -> None:
     try:
         child = launch_from(record, action, checkpoint_path=checkpoint_path)
+        if action == "evaluate" and record.action in MODEL_ACTIONS:
+            # its Evaluation plots tab: the predictions of the same checkpoint (issue 28 item 6)
+            launch_plots(record, checkpoint_path)
     except (ValueError, RunNotFoundError) as exc:
         st.session_state[f"_launch-error-{record.run_id}"] = str(exc)
         return
@@ -314,40 +318,83 @@ def checkpoints_panel(record: RunRecord) -> None:
               args=(record, "predict", path), icon=":material/batch_prediction:")
 
 
-def _launch_plots(record: RunRecord, checkpoint_path: str) -> RunRecord | None:
+def _plots_children(model: RunRecord, dataset: Mapping[str, Any]) -> list[RunRecord]:
+    """The predict runs of ``model`` on ``dataset`` (same fingerprint): the evaluation plots' data."""
+    return [c for c in _children(model, "predict_from")
+            if c.dataset.get("fingerprint") == dataset.get("fingerprint")]
+
+
+def launch_plots(record: RunRecord, checkpoint_path: str,
+                  dataset: Mapping[str, Any] | None = None) -> RunRecord | None:
+    """The predict run that draws the evaluation plots of ``record``'s checkpoint on ``dataset``
+    (default: the run's own); one that succeeded already, or is under way, is returned instead."""
     step = checkpoint_step(checkpoint_path)
+    dataset = dict(dataset if dataset is not None else record.dataset)
+    for child in _plots_children(record, dataset):
+        if child.status == "succeeded" and source_step(child, record) == step and step is not None:
+            return child
     try:
-        return launch_from(record, "predict", checkpoint_path=checkpoint_path,
+        return launch_from(record, "predict", checkpoint_path=checkpoint_path, dataset=dataset,
                            name=f"eval plots of {record.name} @ step {step}")
     except (ValueError, RunNotFoundError) as exc:
         show_error(exc, prefix="The evaluation plots cannot be computed: ")
         return None
 
 
+def _plots_target(record: RunRecord) -> tuple[RunRecord, dict[str, Any], str | None] | str:
+    """What the plots of the run page's ``record`` show: ``(model run, dataset, checkpoint path)``
+    (path None: follow the newest checkpoint), or why there are none.
+
+    A training run shows the checkpoint chosen in its Checkpoints tab (the newest by default); an
+    evaluate run shows the checkpoint it evaluated, on its own dataset (issue 28 item 6)."""
+    if record.action in MODEL_ACTIONS:
+        folder = get_registry().run_dir(record.run_id) / paths.MODEL_DIR
+        chosen = st.session_state.get(f"ckpt-{record.run_id}")  # the Checkpoints tab, drawn before
+        newest = newest_checkpoint(record)
+        if chosen and (newest is None or checkpoint_step(chosen) != newest[0]) and (folder / str(chosen)).exists():
+            return record, dict(record.dataset), str(folder / str(chosen))
+        return record, dict(record.dataset), None
+    if record.action == "evaluate" and record.parent_run_id:
+        try:
+            parent = get_registry().get(record.parent_run_id)
+        except RunNotFoundError:
+            return f"The run this evaluation used ({record.parent_run_id}) no longer exists."
+        path = record.checkpoint_path
+        step = source_step(record, parent)
+        if path is None and step is not None:
+            path = str(get_registry().run_dir(parent.run_id) / paths.MODEL_DIR / f"model.ckpt-{step}")
+        if path is None:
+            return "The checkpoint this evaluation used cannot be told."
+        return parent, dict(record.dataset), path
+    return "Evaluation plots are drawn for training runs, TensorFlow imports and evaluate runs."
+
+
 def evaluation_plots(record: RunRecord, interval: float = 2.0) -> None:
     """Confusion matrix and ROC/PR curves (classifiers) or residuals (regressors) on the run's
     evaluation split, from a predict run of one of its checkpoints (the UI never loads a model).
 
-    The view names the checkpoint step it shows. When the run has a newer checkpoint (a resume,
-    more training) it says the plots are out of date and, once the run is not training, recomputes
-    them in a runner automatically, once per new checkpoint (the registry's children are the
-    record: a failed recomputation is offered again as a button, not relaunched in a loop). The
-    panel refreshes itself (``st.fragment``) while the run or its predict run is active."""
-    if record.action not in MODEL_ACTIONS:
-        st.caption("Evaluation plots are drawn for training runs and TensorFlow imports.")
+    Any checkpoint: the one chosen in the Checkpoints tab (issue 28 item 6; computed on a click),
+    and for an evaluate run the checkpoint it evaluated. By default the newest: the view names the
+    checkpoint step it shows. When the run has a newer checkpoint (a resume, more training) it says
+    the plots are out of date and, once the run is not training, recomputes them in a runner
+    automatically, once per new checkpoint (the registry's children are the record: a failed
+    recomputation is offered again as a button, not relaunched in a loop). The panel refreshes
+    itself (``st.fragment``) while the run or its predict run is active."""
+    target = _plots_target(record)
+    if isinstance(target, str):
+        st.caption(target)
         return
+    model, dataset, fixed = target
     registry = get_registry()
 
     def state() -> tuple[RunRecord, list[RunRecord]]:
-        current = registry.get(record.run_id)
-        kids = [c for c in _children(current, "predict_from")
-                if c.dataset.get("fingerprint") == current.dataset.get("fingerprint")]
-        return current, kids
+        current = registry.get(model.run_id)
+        return current, _plots_children(current, dataset)
 
     first, kids = state()
     newest = newest_checkpoint(first)
     shown_steps = {source_step(c, first) for c in kids if c.status == "succeeded"}
-    stale = newest is not None and bool(shown_steps) and newest[0] not in shown_steps
+    stale = fixed is None and newest is not None and bool(shown_steps) and newest[0] not in shown_steps
     # Poll while something will change: the run trains, a predict run works, or stale plots are
     # about to be recomputed (the launch happens inside the panel).
     every = interval if first.is_active or any(c.is_active for c in kids) or stale else None
@@ -355,14 +402,41 @@ def evaluation_plots(record: RunRecord, interval: float = 2.0) -> None:
     @st.fragment(run_every=every)
     def _panel() -> None:
         current, children = state() if every is not None else (first, kids)
-        _evaluation_plots(current, children)
+        if fixed is None:
+            _evaluation_plots(current, children, key=record.run_id)
+        else:
+            _checkpoint_plots(current, children, fixed, dataset, key=record.run_id)
 
     _panel()
 
 
-def _evaluation_plots(record: RunRecord, kids: list[RunRecord]) -> None:
-    from estimator_workbench.data import datasets
+def _checkpoint_plots(model: RunRecord, kids: list[RunRecord], checkpoint_path: str,
+                      dataset: Mapping[str, Any], key: str) -> None:
+    """The plots of one given checkpoint of ``model``: computed on a click, then shown."""
+    step = checkpoint_step(checkpoint_path)
+    at_step = [c for c in kids if source_step(c, model) == step]
+    done = sorted((c for c in at_step if c.status == "succeeded"), key=lambda c: c.created_at, reverse=True)
+    if done:
+        _draw_plots(model, dataset, done[0], step, key)
+        return
+    pending = [c for c in at_step if c.is_active]
+    if pending:
+        st.info(f"Predicting with {checkpoint_text(step)} (run {pending[0].run_id})… the plots appear when "
+                "it ends.", icon=":material/hourglass_top:")
+        return
+    failed = [c for c in at_step if c.is_finished]
+    if failed:
+        st.warning(f"Computing the plots of {checkpoint_text(step)} failed (run {failed[0].run_id}).",
+                   icon=":material/error:")
+    st.caption(f"No evaluation plots of {checkpoint_text(step)} yet.")
+    if st.button(f"Compute evaluation plots of step {step}", key=f"evalplots-step-{key}",
+                 icon=":material/insights:",
+                 help="Runs predict on the dataset in a runner process, from this checkpoint."):
+        if launch_plots(model, checkpoint_path, dataset) is not None:
+            st.rerun()  # a click, not a timer: the page re-registers this panel to poll
 
+
+def _evaluation_plots(record: RunRecord, kids: list[RunRecord], key: str | None = None) -> None:
     newest = newest_checkpoint(record)
     newest_step = newest[0] if newest else None
     steps = {c.run_id: source_step(c, record) for c in kids}
@@ -378,7 +452,7 @@ def _evaluation_plots(record: RunRecord, kids: list[RunRecord]) -> None:
         elif st.button("Compute evaluation plots", key=f"evalplots-{record.run_id}",
                        disabled=not record.is_finished or newest is None,
                        help="Runs predict on the dataset in a runner process, from the newest checkpoint."):
-            if newest is not None and _launch_plots(record, newest[1]) is not None:
+            if newest is not None and launch_plots(record, newest[1]) is not None:
                 st.rerun()  # a click, not a timer: the page re-registers this panel to poll
         return
     shown_step = steps[shown.run_id]
@@ -393,60 +467,108 @@ def _evaluation_plots(record: RunRecord, kids: list[RunRecord]) -> None:
         elif failed:
             st.warning(f"{stale} Recomputing failed (run {failed[0].run_id}).", icon=":material/update:")
             if st.button("Recompute evaluation plots", key=f"evalplots-again-{record.run_id}"):
-                if _launch_plots(record, newest[1]) is not None:
+                if launch_plots(record, newest[1]) is not None:
                     st.rerun()
         else:  # once per new checkpoint: the child launched now is found on the next render
-            child = _launch_plots(record, newest[1])
+            child = launch_plots(record, newest[1])
             if child is not None:
                 st.warning(f"{stale} Recomputing in run {child.run_id}…", icon=":material/update:")
-    preds = predictions_frame(shown.run_id)
+    _draw_plots(record, record.dataset, shown, shown_step, key or record.run_id)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationRows:
+    """The evaluation split's labels and the predictions for those rows.
+
+    Example:
+        >>> rows = evaluation_rows(record.dataset, predictions_frame(child.run_id))  # doctest: +SKIP
+        >>> rows.task, len(rows.y) == len(rows.predictions)                          # doctest: +SKIP
+        ('classification', True)
+    """
+
+    task: str
+    y: np.ndarray  # class ids (classification) or values (regression)
+    predictions: pd.DataFrame  # the rows of the predictions file for the evaluation split
+    class_names: list[str]
+
+
+def evaluation_rows(dataset: Mapping[str, Any], preds: pd.DataFrame | None) -> EvaluationRows:
+    """The evaluation rows of ``dataset`` with their predictions (a predict run's whole-dataset
+    output); ``ValueError`` saying why when they cannot be lined up."""
+    from estimator_workbench.data import datasets
+
+    spec = datasets.DatasetSpec.from_dict(dataset)
     try:
-        spec = datasets.DatasetSpec.from_dict(record.dataset)
         df = load_dataset_frame(spec.path, **spec.read_options)
-    except (ValueError, OSError) as exc:
-        show_error(exc, level="warning", prefix="The run's dataset cannot be read: ")
-        return
+    except OSError as exc:
+        raise ValueError(f"The run's dataset cannot be read: {exc}") from None
     if preds is None or len(preds) != len(df):
-        st.warning("The predictions do not line up with the dataset rows.")
-        return
+        raise ValueError("The predictions do not line up with the dataset rows.")
     _, eval_df = datasets.split(df, spec)
     rows = df.index.get_indexer(eval_df.index) if len(eval_df) else np.arange(len(df))
     label = spec.schema.label
-    info = datasets.task_info(df, spec)
     part = preds.iloc[rows]
-    with st.container(key=f"eval-source-{record.run_id}"):
-        st.caption(f"{len(rows)} evaluation rows · from {checkpoint_text(shown_step)} · "
+    if spec.task == "classification":
+        info = datasets.task_info(df, spec)
+        return EvaluationRows("classification", datasets.encode_labels(df[label].iloc[rows], info), part,
+                              [str(n) for n in info["label_vocabulary"]])
+    return EvaluationRows(spec.task, pd.to_numeric(df[label].iloc[rows], errors="coerce").to_numpy(), part, [])
+
+
+def plots_source(record: RunRecord) -> tuple[RunRecord, int | None] | None:
+    """The predict run whose output the evaluation plots of ``record`` (a training run) draw, for
+    its newest checkpoint (else its newest finished one), with that checkpoint's step."""
+    kids = _plots_children(record, record.dataset)
+    steps = {c.run_id: source_step(c, record) for c in kids}
+    done = sorted((c for c in kids if c.status == "succeeded"),
+                  key=lambda c: (steps[c.run_id] if steps[c.run_id] is not None else -1, c.created_at), reverse=True)
+    return (done[0], steps[done[0].run_id]) if done else None
+
+
+def _draw_plots(record: RunRecord, dataset: Mapping[str, Any], shown: RunRecord, shown_step: int | None,
+                key: str) -> None:
+    """The figures from the predictions of run ``shown`` on the evaluation rows of ``dataset``."""
+    try:
+        rows = evaluation_rows(dataset, predictions_frame(shown.run_id))
+    except ValueError as exc:
+        show_error(exc, level="warning")
+        return
+    part = rows.predictions
+    with st.container(key=f"eval-source-{key}"):
+        st.caption(f"{len(part)} evaluation rows · from {checkpoint_text(shown_step)} · "
                    f"predictions of run {shown.run_id}")
-    if spec.task == "classification" and "class_ids" in preds.columns:
-        y = datasets.encode_labels(df[label].iloc[rows], info)
-        names = info["label_vocabulary"]
-        matrix = figures.confusion_matrix(y, part["class_ids"].to_numpy(), len(names))
-        normalize = st.toggle("Normalise rows", key=f"cm-norm-{record.run_id}")
+    if rows.task == "classification" and "class_ids" in part.columns:
+        names = rows.class_names
+        matrix = figures.confusion_matrix(rows.y, part["class_ids"].to_numpy(), len(names))
+        normalize = st.toggle("Normalise rows", key=f"cm-norm-{key}")
         st.plotly_chart(figures.confusion_matrix_figure(matrix, names, normalize=normalize),
-                        key=f"cm-{record.run_id}")
-        prob_cols = probability_columns(preds)
+                        key=f"cm-{key}")
+        prob_cols = probability_columns(part)
         if len(prob_cols) == len(names):
-            st.plotly_chart(figures.roc_pr_figure(y, part[prob_cols].to_numpy(), names), key=f"roc-{record.run_id}")
-    elif spec.task == "regression":
-        column = next((c for c in ("predictions", "prediction", "predictions_0") if c in preds.columns), None)
+            st.plotly_chart(figures.roc_pr_figure(rows.y, part[prob_cols].to_numpy(), names), key=f"roc-{key}")
+    elif rows.task == "regression":
+        column = next((c for c in ("predictions", "prediction", "predictions_0") if c in part.columns), None)
         if column is None:
             st.caption("No numeric prediction column found.")
             return
-        y = pd.to_numeric(df[label].iloc[rows], errors="coerce").to_numpy()
-        st.plotly_chart(figures.residuals_figure(y, part[column].to_numpy()), key=f"res-{record.run_id}")
+        st.plotly_chart(figures.residuals_figure(rows.y, part[column].to_numpy()), key=f"res-{key}")
 
 
-def prediction_dataset(base: Any, upload_name: str | None, upload_bytes: bytes | None) -> dict[str, Any]:
+def prediction_dataset(base: Any, upload_name: str | None, upload_bytes: bytes | None, *,
+                       typed_row: bool = False) -> dict[str, Any]:
     """The dataset dict of a predict run: the training run's own (``upload_bytes`` None) or an
-    uploaded file with the training roles (columns the file lacks, e.g. the label, are dropped)."""
+    uploaded file with the training roles (columns the file lacks, e.g. the label, are dropped).
+    A ``typed_row`` (the Single row tab) is kept as the run's input, not stored as an upload."""
     from estimator_workbench.data import datasets
+    from estimator_workbench.data.sources import PREDICT_INPUTS_DIR, UPLOADS_DIR
 
     if upload_bytes is None:
         spec = base
     else:
         with st.spinner("Checking the file…"):
             path = datasets.save_upload(workspace(), upload_name or "upload.csv", upload_bytes,
-                                        owner=current_actor().name)
+                                        owner=current_actor().name,
+                                        folder_name=PREDICT_INPUTS_DIR if typed_row else UPLOADS_DIR)
             df = load_dataset_frame(path)
         try:
             spec = datasets.prediction_spec(base, {"kind": "file", "path": str(path)}, df)

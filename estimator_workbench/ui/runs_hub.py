@@ -21,7 +21,7 @@ from estimator_workbench.execution.tf_import import describe_import
 from estimator_workbench.store import audit, trash
 from estimator_workbench.store.audit import NotAllowedError, refusal
 from estimator_workbench.store.records import STATUSES, RunNotFoundError, RunRecord
-from estimator_workbench.ui import tables
+from estimator_workbench.ui import run_groups, run_query, tables
 from estimator_workbench.ui.session import (
     PAGE_SCRIPTS,
     get_launcher,
@@ -43,6 +43,7 @@ __all__ = [
     "confirm_cancel",
     "confirm_trash",
     "confirmation_dialogs",
+    "helper_grouping",
     "open_compare",
     "progress_line",
     "run_header",
@@ -69,23 +70,43 @@ def runs_filters(records: Sequence[RunRecord], key: str = "runs") -> tuple[list[
     by; returns the runs that pass and the chosen metric (None when no run has an eval metric)."""
     c1, c2, c3 = st.columns([2, 3, 2])
     statuses = c1.multiselect("Status", [*STATUSES, "stalled"], key=f"{key}-status")
-    text = c2.text_input("Filter (regex on id, name, template, dataset, tags)", key=f"{key}-filter")
+    text = c2.text_input("Filter (regex on id, name, template, dataset, tags, notes)", key=f"{key}-filter")
     metrics = tables.eval_metric_names(records)
     default = tables.default_metric(metrics)
     metric = c3.selectbox("Eval metric", metrics, index=None if default is None else metrics.index(default),
                           key=f"{key}-metric",
                           help="Its columns: the final value (the last evaluation, the model the run ended "
                                "with), the best value the run reached and the step it reached it at.")
-    c4, c5, c6 = st.columns(3)
+    c4, c5, c6, c7 = st.columns(4)
     tags = c4.multiselect("Tags (all of)", sorted({t for r in records for t in r.tags}), key=f"{key}-tags")
     templates = c5.multiselect("Template", sorted({r.template_name or "" for r in records}), key=f"{key}-templates")
     datasets = c6.multiselect("Dataset", sorted({tables.dataset_name(r) for r in records}), key=f"{key}-datasets")
+    actions = c7.multiselect("Action", sorted({r.action for r in records}), key=f"{key}-actions")
     try:
         shown = tables.filter_runs(records, statuses, text, tags=tags, templates=templates, datasets=datasets)
     except ValueError as exc:
         show_error(exc)
         shown = list(records)
+    if actions:  # (issue 28 item 9)
+        shown = [r for r in shown if r.action in actions]
+    condition = st.text_input("Metric condition", key=f"{key}-condition", placeholder="accuracy > 0.7 and loss < 0.5",
+                              help="Runs whose last logged value of each metric passes (eval/<name> unless you "
+                                   "write train/loss); operators > >= < <= == !=.")
+    if condition.strip():  # (issue 28 item 10)
+        try:
+            shown = run_query.filter_by_condition(shown, condition)
+        except ValueError as exc:
+            show_error(exc)
     return shown, metric
+
+
+def helper_grouping(shown: Sequence[RunRecord], key: str = "runs") -> run_groups.RunGroups:
+    """The 'evaluate/predict runs of other runs' toggle (off: grouped under their parent, counted
+    in its 'helpers' column; on: listed right under it) and the grouped rows (issue 28 item 9)."""
+    show = st.toggle("Show evaluate/predict runs under their run", key=f"{key}-show-helpers",
+                     help="Evaluation plots, predictions and evaluations launched from a trained run are "
+                          "grouped under it; the 'helpers' column counts them.")
+    return run_groups.group_helper_runs(shown, show_helpers=show)
 
 
 def table_key(records: Sequence[RunRecord], prefix: str = "runs-table") -> str:
@@ -96,10 +117,18 @@ def table_key(records: Sequence[RunRecord], prefix: str = "runs-table") -> str:
     return f"{prefix}-{zlib.crc32(' '.join(r.run_id for r in records).encode()):08x}"
 
 
-def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metric: str | None) -> list[RunRecord]:
+def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metric: str | None,
+               groups: run_groups.RunGroups | None = None) -> list[RunRecord]:
     """The runs table (sort by a click on a column header, select rows with the checkboxes on
-    the left); returns the selected runs. ``every_run`` (unfiltered) gives the queue places."""
-    frame = tables.tidy_frame(tables.hub_frame(shown, workspace(), metric, tables.queue_positions(every_run)))
+    the left); returns the selected runs. ``every_run`` (unfiltered) gives the queue places;
+    ``groups`` (of ``shown``) adds the 'helpers' column and marks helper rows under their run."""
+    frame = tables.hub_frame(shown, workspace(), metric, tables.queue_positions(every_run))
+    frame.insert(frame.columns.get_loc("tags") + 1, "notes", [_first_line(r.note) for r in shown])
+    if groups is not None:
+        frame.insert(1, "helpers", [groups.helpers.get(r.run_id, "") for r in shown])
+        frame["name"] = [run_groups.NESTED_PREFIX + n if r.run_id in groups.nested else n
+                         for r, n in zip(shown, frame["name"])]
+    frame = tables.tidy_frame(frame)
     params = {c: st.column_config.NumberColumn(c, format="%.4g") for c in frame.columns
               if str(c).startswith("param: ") and frame[c].dtype.kind == "f"}  # a sampled lr: 0.003162
     final, best, best_step = tables.metric_columns(metric)
@@ -122,6 +151,12 @@ def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metri
         })
     rows = list(getattr(getattr(event, "selection", None), "rows", None) or [])
     return [shown[i] for i in rows if 0 <= i < len(shown)]
+
+
+def _first_line(note: str | None, limit: int = 80) -> str:
+    """A note as a table cell: its first line, cut at ``limit`` characters."""
+    line = (note or "").strip().splitlines()[0] if (note or "").strip() else ""
+    return line if len(line) <= limit else line[:limit - 1] + "…"
 
 
 def open_compare(run_ids: Sequence[str]) -> None:

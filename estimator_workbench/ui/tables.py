@@ -119,8 +119,8 @@ def filter_runs(records: Sequence[RunRecord], statuses: Sequence[str] = (), text
                 datasets: Sequence[str] = ()) -> list[RunRecord]:
     """Runs whose status is in ``statuses`` (all when empty; 'stalled' matches stalled running
     runs), that carry every tag of ``tags``, whose template is one of ``templates`` and dataset one
-    of ``datasets`` (each: all when empty), and whose id, name, template, dataset or one of whose tags
-    matches ``text`` (a case-insensitive regex, searched in each field; a bad regex is matched
+    of ``datasets`` (each: all when empty), and whose id, name, template, dataset, note or one of
+    whose tags matches ``text`` (a case-insensitive regex, searched in each field; a bad regex is matched
     literally)."""
     out = [r for r in records
            if not statuses or r.status in statuses or display_status(r) in statuses]
@@ -137,7 +137,8 @@ def filter_runs(records: Sequence[RunRecord], statuses: Sequence[str] = (), text
             pattern = re.compile(re.escape(text), re.IGNORECASE)
         # each field on its own, so that anchors work: '^lr' finds names starting with 'lr'
         out = [r for r in out
-               if any(pattern.search(f) for f in (r.run_id, r.name, r.template_name or "", dataset_name(r), *r.tags))]
+               if any(pattern.search(f) for f in (r.run_id, r.name, r.template_name or "", dataset_name(r), *r.tags,
+                                                  r.note or ""))]
     return out
 
 

@@ -77,10 +77,13 @@ def test_eval_views_and_compare_at_scale(server, page):
     page.goto(f"{url}/compare?runs={run_a},{run_b}")
     wait_idle(page, 60)
     page.get_by_role("heading", name="What differs").wait_for(timeout=30_000)
-    playwright_sync.expect(page.locator(".js-plotly-plot")).to_have_count(3, timeout=30_000)
+    # curves, parallel coordinates, param scatter, and run b's confusion matrix in the per-class
+    # view (run a has no evaluation plots: a button offers them; issue 28 item 6)
+    playwright_sync.expect(page.locator(".js-plotly-plot")).to_have_count(4, timeout=30_000)
     kinds = page.locator(".js-plotly-plot").evaluate_all(
         "els => els.map(el => [...new Set(el._fullData.map(t => t.type))].join(','))")
-    assert kinds[1] == "parcoords", kinds
+    assert kinds[1] == "parcoords" and kinds[3] == "heatmap", kinds
+    playwright_sync.expect(page.get_by_role("button", name=re.compile(r"^Compute them \(1 run\)"))).to_be_visible()
     best = page.get_by_text(re.compile(r"^Best run for final eval accuracy \(maximize\)"))
     playwright_sync.expect(best).to_be_visible()
     accuracies = {r: registry(home).get(r).summary["eval/accuracy"]["last"] for r in (run_a, run_b)}

@@ -389,3 +389,19 @@ def test_export_without_a_checkpoint_leaves_nothing_behind(workspace, capsys):
     assert f"Run {record.run_id!r} has no checkpoint to include." in capsys.readouterr().err
     assert not (RunRegistry(workspace).run_dir(record.run_id) / "export").exists() or not any(
         (RunRegistry(workspace).run_dir(record.run_id) / "export").iterdir())
+
+
+def test_concurrency_flags_set_the_launchers_settings(tmp_path, monkeypatch, capsys):
+    """Issue 28 item 8: --max-concurrent / --helper-slots reach every launcher of the process and
+    its children (as the environment variables the launcher reads); bad values exit 2."""
+    monkeypatch.delenv(launcher_module.MAX_CONCURRENT_ENV, raising=False)
+    monkeypatch.delenv(launcher_module.HELPER_SLOTS_ENV, raising=False)
+    assert cli.main(["--workspace", str(tmp_path), "--max-concurrent", "2", "--helper-slots", "0", "runs"]) == 0
+    assert os.environ[launcher_module.MAX_CONCURRENT_ENV] == "2"
+    assert os.environ[launcher_module.HELPER_SLOTS_ENV] == "0"
+    launcher = LocalLauncher(tmp_path, gpus=[])
+    assert (launcher.max_concurrent, launcher.helper_slots) == (2, 0)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--workspace", str(tmp_path), "--helper-slots", "-1", "runs"])
+    assert exit_info.value.code == 2
+    assert "--helper-slots: must be an integer >= 0, given '-1'" in capsys.readouterr().err

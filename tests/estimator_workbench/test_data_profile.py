@@ -257,3 +257,57 @@ class TestThroughTheRunnerBuild:
         names = estimator.get_variable_names()
         assert any("Name_embedding" in n for n in names), names  # the hashed column's embedding
         assert estimator.evaluate(fns.eval)["global_step"] == 5
+
+
+class TestDateGranularity:
+    """Issue 28 item 11: the column summary gives a date column's first and last date, and a
+    year-only column is counted per year and expanded into its year alone (not a constant month
+    and a day of week that only says on which weekday 1 January fell)."""
+
+    YEARS = [f"{y}-01-01" for y in (2010, 2011, 2011, 2013, 2014, 2015)]
+
+    def frame(self, tmp_path) -> tuple[Path, pd.DataFrame]:
+        df = pd.DataFrame({"season": self.YEARS * 4, "x": np.arange(24, dtype=float),
+                           "y": ["a", "b", "c"] * 8})
+        path = tmp_path / "yearly.csv"
+        df.to_csv(path, index=False)
+        return path, datasets.load_table(path)
+
+    def test_granularity_of_years_months_days_and_times(self):
+        from estimator_workbench.data.profile import date_granularity
+
+        assert date_granularity(pd.Series([*self.YEARS, None])) == "year"
+        assert date_granularity(pd.Series(["2010-01-01", "2010-07-01"])) == "month"
+        assert date_granularity(pd.Series(["2010-01-01", "2010-01-02"])) == "day"
+        assert date_granularity(pd.Series(["2010-01-01 06:00", "2011-01-01"])) == "day"
+        assert date_granularity(pd.Series(pd.to_datetime(["2010-01-01", "2012-01-01"]))) == "year"
+
+    def test_the_summary_shows_min_and_max_and_a_year_only_column_per_year(self, tmp_path, seattle):
+        path, df = self.frame(tmp_path)
+        profile = column_profile(df["season"], "date")
+        assert (profile["min"], profile["max"], profile["granularity"]) == ("2010", "2015", "year")
+        assert profile["categories"] == ["2010", "2011", "2013", "2014", "2015"]
+        assert profile["counts"] == [4, 8, 4, 4, 4]
+        table = datasets.distribution_table(df, spec_of(path).schema).set_index("column")
+        assert table.loc["season", "values"] == "2010 to 2015, per year"
+        weather = datasets.distribution_table(seattle, spec_of(SEATTLE).schema).set_index("column")
+        # seattle-weather runs from 2012-01-01 to 2015-12-31, one row a day
+        assert weather.loc["date", "values"] == "2012-01-01 to 2015-12-31, per month"
+        assert len(weather.loc["date", "distribution"]) == 48
+
+    def test_a_year_only_column_is_expanded_into_its_year_alone(self, tmp_path):
+        path, df = self.frame(tmp_path)
+        spec = spec_of(path)
+        assert spec.schema.column("season").dtype == "date"
+        info = datasets.task_info(df, spec)
+        assert info["date_features"] == {"season": ["season_year"]}
+        assert info["feature_names"] == ["season_year", "x"] == spec.model_features(df)
+        fns = datasets.make_input_fns(spec, df, batch_size=4, shuffle_seed=0)
+        features, _ = next(iter(fns.eval()))
+        assert "season_month" not in features and "season_dayofweek" not in features
+        first = datasets.split(df, spec)[1].iloc[0]
+        assert float(features["season_year"][0]) == pd.Timestamp(first["season"]).year
+        from estimator_workbench.data.profile import encoding_note
+
+        assert encoding_note("season", "expand", "date", df["season"]) == \
+            "'season' is a date: expanded into season_year (its values are years only)."

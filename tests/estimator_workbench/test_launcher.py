@@ -500,3 +500,53 @@ def test_ui_launcher_has_a_warm_spare_for_the_real_runner_only(workspace, monkey
         assert launcher.warm_spares == 0 and launcher._spares.process is None
     finally:
         session._launcher.clear()
+
+
+def _helper_run(workspace, parent, action="predict", **schedule):
+    return RunRegistry(workspace).create_run(
+        name=f"{action} with stub", action=action, dataset={"name": "none"},
+        template={"name": "stub", "code": ""}, params={}, run_config={}, schedule=schedule,
+        parent_run_id=parent, parent_relation=f"{action}_from").run_id
+
+
+def test_helper_runs_take_their_own_slot_beside_training(workspace, make_launcher):
+    """Issue 28 item 8: a predict of a trained model starts while a training run holds the single
+    training slot; a second training run still queues, and so does a second helper run."""
+    launcher = make_launcher(max_concurrent=1)
+    assert launcher.helper_slots == 1
+    parent = new_run(workspace, max_steps=1, sleep=0.01)
+    assert launcher.wait(launcher.submit(parent).run_id, timeout=60).status == "succeeded"
+    training = new_run(workspace, max_steps=2000, sleep=0.02)
+    launcher.submit(training)
+    second_training = new_run(workspace, max_steps=2, sleep=0.01)
+    assert launcher.submit(second_training).status == "queued"
+    predict = _helper_run(workspace, parent, max_steps=400, sleep=0.02)
+    assert launcher.submit(predict).status == "running"  # not behind the training run
+    evaluate = _helper_run(workspace, parent, "evaluate", max_steps=2, sleep=0.01)
+    assert launcher.submit(evaluate).status == "queued"  # one helper slot: behind the predict
+    assert launcher.running_count("runs") == 1 and launcher.running_count("helpers") == 1
+    launcher.cancel(predict, grace=1.0)
+    assert launcher.wait(evaluate, timeout=60).status == "succeeded"
+    assert launcher.registry.get(training).status == "running"
+    assert launcher.registry.get(second_training).status == "queued"
+
+
+def test_helper_slots_zero_queues_helpers_with_training(workspace, make_launcher):
+    launcher = make_launcher(max_concurrent=1, helper_slots=0)
+    parent = new_run(workspace, max_steps=1, sleep=0.01)
+    launcher.wait(launcher.submit(parent).run_id, timeout=60)
+    launcher.submit(new_run(workspace, max_steps=2000, sleep=0.02))
+    assert launcher.submit(_helper_run(workspace, parent, max_steps=2)).status == "queued"
+
+
+def test_concurrency_settings_from_the_environment(workspace, make_launcher, monkeypatch):
+    monkeypatch.setenv(launcher_module.MAX_CONCURRENT_ENV, "3")
+    monkeypatch.setenv(launcher_module.HELPER_SLOTS_ENV, "2")
+    launcher = make_launcher()
+    assert (launcher.max_concurrent, launcher.helper_slots) == (3, 2)
+    monkeypatch.setenv(launcher_module.HELPER_SLOTS_ENV, "-1")
+    with pytest.raises(ValueError, match=r"\$WORKBENCH_HELPER_SLOTS must be an integer >= 0, given: '-1'"):
+        make_launcher()
+    monkeypatch.setenv(launcher_module.MAX_CONCURRENT_ENV, "two")
+    with pytest.raises(ValueError, match=r"\$WORKBENCH_MAX_CONCURRENT must be an integer >= 1, given: 'two'"):
+        make_launcher()

@@ -25,6 +25,8 @@ STREAMLIT_UI += ("sweep_form", "sweep_view")  # the Train page's Sweep section, 
 STREAMLIT_UI += ("asgi", "ui_state")  # the UI server: st.App behind the access gate; st.context cookies
 STREAMLIT_UI += ("tf_import_form",)  # the Model page's "Import a TensorFlow model" section
 STREAMLIT_UI += ("signin",)  # the sign-in form / st.login and who the session acts as (issue 26.4)
+# the Runs page's concurrency settings, Compare's per-class view, 'Re-run with these settings'
+STREAMLIT_UI += ("settings", "compare_eval", "rerun_form")
 
 # Runs in the child: block packages, import every module of one package, report failures as JSON.
 _CHECK = textwrap.dedent("""

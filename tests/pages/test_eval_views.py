@@ -272,3 +272,84 @@ def test_the_run_page_keeps_its_tabs_while_a_run_goes_live(home):
     summary = at.tabs[0].dataframe[0].value
     assert summary.set_index("metric").loc["loss", "final at step"] == 30
     assert json.loads(at.get("plotly_chart")[0].proto.spec)["data"]  # the curve is drawn
+
+
+# -- issue 28 item 6: any checkpoint inspectable ------------------------------------------------
+
+def test_choosing_an_older_checkpoint_shows_that_checkpoints_plots(home):
+    parent = trained_run(home, (100, 200))
+    old, new = plots_child(home, parent, 100), plots_child(home, parent, 200)
+    at = run_page(parent.run_id)
+    assert any(f"from checkpoint step 200 (model.ckpt-200) · predictions of run {new}" in c for c in captions(at))
+    at.selectbox(key=f"ckpt-{parent.run_id}").select("model.ckpt-100")
+    at.run()
+    assert any(f"from checkpoint step 100 (model.ckpt-100) · predictions of run {old}" in c for c in captions(at)), \
+        captions(at)
+    assert not any("step 200" in c and "predictions of run" in c for c in captions(at))
+    assert len(predict_children(home, parent.run_id)) == 2  # shown, not recomputed
+
+
+def test_an_older_checkpoint_without_plots_is_computed_on_a_click(home, monkeypatch):
+    monkeypatch.setattr(LocalLauncher, "poll", lambda self: None)  # the launched child stays queued
+    parent = trained_run(home, (100, 200))
+    plots_child(home, parent, 200)
+    at = run_page(parent.run_id)
+    at.selectbox(key=f"ckpt-{parent.run_id}").select("model.ckpt-100")
+    at.run()
+    assert "No evaluation plots of checkpoint step 100 (model.ckpt-100) yet." in captions(at)
+    at.button(key=f"evalplots-step-{parent.run_id}").click()
+    at.run()
+    kids = predict_children(home, parent.run_id)
+    assert len(kids) == 2
+    launched = next(k for k in kids if k.checkpoint_path.endswith("model.ckpt-100"))
+    assert launched.name == "eval plots of mlp on iris @ step 100"
+    assert any(f"Predicting with checkpoint step 100 (model.ckpt-100) (run {launched.run_id})" in i.value
+               for i in at.info), [i.value for i in at.info]
+    RunRegistry(home).set_status(launched.run_id, "cancelled")
+
+
+def evaluate_child(home: Path, parent: RunRecord, step: int) -> RunRecord:
+    """A finished evaluate run of ``parent``'s checkpoint ``step`` with its one evaluation logged."""
+    reg = RunRegistry(home)
+    path = str(reg.run_dir(parent.run_id) / paths.MODEL_DIR / f"model.ckpt-{step}")
+    child = reg.create_run(name=f"evaluate with mlp on iris @ step {step}", action="evaluate",
+                           dataset=parent.dataset, template=TEMPLATE, params={}, run_config={}, schedule={},
+                           parent_run_id=parent.run_id, parent_relation="evaluate_from", checkpoint_path=path)
+    lines = [{"step": step, "wall_time": 1.0, "split": "eval", "name": n, "value": v}
+             for n, v in (("accuracy", 0.9), ("loss", 0.25))]
+    (reg.run_dir(child.run_id) / paths.METRICS_FILE).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return finished(reg, child.run_id)
+
+
+def test_an_evaluate_run_shows_its_checkpoints_plots_and_its_metrics_as_a_table(home):
+    parent = trained_run(home, (100, 7600))
+    plots = plots_child(home, parent, 100)
+    plots_child(home, parent, 7600)
+    child = evaluate_child(home, parent, 100)
+    at = run_page(child.run_id)
+    assert not [c for c in captions(at) if "drawn for training runs" in c]
+    assert any(f"from checkpoint step 100 (model.ckpt-100) · predictions of run {plots}" in c for c in captions(at)), \
+        captions(at)
+    table = next(d.value for d in at.dataframe if list(d.value.columns) == ["split", "metric", "value", "step"])
+    assert table.to_dict("records") == [{"split": "eval", "metric": "accuracy", "value": 0.9, "step": 100},
+                                        {"split": "eval", "metric": "loss", "value": 0.25, "step": 100}]
+    assert "Evaluation at step 100" in captions(at)
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert not any(c.get("layout", {}).get("title", {}).get("text", "") == "loss" for c in charts)
+    assert len(charts) == 2  # confusion matrix and ROC/PR; no one-point line chart
+
+
+def test_evaluate_this_checkpoint_also_computes_its_plots(home, monkeypatch):
+    monkeypatch.setattr(LocalLauncher, "poll", lambda self: None)  # children stay queued
+    parent = trained_run(home, (100, 200))
+    at = run_page(parent.run_id)
+    at.selectbox(key=f"ckpt-{parent.run_id}").select("model.ckpt-100")
+    at.run()
+    at.button(key=f"ckpt-eval-{parent.run_id}").click()
+    at.run()
+    kids = predict_children(home, parent.run_id)
+    assert [k.checkpoint_path.rsplit("/", 1)[1] for k in kids] == ["model.ckpt-100"]
+    assert any("Predicting with checkpoint step 100 (model.ckpt-100)" in i.value for i in at.info)
+    reg = RunRegistry(home)
+    for r in reg.list_runs("queued"):
+        reg.set_status(r.run_id, "cancelled")

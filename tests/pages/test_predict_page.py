@@ -53,6 +53,10 @@ def test_single_row_form_predicts_the_rows_values(home):
     row = pd.read_csv(child.dataset["ref"]["path"])
     assert list(row.columns) == FEATURES  # the label is not asked for
     assert row.iloc[0].tolist() == [6.5, 3.5, 1.4, 0.2]
+    # a typed row is the run's input, not a dataset upload (issue 28 item 9)
+    assert Path(child.dataset["ref"]["path"]).parent == Path(home) / "predict_inputs"
+    assert datasets.list_uploads(home) == []
+    assert child.name == "predict 1 row with trained"
 
 
 def test_a_one_row_result_shows_the_class_and_its_probabilities(home):
