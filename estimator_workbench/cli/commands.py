@@ -13,6 +13,7 @@
     estimator-workbench serve RUN|EXPORT_DIR  serve the model over TF Serving's REST API (--port 8501)
     estimator-workbench notebook RUN -o run.ipynb   the run as a Jupyter notebook (engine only)
     estimator-workbench import-tf MODEL_DIR --template DNNClassifier --dataset iris   a TF model as a run
+    estimator-workbench mlflow sync|status [RUN ...]   the runs' mirror to MLflow ($WORKBENCH_MLFLOW_URI)
 
 ``--workspace DIR`` (before the command) picks the workspace (else ``$WORKBENCH_HOME``, else
 ``./workspace``). Bad input prints one clear line on stderr and exits with code 2, never a
@@ -36,6 +37,9 @@ from estimator_workbench.cli.data_flags import add_data_arguments, apply_data_fl
 from estimator_workbench.cli.follow import follow_run
 from estimator_workbench.cli.import_tf import add_parser as _add_import_tf_parser
 from estimator_workbench.cli.import_tf import cmd_import_tf as _cmd_import_tf
+from estimator_workbench.cli.mlflow_commands import add_parser as _add_mlflow_parser
+from estimator_workbench.cli.mlflow_commands import cmd_mlflow as _cmd_mlflow
+from estimator_workbench.cli.mlflow_commands import wait_for_mirror
 from estimator_workbench.cli.serve import cmd_ui
 from estimator_workbench.cli.serve_model import add_parser as _add_serve_parser
 from estimator_workbench.cli.serve_model import cmd_serve as _cmd_serve
@@ -145,6 +149,7 @@ def _cmd_run(args: argparse.Namespace, root: Path) -> int:
         print(_record_json(launcher.registry.get(record.run_id)) if args.json else record.run_id)
         return 0
     code = follow_run(launcher, record.run_id)
+    wait_for_mirror(launcher, record.run_id)  # MLflow down says so here; the exit code is the run's
     if args.json:
         print(_record_json(launcher.registry.get(record.run_id)))
     return code
@@ -164,7 +169,7 @@ CLI_CONTROLS = {**_SCHEDULE_FLAGS, "run_config": "--config", "schedule": "--file
                 "tf_random_seed": "--seed", "early_stopping.metric": "--early-stopping-metric",
                 "early_stopping.mode": "--early-stopping-mode",
                 "early_stopping.patience": "--early-stopping-patience",
-                "early_stopping.min_delta": "--early-stopping-min-delta"}
+                "early_stopping.min_delta": "--early-stopping-min-delta", "mlflow": "--mlflow"}
 
 
 def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) -> RunRecord:
@@ -219,6 +224,8 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
             schedule[key] = value
     if args.no_preflight:
         schedule["preflight"] = False
+    if args.mlflow is not None:
+        schedule["mlflow"] = args.mlflow
     template_dict, schema = _template_dict(template, root)
     params = templates.validate_params(schema, params)
     if args.num_processes > 1 and action in TRAINING_ACTIONS and schedule.get("preflight", True):
@@ -316,7 +323,9 @@ def _cmd_resume(args: argparse.Namespace, root: Path) -> int:
     print(f"Run {args.run} resumed ({record.status}).", file=sys.stderr)
     if args.detach:
         return 0
-    return follow_run(launcher, args.run)
+    code = follow_run(launcher, args.run)
+    wait_for_mirror(launcher, args.run)
+    return code
 
 
 def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
@@ -443,6 +452,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--early-stopping-mode", choices=("min", "max"))
     run.add_argument("--early-stopping-patience", type=int, help="evaluations without improvement")
     run.add_argument("--early-stopping-min-delta", type=float, help="smallest change that counts as improvement")
+    run.add_argument("--mlflow", action=argparse.BooleanOptionalAction, default=None,
+                     help="mirror the finished run to the MLflow server at $WORKBENCH_MLFLOW_URI (default: on "
+                          "when that is set); --no-mlflow: not this run")
     run.add_argument("--detach", action="store_true", help="print the run id and return")
     run.add_argument("--json", action="store_true",
                      help="print the finished run (with --detach: the submitted run) as JSON, as `runs --json` does")
@@ -483,6 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve_parser(sub)
     db_commands.add_parsers(sub)
     _add_import_tf_parser(sub)
+    _add_mlflow_parser(sub)
     return parser
 
 
@@ -490,7 +503,7 @@ _COMMANDS = {"ui": cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop
              "cancel": _cmd_cancel, "resume": _cmd_resume, "predict": _cmd_predict,
              "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
              "sweep": _cmd_sweep, "serve": _cmd_serve, "notebook": _cmd_notebook, "db": db_commands.cmd_db,
-             "import-tf": _cmd_import_tf}
+             "import-tf": _cmd_import_tf, "mlflow": _cmd_mlflow}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

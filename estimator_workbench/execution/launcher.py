@@ -157,7 +157,8 @@ class LocalLauncher(Launcher):
             started = self.start_queued()
             if self.max_concurrent - self.running_count() > 0:
                 self._ensure_spare()
-            return started
+        self._start_due_mirrors()
+        return started
 
     def _free_slots(self) -> int:
         return self.max_concurrent - self.running_count()

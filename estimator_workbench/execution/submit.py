@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from estimator_workbench.store import mlflow_state
 from estimator_workbench.store.records import ACTIONS, IMPORT_ACTION, TRAINING_ACTIONS, RunRecord
 from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.store.run_spec import RunSpecError, check_request
@@ -61,7 +62,31 @@ def validate_run(*, action: str, run_config: Mapping[str, Any], schedule: Mappin
     checked.setdefault("preflight", action in TRAINING_ACTIONS)
     if checked["preflight"]:
         checked.setdefault("preflight_timeout", DEFAULT_PREFLIGHT_TIMEOUT_S)
+    _check_mlflow(checked, control or {})
     return config, checked, processes
+
+
+def _check_mlflow(schedule: dict[str, Any], control: Mapping[str, str]) -> None:
+    """The run's MLflow switch: on by default when ``$WORKBENCH_MLFLOW_URI`` is set; asked for
+    without it (or without the mlflow extra), refused with how to fix it."""
+    import importlib.util
+
+    uri = mlflow_state.mirror_uri()
+    if schedule.get("mlflow") is None:
+        schedule.pop("mlflow", None)
+        if uri is not None:
+            schedule["mlflow"] = True
+        return
+    if not schedule["mlflow"]:
+        return
+    where = control.get("mlflow", "schedule.mlflow")
+    if uri is None:
+        raise RunSpecError(f"{where} mirrors the run to an MLflow tracking server, but ${mlflow_state.URI_ENV_VAR} "
+                           f"is not set. Set it to the server's URI (e.g. export {mlflow_state.URI_ENV_VAR}="
+                           "http://127.0.0.1:5000) before starting the workbench, or turn the mirror off.")
+    if importlib.util.find_spec("mlflow") is None:
+        raise RunSpecError(f"{where} mirrors the run to MLflow, which needs the mlflow extra: "
+                           "pip install 'estimator-workbench[mlflow]'.")
 
 
 def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, dataset: Mapping[str, Any],
@@ -114,6 +139,9 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
         template={"name": template.get("name"), "code": template.get("code")}, params=dict(params),
         run_config=config, schedule=checked, num_processes=processes, parent_run_id=parent_run_id,
         parent_relation=relation, checkpoint_path=checkpoint_path)
+    if checked.get("mlflow"):  # mirrored once it has finished (estimator_workbench.tracking)
+        mlflow_state.mark_pending(registry.root, record.run_id, tracking_uri=mlflow_state.mirror_uri(),
+                                  reason="waiting for the run to finish")
     if report is not None and hasattr(report, "to_dict"):
         from estimator_workbench.execution.engine_run import PREFLIGHT_FILE
 
