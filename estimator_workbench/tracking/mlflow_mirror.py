@@ -341,8 +341,26 @@ def sync(root: str | os.PathLike[str], run_ids: Iterable[str] | None = None, *, 
             ``os.environ``).
         report: called with each result as it is known (the CLI prints it).
     """
-    for name, value in _HTTP_DEFAULTS.items():
-        os.environ.setdefault(name, value)
+    with _http_defaults():
+        return _sync(root, run_ids, force=force, environ=environ, report=report)
+
+
+@contextlib.contextmanager
+def _http_defaults() -> Iterator[None]:
+    """MLflow's HTTP settings for a sync (``_HTTP_DEFAULTS``, where the user set none), for its
+    duration only: MLflow reads them at each request."""
+    added = [name for name in _HTTP_DEFAULTS if name not in os.environ]
+    os.environ.update({name: _HTTP_DEFAULTS[name] for name in added})
+    try:
+        yield
+    finally:
+        for name in added:
+            os.environ.pop(name, None)
+
+
+def _sync(root: str | os.PathLike[str], run_ids: Iterable[str] | None, *, force: bool,
+          environ: Mapping[str, str] | None,
+          report: Callable[[str, MirrorState], None] | None) -> list[tuple[str, MirrorState]]:
     registry = RunRegistry(root)
     ids = list(run_ids) if run_ids is not None else mlflow_state.pending_run_ids(root)
     done = []
