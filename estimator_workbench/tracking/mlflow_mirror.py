@@ -221,6 +221,7 @@ def _log_model(run_id: str, record: RunRecord, run_dir: Path, uri: str) -> tuple
         with contextlib.redirect_stdout(sys.stderr), warnings.catch_warnings(), mlflow.start_run(run_id=run_id):
             # No input example (it would run the model at logging time): the signature is given.
             warnings.filterwarnings("ignore", message=".*input example was not provided.*")
+            warnings.filterwarnings("ignore", message=".*[Tt]ype hint.*")  # predict has none on purpose
             info = mlflow.pyfunc.log_model(
                 name="model", python_model=str(code), artifacts={pyfunc.EXPORT_ARTIFACT: str(export)},
                 signature=signature, pip_requirements=requirements,
