@@ -165,6 +165,7 @@ def _tags(record: RunRecord, run_dir: Path) -> dict[str, str]:
 
 def _metrics(run_dir: Path) -> list[Any]:
     """The run's metrics stream as MLflow ``Metric``s: ``<split>/<name>`` at each step."""
+    import pandas as pd
     from mlflow.entities import Metric
 
     from estimator_workbench.store.metrics_store import read_all
@@ -173,8 +174,8 @@ def _metrics(run_dir: Path) -> list[Any]:
     metrics = []
     now_ms = int(time.time() * 1000)
     for step, wall_time, split, name, value in frame.itertuples(index=False, name=None):
-        stamp = now_ms if wall_time is None or not math.isfinite(wall_time) else int(wall_time * 1000)
-        metrics.append(Metric(_key(f"{split}/{name}"), float(value), stamp, 0 if step is None or step != step else int(step)))
+        stamp = now_ms if pd.isna(wall_time) or not math.isfinite(wall_time) else int(wall_time * 1000)
+        metrics.append(Metric(_key(f"{split}/{name}"), float(value), stamp, 0 if pd.isna(step) else int(step)))
     return metrics
 
 

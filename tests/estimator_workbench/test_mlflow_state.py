@@ -115,3 +115,17 @@ def test_the_trigger_waits_for_the_run_to_finish_and_needs_the_uri(workspace, mo
     assert trigger.due_run_ids() == [] and trigger.due_run_ids(now=2e9 + 1) == [record.run_id]
     monkeypatch.delenv(mlflow_state.URI_ENV_VAR)
     assert not trigger.enabled and trigger.poll(now=True) is False and trigger.process() is None
+
+
+def test_metric_lines_become_mlflow_metrics_at_their_step_and_time(tmp_path):
+    """A line without a step (logged at 0) and a NaN value (MLflow keeps NaN) are mirrored too."""
+    pytest.importorskip("mlflow")
+    from estimator_workbench.tracking.mlflow_mirror import _metrics
+
+    (tmp_path / "metrics.jsonl").write_text(
+        '{"step": null, "wall_time": 1.5, "split": "eval", "name": "acc", "value": 0.5}\n'
+        '{"step": 3, "wall_time": 2.0, "split": "train", "name": "loss", "value": NaN}\n'
+        '{"step": 4, "wall_time": 2.5, "split": "train", "name": "odd name!", "value": 1.0}\n')
+    got = [(m.key, m.value, m.timestamp, m.step) for m in _metrics(tmp_path)]
+    assert got[0] == ("eval/acc", 0.5, 1500, 0) and got[2] == ("train/odd name_", 1.0, 2500, 4)
+    assert got[1][0] == "train/loss" and got[1][1] != got[1][1] and got[1][2:] == (2000, 3)
