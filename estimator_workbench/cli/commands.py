@@ -169,7 +169,7 @@ CLI_CONTROLS = {**_SCHEDULE_FLAGS, "run_config": "--config", "schedule": "--file
                 "tf_random_seed": "--seed", "early_stopping.metric": "--early-stopping-metric",
                 "early_stopping.mode": "--early-stopping-mode",
                 "early_stopping.patience": "--early-stopping-patience",
-                "early_stopping.min_delta": "--early-stopping-min-delta", "mlflow": "--mlflow"}
+                "early_stopping.min_delta": "--early-stopping-min-delta"}
 
 
 def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) -> RunRecord:
@@ -225,6 +225,8 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
     if args.no_preflight:
         schedule["preflight"] = False
     if args.mlflow is not None:
+        if args.mlflow:
+            _check_mirror_possible()
         schedule["mlflow"] = args.mlflow
     template_dict, schema = _template_dict(template, root)
     params = templates.validate_params(schema, params)
@@ -245,6 +247,22 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
             relation="resume" if continues_import else None, control=CLI_CONTROLS)
     except RunSpecError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _check_mirror_possible() -> None:
+    """``run --mlflow``: refused before anything exists when there is no server to mirror to or
+    no MLflow client."""
+    import importlib.util
+
+    from estimator_workbench.store import mlflow_state
+
+    if mlflow_state.mirror_uri() is None:
+        raise UsageError(f"--mlflow mirrors the run to an MLflow tracking server, but ${mlflow_state.URI_ENV_VAR} is "
+                         f"not set. Set it to the server's URI (e.g. export {mlflow_state.URI_ENV_VAR}="
+                         "http://127.0.0.1:5000) before starting the workbench, or turn the mirror off.")
+    if importlib.util.find_spec("mlflow") is None:
+        raise UsageError("--mlflow mirrors the run to MLflow, which needs the mlflow extra: "
+                         "pip install 'estimator-workbench[mlflow]'.")
 
 
 def _dataset_of(parent: RunRecord, dataset: Any, action: str) -> dict[str, Any]:

@@ -62,31 +62,21 @@ def validate_run(*, action: str, run_config: Mapping[str, Any], schedule: Mappin
     checked.setdefault("preflight", action in TRAINING_ACTIONS)
     if checked["preflight"]:
         checked.setdefault("preflight_timeout", DEFAULT_PREFLIGHT_TIMEOUT_S)
-    _check_mlflow(checked, control or {})
+    _check_mlflow(checked)
     return config, checked, processes
 
 
-def _check_mlflow(schedule: dict[str, Any], control: Mapping[str, str]) -> None:
-    """The run's MLflow switch: on by default when ``$WORKBENCH_MLFLOW_URI`` is set; asked for
-    without it (or without the mlflow extra), refused with how to fix it."""
-    import importlib.util
-
+def _check_mlflow(schedule: dict[str, Any]) -> None:
+    """The run's MLflow switch: on by default when ``$WORKBENCH_MLFLOW_URI`` is set. Without it the
+    run is not mirrored, whatever its schedule says (a rerun of a mirrored run on a workbench
+    started without MLflow); the front ends refuse an explicit ask (``run --mlflow``) themselves."""
     uri = mlflow_state.mirror_uri()
     if schedule.get("mlflow") is None:
         schedule.pop("mlflow", None)
         if uri is not None:
             schedule["mlflow"] = True
-        return
-    if not schedule["mlflow"]:
-        return
-    where = control.get("mlflow", "schedule.mlflow")
-    if uri is None:
-        raise RunSpecError(f"{where} mirrors the run to an MLflow tracking server, but ${mlflow_state.URI_ENV_VAR} "
-                           f"is not set. Set it to the server's URI (e.g. export {mlflow_state.URI_ENV_VAR}="
-                           "http://127.0.0.1:5000) before starting the workbench, or turn the mirror off.")
-    if importlib.util.find_spec("mlflow") is None:
-        raise RunSpecError(f"{where} mirrors the run to MLflow, which needs the mlflow extra: "
-                           "pip install 'estimator-workbench[mlflow]'.")
+    elif uri is None:
+        schedule["mlflow"] = False
 
 
 def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, dataset: Mapping[str, Any],

@@ -414,7 +414,7 @@ UI_CONTROLS = {"max_steps": "'Train until step'", "batch_size": "'Batch size'",
                "early_stopping.metric": "'Watch eval metric'", "early_stopping.mode": "'Mode'",
                "early_stopping.patience": "'Patience (evaluations)'", "early_stopping.min_delta": "'Min delta'",
                "nan_policy": "'On NaN loss'", "action": "'Action'",
-               "early_stopping": "untick 'Early stopping'", "mlflow": "'Mirror to MLflow'"}
+               "early_stopping": "untick 'Early stopping'"}
 
 
 def launch_run(*, name: str, action: str, dataset: Mapping[str, Any], template: Mapping[str, Any],

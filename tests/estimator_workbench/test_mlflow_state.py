@@ -129,3 +129,10 @@ def test_metric_lines_become_mlflow_metrics_at_their_step_and_time(tmp_path):
     got = [(m.key, m.value, m.timestamp, m.step) for m in _metrics(tmp_path)]
     assert got[0] == ("eval/acc", 0.5, 1500, 0) and got[2] == ("train/odd name_", 1.0, 2500, 4)
     assert got[1][0] == "train/loss" and got[1][1] != got[1][1] and got[1][2:] == (2000, 3)
+
+
+def test_a_copied_switch_without_a_server_is_off_rather_than_refused(workspace):
+    """A rerun copies the schedule of a mirrored run; on a workbench started without MLflow the
+    new run is simply not mirrored."""
+    record = _submit(workspace, mlflow=True)
+    assert record.schedule["mlflow"] is False and mlflow_state.read_state(workspace / "runs" / record.run_id) is None
