@@ -48,6 +48,7 @@ with log:
     st.code(log_path.read_text("utf-8", "replace")[-20000:] if log_path.exists() else "(no log yet)")
 with again:
     panels.reproduce_panel(record)
+panels.mlflow_status(record)  # "MLflow: synced to ..." / "not reachable at ..., will retry" (issue 27)
 panels.serve_panel(record)  # the `serve` command and a curl :predict example (issue 27)
 if record.traceback:  # the error itself is in the live panel above
     with st.expander("Traceback", expanded=record.status == "failed"):

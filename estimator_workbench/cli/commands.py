@@ -13,6 +13,7 @@
     estimator-workbench serve RUN|EXPORT_DIR  serve the model over TF Serving's REST API (--port 8501)
     estimator-workbench notebook RUN -o run.ipynb   the run as a Jupyter notebook (engine only)
     estimator-workbench import-tf MODEL_DIR --template DNNClassifier --dataset iris   a TF model as a run
+    estimator-workbench mlflow sync|status [RUN ...]   the runs' mirror to MLflow ($WORKBENCH_MLFLOW_URI)
 
 ``--workspace DIR`` (before the command) picks the workspace (else ``$WORKBENCH_HOME``, else
 ``./workspace``). Bad input prints one clear line on stderr and exits with code 2, never a
@@ -36,6 +37,9 @@ from estimator_workbench.cli.data_flags import add_data_arguments, apply_data_fl
 from estimator_workbench.cli.follow import follow_run
 from estimator_workbench.cli.import_tf import add_parser as _add_import_tf_parser
 from estimator_workbench.cli.import_tf import cmd_import_tf as _cmd_import_tf
+from estimator_workbench.cli.mlflow_commands import add_parser as _add_mlflow_parser
+from estimator_workbench.cli.mlflow_commands import cmd_mlflow as _cmd_mlflow
+from estimator_workbench.cli.mlflow_commands import wait_for_mirror
 from estimator_workbench.cli.serve import cmd_ui
 from estimator_workbench.cli.serve_model import add_parser as _add_serve_parser
 from estimator_workbench.cli.serve_model import cmd_serve as _cmd_serve
@@ -146,6 +150,7 @@ def _cmd_run(args: argparse.Namespace, root: Path) -> int:
         print(_record_json(launcher.registry.get(record.run_id)) if args.json else record.run_id)
         return 0
     code = follow_run(launcher, record.run_id)
+    wait_for_mirror(launcher, record.run_id)  # MLflow down says so here; the exit code is the run's
     if args.json:
         print(_record_json(launcher.registry.get(record.run_id)))
     return code
@@ -220,6 +225,10 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
             schedule[key] = value
     if args.no_preflight:
         schedule["preflight"] = False
+    if args.mlflow is not None:
+        if args.mlflow:
+            _check_mirror_possible()
+        schedule["mlflow"] = args.mlflow
     template_dict, schema = _template_dict(template, root)
     params = templates.validate_params(schema, params)
     if args.num_processes > 1 and action in TRAINING_ACTIONS and schedule.get("preflight", True):
@@ -239,6 +248,22 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
             relation="resume" if continues_import else None, control=CLI_CONTROLS)
     except RunSpecError as exc:
         raise UsageError(str(exc)) from None
+
+
+def _check_mirror_possible() -> None:
+    """``run --mlflow``: refused before anything exists when there is no server to mirror to or
+    no MLflow client."""
+    import importlib.util
+
+    from estimator_workbench.store import mlflow_state
+
+    if mlflow_state.mirror_uri() is None:
+        raise UsageError(f"--mlflow mirrors the run to an MLflow tracking server, but ${mlflow_state.URI_ENV_VAR} is "
+                         f"not set. Set it to the server's URI (e.g. export {mlflow_state.URI_ENV_VAR}="
+                         "http://127.0.0.1:5000) before starting the workbench, or turn the mirror off.")
+    if importlib.util.find_spec("mlflow") is None:
+        raise UsageError("--mlflow mirrors the run to MLflow, which needs the mlflow extra: "
+                         "pip install 'estimator-workbench[mlflow]'.")
 
 
 def _dataset_of(parent: RunRecord, dataset: Any, action: str) -> dict[str, Any]:
@@ -313,7 +338,9 @@ def _cmd_resume(args: argparse.Namespace, root: Path) -> int:
     print(f"Run {args.run} resumed ({record.status}).", file=sys.stderr)
     if args.detach:
         return 0
-    return follow_run(launcher, args.run)
+    code = follow_run(launcher, args.run)
+    wait_for_mirror(launcher, args.run)
+    return code
 
 
 def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
@@ -457,6 +484,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--early-stopping-mode", choices=("min", "max"))
     run.add_argument("--early-stopping-patience", type=int, help="evaluations without improvement")
     run.add_argument("--early-stopping-min-delta", type=float, help="smallest change that counts as improvement")
+    run.add_argument("--mlflow", action=argparse.BooleanOptionalAction, default=None,
+                     help="mirror the finished run to the MLflow server at $WORKBENCH_MLFLOW_URI (default: on "
+                          "when that is set); --no-mlflow: not this run")
     run.add_argument("--detach", action="store_true", help="print the run id and return")
     run.add_argument("--json", action="store_true",
                      help="print the finished run (with --detach: the submitted run) as JSON, as `runs --json` does")
@@ -498,6 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
     db_commands.add_parsers(sub)
     users_commands.add_parsers(sub)
     _add_import_tf_parser(sub)
+    _add_mlflow_parser(sub)
     return parser
 
 
@@ -506,7 +537,7 @@ _COMMANDS = {"ui": cmd_ui, "run": _cmd_run, "runs": _cmd_runs, "stop": _cmd_stop
              "export": _cmd_export, "delete": trash_commands.cmd_delete, "trash": trash_commands.cmd_trash,
              "sweep": _cmd_sweep, "serve": _cmd_serve, "notebook": _cmd_notebook, "db": db_commands.cmd_db,
              "users": users_commands.cmd_users, "audit": users_commands.cmd_audit,
-             "import-tf": _cmd_import_tf}
+             "import-tf": _cmd_import_tf, "mlflow": _cmd_mlflow}
 
 
 def _slot_settings(args: argparse.Namespace) -> None:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import time
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from estimator_workbench.execution.mirror_trigger import MirrorTrigger
 from estimator_workbench.store import paths
 from estimator_workbench.store.records import InvalidTransitionError, RegistryError, RunRecord
 from estimator_workbench.store.registry import RunRegistry
@@ -39,6 +41,22 @@ class Launcher:
 
     registry: RunRegistry
     wait_interval_s = 0.1  # how often ``wait`` polls
+    _mirror_trigger: MirrorTrigger | None = None
+
+    @property
+    def mirrors(self) -> MirrorTrigger:
+        """Starts the MLflow mirror of finished runs in the background (``poll`` calls it)."""
+        if self._mirror_trigger is None:
+            self._mirror_trigger = MirrorTrigger(self.registry)
+        return self._mirror_trigger
+
+    def _start_due_mirrors(self) -> None:
+        """The end of every ``poll``: a mirror that is due starts in a process of its own; nothing
+        about MLflow can break a poll."""
+        try:
+            self.mirrors.poll()
+        except Exception:
+            traceback.print_exc()
 
     def poll(self) -> list[str]:
         raise NotImplementedError

@@ -207,7 +207,8 @@ class LocalLauncher(Launcher):
             started = self.start_queued()
             if self._free_slots() > 0:
                 self._ensure_spare()
-            return started
+        self._start_due_mirrors()
+        return started
 
     def _pool_of(self, record: RunRecord) -> str:
         return "helpers" if self.helper_slots > 0 and is_helper_run(record) else "runs"

@@ -64,8 +64,11 @@ __all__ = [
 # Secrets: runner processes execute user code, which must not read them. The UI password (and its
 # file), and any variable whose name says secret -- *PASSWORD*, *SECRET*, *TOKEN*, *CREDENTIAL*,
 # *_KEY / *_KEY_ID (AWS_SECRET_ACCESS_KEY, OPENAI_API_KEY, AZURE_STORAGE_KEY...) -- whatever its prefix.
+# The MLflow mirror's URI may carry a password (https://user:password@host); its token and password
+# (MLFLOW_TRACKING_TOKEN, MLFLOW_TRACKING_PASSWORD) are secrets by name. Only the sync process,
+# which runs no user code, gets them (execution.mirror_trigger).
 SECRET_ENV_VARS = ("WORKBENCH_PASSWORD", "WORKBENCH_PASSWORD_FILE", "GOOGLE_APPLICATION_CREDENTIALS",
-                   "AZURE_CLIENT_CERTIFICATE_PATH", "AZURE_STORAGE_CONNECTION_STRING")
+                   "AZURE_CLIENT_CERTIFICATE_PATH", "AZURE_STORAGE_CONNECTION_STRING", "WORKBENCH_MLFLOW_URI")
 
 
 _SECRET_WORDS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "CREDENTIAL", "PRIVATE_KEY", "API_KEY",

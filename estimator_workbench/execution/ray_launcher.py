@@ -220,7 +220,9 @@ class RayJobLauncher(Launcher):
         with self._lock:
             self._sync()
             self.reap_lost()
-            return self.start_queued()
+            started = self.start_queued()
+        self._start_due_mirrors()
+        return started
 
     def _free_slots(self) -> int | None:
         return None if self.max_concurrent is None else self.max_concurrent - self.running_count()

@@ -255,6 +255,7 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
             refusal = _take_ownership(ctx, registry)
             if refusal is not None:
                 return refusal
+            _mark_mirror_pending(ctx, "the run is running")
             reserve = DiskReserve(run_dir)
             restore_exit = report_os_exit(lambda code, where: _record_os_exit(ctx, registry, code, where))
         print(f"estimator_workbench.execution.runner: run {run_id} ({spec.get('action')}) started, pid {os.getpid()}"
@@ -324,7 +325,18 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
             reserve.release()
         registry.close_owner_check()
         if is_chief and ctx.ownership_lost is None:
+            _mark_mirror_pending(ctx, "the run has finished; the next sync mirrors it")
             _safe(lambda: start_queued_runs(root))
+
+
+def _mark_mirror_pending(ctx: RunContext, reason: str) -> None:
+    """Queues the run's MLflow mirror (``schedule['mlflow']``) for the next sync, which a launcher
+    starts once the run has finished; the runner itself never talks to MLflow (it has none of
+    its credentials), and nothing here can fail the run."""
+    if ctx.schedule.get("mlflow") and ctx.is_chief:
+        from estimator_workbench.store import mlflow_state
+
+        _safe(lambda: mlflow_state.mark_pending(ctx.run_dir.parent.parent, ctx.run_id, reason=reason))
 
 
 def start_queued_runs(root: Path) -> list[str]:

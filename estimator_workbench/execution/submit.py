@@ -17,6 +17,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from estimator_workbench.store import mlflow_state
 from estimator_workbench.store.records import ACTIONS, IMPORT_ACTION, TRAINING_ACTIONS, RunRecord
 from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.store.run_spec import RunSpecError, check_request
@@ -62,7 +63,21 @@ def validate_run(*, action: str, run_config: Mapping[str, Any], schedule: Mappin
     checked.setdefault("preflight", action in TRAINING_ACTIONS)
     if checked["preflight"]:
         checked.setdefault("preflight_timeout", DEFAULT_PREFLIGHT_TIMEOUT_S)
+    _check_mlflow(checked)
     return config, checked, processes
+
+
+def _check_mlflow(schedule: dict[str, Any]) -> None:
+    """The run's MLflow switch: on by default when ``$WORKBENCH_MLFLOW_URI`` is set. Without it the
+    run is not mirrored, whatever its schedule says (a rerun of a mirrored run on a workbench
+    started without MLflow); the front ends refuse an explicit ask (``run --mlflow``) themselves."""
+    uri = mlflow_state.mirror_uri()
+    if schedule.get("mlflow") is None:
+        schedule.pop("mlflow", None)
+        if uri is not None:
+            schedule["mlflow"] = True
+    elif uri is None:
+        schedule["mlflow"] = False
 
 
 def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, dataset: Mapping[str, Any],
@@ -118,6 +133,9 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
         template={"name": template.get("name"), "code": template.get("code")}, params=dict(params),
         run_config=config, schedule=checked, num_processes=processes, parent_run_id=parent_run_id,
         parent_relation=relation, checkpoint_path=checkpoint_path, owner=owner or current_user())
+    if checked.get("mlflow"):  # mirrored once it has finished (estimator_workbench.tracking)
+        mlflow_state.mark_pending(registry.root, record.run_id, tracking_uri=mlflow_state.mirror_uri(),
+                                  reason="waiting for the run to finish")
     if report is not None and hasattr(report, "to_dict"):
         from estimator_workbench.execution.engine_run import PREFLIGHT_FILE
 

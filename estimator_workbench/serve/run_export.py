@@ -168,9 +168,14 @@ def export_run_in_child(run_dir: str | os.PathLike[str], timeout: float = 600.0,
     existing = _up_to_date(run_dir, with_onnx=format == "onnx")
     if existing is not None:
         return existing
+    from estimator_workbench.execution.processes import without_secrets
+
+    # The template is user code: the child gets no secret of this process (the UI password, the
+    # MLflow mirror's token...).
     proc = subprocess.run([sys.executable, "-m", "estimator_workbench.serve.run_export", str(run_dir),
                            "--format", format],
-                          capture_output=True, text=True, timeout=timeout, check=False)
+                          capture_output=True, text=True, timeout=timeout, check=False,
+                          env=without_secrets(os.environ))
     lines = [line for line in proc.stdout.splitlines() if line.strip()]
     if proc.returncode != 0 or not lines:
         errors = [line for line in proc.stderr.splitlines() if line.strip()]

@@ -75,6 +75,8 @@ class Schedule(_Strict):
     # or failed by the launcher ('fail'); default 600 s (records.DEFAULT_STALL_TIMEOUT_S).
     stall_timeout_s: float | None = Field(None, gt=0, le=MAX_STALL_TIMEOUT_S)
     stall_action: Literal["warn", "fail"] | None = None
+    # Mirror the finished run to MLflow ($WORKBENCH_MLFLOW_URI; on by default when that is set).
+    mlflow: bool | None = None
 
 
 class RunConfigSettings(_Strict):

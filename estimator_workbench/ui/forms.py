@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from estimator_workbench.store import paths
+from estimator_workbench.store import mlflow_state, paths
 from estimator_workbench.store.records import RunRecord
 from estimator_workbench.store.run_spec import (
     MAX_PROCESSES,
@@ -436,11 +436,23 @@ def run_config_form(gpus: Sequence[str], key: str = "rc", values: Mapping[str, A
                                "NanTensorHook default). stop: training stops there and the run ends "
                                "'stopped' with the same message, keeping its checkpoints from before "
                                "the NaN.")
+    mirror_uri = mlflow_state.mirror_uri()
+    mirror = st.checkbox(
+        # On whenever a server is set (per run, not remembered): $WORKBENCH_MLFLOW_URI asks for every run.
+        "Mirror to MLflow", value=mirror_uri is not None,
+        key=f"{key}-mlflow", disabled=mirror_uri is None,
+        help=(f"Once the run has finished, its params, RunConfig, metrics, tags, notes and model go to the MLflow "
+              f"server at {mlflow_state.redact_uri(mirror_uri)}. MLflow being down never fails the run: the "
+              "run page says so and the mirror is retried." if mirror_uri is not None else
+              f"Set {mlflow_state.URI_ENV_VAR} to an MLflow tracking server's URI before starting the workbench "
+              "to mirror runs there (and install the mlflow extra)."))
     schedule: dict[str, Any] = {"max_steps": int(max_steps), "batch_size": int(batch_size),
                 "metrics_every_n_steps": int(metrics_every), "eval_every_steps": int(eval_every),
                 "nan_policy": nan_policy}
     if eval_steps:
         schedule["eval_steps"] = int(eval_steps)
+    if mirror_uri is not None:
+        schedule["mlflow"] = bool(mirror)
     if early:
         schedule["early_stopping"] = {"metric": es_metric.strip() or "loss", "mode": es_mode,
                                       "patience": int(es_patience), "min_delta": float(es_delta)}

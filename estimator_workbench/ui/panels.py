@@ -45,7 +45,7 @@ from estimator_workbench.ui.tables import (
     probability_columns,
 )
 
-__all__ = ['EvaluationRows', 'bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'evaluation_rows', 'launch_from', 'launch_plots', 'newest_checkpoint', 'plots_source', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'run_label', 'serve_panel', 'single_prediction', 'source_step', 'status_badge']
+__all__ = ['EvaluationRows', 'bundle_bytes', 'checkpoint_step', 'checkpoint_text', 'checkpoints_panel', 'evaluation_plots', 'evaluation_rows', 'launch_from', 'launch_plots', 'mlflow_status', 'newest_checkpoint', 'plots_source', 'prediction_dataset', 'reproduce_panel', 'run_actions', 'run_label', 'serve_panel', 'single_prediction', 'source_step', 'status_badge']
 
 
 def status_badge(record: RunRecord) -> None:
@@ -170,6 +170,24 @@ def checkpoint_text(step: int | None) -> str:
         'checkpoint step 1500 (model.ckpt-1500)'
     """
     return "an unknown checkpoint" if step is None else f"checkpoint step {step} (model.ckpt-{step})"
+
+
+def mlflow_status(record: RunRecord) -> None:
+    """One line saying where the run's MLflow mirror stands (``store.mlflow_state.describe``), with
+    a link to the MLflow run once it is synced; nothing for a run that is not mirrored."""
+    from estimator_workbench.store import mlflow_state
+
+    state = mlflow_state.read_state(get_registry().run_dir(record.run_id))
+    if state is None:
+        return
+    icon = {"synced": ":material/cloud_done:", "failed": ":material/cloud_off:"}.get(state.state,
+                                                                                    ":material/cloud_upload:")
+    line = mlflow_state.describe(state)
+    if state.state == "pending" and record.is_active:
+        line = f"MLflow: mirrored to {state.tracking_uri} once the run has finished."
+    if state.state == "synced" and state.run_url:
+        line = line.replace(state.run_url, f"[{state.run_url}]({state.run_url})")
+    st.caption(f"{icon} {line}")
 
 
 SERVE_PORT = 8501  # TF Serving's REST port, `serve`'s default

@@ -28,7 +28,7 @@ PROJECT = PYPROJECT["project"]
 
 # Packages only the workbench (UI, CLI, figures) needs; none may be a base dependency.
 UI_PACKAGES = {"streamlit", "plotly", "pandas", "streamlit-code-editor", "pydantic", "psutil", "pyarrow",
-               "ray", "optuna", "mlflow"}
+               "ray", "optuna", "mlflow", "mlflow-skinny"}
 # Upper bounds that are deliberate, with the reason; anything else is an arbitrary cap.
 ALLOWED_UPPER_BOUNDS = {
     "streamlit-code-editor": "0.x component: ui.edit_code relies on its on_change argument",
@@ -109,7 +109,7 @@ def test_torch_is_not_capped_in_metadata():
 def test_minimum_constraints_pin_exactly_the_declared_lower_bounds():
     minimum = pins(REPO / "constraints" / "minimum.txt")
     declared = {}
-    for extra in (None, "ui", "tensorboard", "serve", "onnx"):
+    for extra in (None, "ui", "tensorboard", "serve", "onnx", "mlflow"):
         for requirement in requirements(extra):
             name, specifiers = parse(requirement)
             if name != SELF:
@@ -126,7 +126,7 @@ def test_cpu_lock_pins_torch_cpu_build_and_every_declared_package():
     lock = pins(REPO / "constraints" / "cpu.txt")
     # torch==2.13.0 matches the local CPU build 2.13.0+cpu and the public index's 2.13.0 alike
     assert lock["torch"] == "2.13.0"
-    for extra in (None, "ui", "tensorboard", "serve", "onnx", "test", "ray"):
+    for extra in (None, "ui", "tensorboard", "serve", "onnx", "test", "ray", "mlflow"):
         for requirement in requirements(extra):
             name = parse(requirement)[0]
             if name != SELF:

@@ -135,3 +135,23 @@ def test_a_finished_training_run_shows_how_to_serve_it_with_one_dataset_row(home
 def test_a_predict_run_has_no_serve_panel(home):
     at = run_page(finished_run(home, "predict"))
     assert not [e for e in at.expander if e.label == "Serve"]
+
+
+def test_the_run_page_says_where_the_mlflow_mirror_stands(home):
+    """MLflow down: "not reachable at ..., will retry"; synced: a link to the MLflow run; a run that
+    is not mirrored says nothing about MLflow."""
+    from estimator_workbench.store import mlflow_state
+
+    run_id = finished_run(home, "train")
+    assert not [c for c in run_page(run_id).caption if "MLflow" in c.value]
+    folder = RunRegistry(home).run_dir(run_id)
+    state = mlflow_state.mark_pending(home, run_id, tracking_uri="http://127.0.0.1:5999", reason="x")
+    mlflow_state.write_state(folder, state.replace(
+        reason="not reachable at http://127.0.0.1:5999: ConnectionRefusedError", attempts=1, next_attempt_at=None))
+    [line] = [c.value for c in run_page(run_id).caption if "MLflow" in c.value]
+    assert line.endswith("MLflow: not reachable at http://127.0.0.1:5999: ConnectionRefusedError; will retry "
+                         "(attempt 2)")
+    url = "http://127.0.0.1:5999/#/experiments/1/runs/abc"
+    mlflow_state.write_state(folder, state.replace(state="synced", run_url=url, model_uri="models:/m-1"))
+    [line] = [c.value for c in run_page(run_id).caption if "MLflow" in c.value]
+    assert line.endswith(f"MLflow: synced to [{url}]({url}); model models:/m-1")

@@ -167,3 +167,22 @@ def test_the_label_distribution_is_drawn_above_the_form(home):
     spec = json.loads(chart.proto.spec)
     assert spec["layout"]["title"]["text"] == "species: 150 labelled examples in 3 classes"
     assert sorted(spec["data"][0]["x"]) == ["setosa", "versicolor", "virginica"]
+
+
+def test_the_mlflow_box_is_off_without_a_server_and_on_by_default_with_one(home, monkeypatch):
+    at = train_page()
+    box = at.checkbox(key="rc-mlflow")
+    assert box.value is False and box.disabled and "WORKBENCH_MLFLOW_URI" in box.help
+    submit(at)
+    [record] = RunRegistry(home).list_runs()
+    assert "mlflow" not in record.schedule
+
+    monkeypatch.setenv("WORKBENCH_MLFLOW_URI", "http://bob:pw@127.0.0.1:5999")
+    at = train_page()
+    box = at.checkbox(key="rc-mlflow")
+    assert box.value is True and not box.disabled
+    assert "http://bob@127.0.0.1:5999" in box.help and "pw" not in box.help
+    box.uncheck()
+    submit(at)
+    latest = RunRegistry(home).list_runs()[0]
+    assert latest.schedule["mlflow"] is False  # this run is not mirrored
