@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from estimator_engine import checkpoints
-from estimator_workbench.execution import engine_run, runner
+from estimator_workbench.execution import runner
 from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.store.run_spec import RunSpec
 
 NAN_AFTER = "    train_op = ee.minimize("
 NAN_CODE = ("    if ee.get_global_step() >= 7:  # diverges at step 8\n"
@@ -176,9 +177,7 @@ class TestCorruptedCheckpoint:
         folder = model_dir(workspace, trained.run_id)
         newest = folder / "model.ckpt-20"
         newest.write_bytes(newest.read_bytes()[:100])  # truncated by a crash or a bad copy
-        spec = engine_run._engine_spec(RunRegistry(workspace).get(trained.run_id).to_dict()
-                                   | {"dataset": trained.dataset, "template": trained.template},
-                                   folder)
+        spec = RunSpec.read(RunRegistry(workspace).run_dir(trained.run_id) / "run.json")
         estimator, fns = build.build_estimator(spec, str(folder))
         with pytest.raises(Exception, match=re.escape(str(newest)) + ".*next older checkpoint is "
                            + re.escape(str(folder / "model.ckpt-15"))):
