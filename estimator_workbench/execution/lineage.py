@@ -51,7 +51,7 @@ def prepare_lineage(ctx: RunContext) -> Lineage:
     relation = ctx.spec.parent_relation
     checkpoint = ctx.spec.checkpoint_path
     parent_model = None if parent_dir is None else parent_dir / paths.MODEL_DIR
-    if parent_dir is not None and checkpoint and not os.path.isabs(checkpoint):
+    if parent_dir is not None and parent_model is not None and checkpoint and not os.path.isabs(checkpoint):
         # 'model.ckpt-100' as the checkpoint list shows it, or 'model/model.ckpt-100' from the run folder
         in_model_dir = parent_model / checkpoint
         checkpoint = str(in_model_dir if in_model_dir.exists() else parent_dir / checkpoint)

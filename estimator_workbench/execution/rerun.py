@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 from estimator_workbench.execution.lineage import TASK_INFO_FILE
-from estimator_workbench.store.run_spec import RunSpec
 
 __all__ = ["BUNDLE_CHECKPOINT_DIR", "main", "rerun_bundle"]
 
@@ -53,6 +52,7 @@ def rerun_bundle(bundle_dir: str | os.PathLike[str], *, data: str | os.PathLike[
     from estimator_workbench.data import datasets
     from estimator_workbench.execution.engine_run import execute_with_engine
     from estimator_workbench.execution.run_context import RunContext
+    from estimator_workbench.store.run_spec import RunSpec
 
     bundle_dir = Path(bundle_dir).resolve()
     spec = RunSpec.read(bundle_dir / "run.json")  # a bundle of an older workbench is migrated

@@ -20,7 +20,13 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from estimator_workbench.store.records import ACTIONS, IMPORT_ACTION, TRAINING_ACTIONS, RunRecord
+from estimator_workbench.store.records import (
+    ACTIONS,
+    IMPORT_ACTION,
+    RUN_JSON_SCHEMA_VERSION,
+    TRAINING_ACTIONS,
+    RunRecord,
+)
 from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.store.run_spec import (
     DEFAULT_PREFLIGHT_TIMEOUT_S,
@@ -104,10 +110,12 @@ def build_spec(*, name: str, action: str, dataset: Mapping[str, Any], template: 
         problems.append(f"{where}: {exc}" if where != "params" else str(exc))
     if problems:
         raise RunSpecError("\n".join(problems))
-    return RunSpec(name=name, action=action, dataset=dict(dataset),
-                   template={"name": template.get("name"), "code": template.get("code")}, params=params,
-                   run_config=config, schedule=checked, num_processes=processes, parent_run_id=parent_run_id,
-                   parent_relation=relation, checkpoint_path=checkpoint_path)
+    return RunSpec.model_validate({
+        "name": name, "action": action, "dataset": dict(dataset),
+        "template": {"name": template.get("name"), "code": template.get("code")}, "params": params,
+        "run_config": config, "schedule": checked, "num_processes": processes, "parent_run_id": parent_run_id,
+        "parent_relation": relation, "checkpoint_path": checkpoint_path,
+        "schema_version": RUN_JSON_SCHEMA_VERSION})  # (validated above: the current version, no migration)
 
 
 def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, dataset: Mapping[str, Any],
@@ -138,22 +146,22 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
                       run_config=run_config, schedule=schedule, num_processes=num_processes,
                       parent_run_id=parent_run_id, relation=relation, checkpoint_path=checkpoint_path,
                       control=control)
-    schedule = spec.schedule
-    watched = schedule.early_stopping.metric if schedule.early_stopping is not None else "loss"
+    plan = spec.schedule
+    watched = plan.early_stopping.metric if plan.early_stopping is not None else "loss"
     report = None
     # Checked here, before anything exists, when the ranks cannot check (torchrun) or when early
     # stopping watches a metric only the template's EVAL spec can name.
-    if schedule.preflight and action in TRAINING_ACTIONS and (spec.num_processes > 1 or watched != "loss"):
+    if plan.preflight and action in TRAINING_ACTIONS and (spec.num_processes > 1 or watched != "loss"):
         if preflight_runner is None:
             from estimator_workbench.execution.preflight import run_preflight as preflight_runner
         template_name = spec.template.name or "template"
         report = preflight_runner(spec.template.code or "", dict(spec.dataset), dict(spec.params),
-                                  timeout=schedule.preflight_timeout, template_name=template_name, action=action)
+                                  timeout=plan.preflight_timeout, template_name=template_name, action=action)
         if not report.ok:
             raise RunSpecError(report.summary())
         _check_watched_metric(watched, report, template_name, control or {})
         # checked already: the runner does not check again
-        spec = spec.model_copy(update={"schedule": schedule.model_copy(update={"preflight": False})})
+        spec = spec.model_copy(update={"schedule": plan.model_copy(update={"preflight": False})})
     if action == IMPORT_ACTION:
         checkpoint_path = _check_import(checkpoint_path, dataset=spec.dataset, template=template, params=spec.params,
                                         run_config=spec.run_config.to_engine(), checker=import_checker,

@@ -226,13 +226,16 @@ def _problem(prefix: str, model: type[BaseModel], err: Mapping[str, Any], given:
         where = control.get(field) or (f"{prefix} key {field!r}" if prefix.startswith("--") else f"{prefix}.{field}")
     if err["type"] == "extra_forbidden":
         inner, _ = _field_model(model, loc)
-        return f"{where} is not a known setting; {prefix} takes {list(inner.model_fields)}."
+        container = ".".join(str(p) for p in loc[:-1])
+        owner = f"{prefix}.{container}" if container else prefix
+        return f"{where} is not a known setting; {owner} takes {list(inner.model_fields)}."
     if err["type"] == "literal_error":
         return f"{where} = {value!r} is not allowed: {err['msg'].replace('Input should be', 'it must be')}."
     if err["type"] == "string_pattern_mismatch" and loc[-1:] == ("device",):
         return f"{where} = {value!r} is not allowed: it must be 'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'."
-    if err["type"] == "value_error":
-        return f"{where}: {str(err['msg']).removeprefix('Value error, ')}."
+    if err["type"] == "value_error":  # a model's own check (its message says what is wrong)
+        message = str(err["msg"]).removeprefix("Value error, ").rstrip(".")
+        return f"{where}: {message}." if loc or not prefix.endswith(".json") else f"{message}."
     described = _describe(model, loc)
     if described:
         return f"{where} = {value!r} is out of range: it must be {described}."
@@ -358,10 +361,10 @@ class RunSpec(_Strict):
     name: str = ""
     action: Literal[ACTIONS] = "train"  # type: ignore[valid-type]
     dataset: dict[str, Any] = Field(default_factory=dict)
-    template: TemplateSnapshot = Field(default_factory=TemplateSnapshot)
+    template: TemplateSnapshot = Field(default_factory=lambda: TemplateSnapshot())
     params: dict[str, Any] = Field(default_factory=dict)
-    run_config: RunConfigSettings = Field(default_factory=RunConfigSettings)
-    schedule: Schedule = Field(default_factory=Schedule)
+    run_config: RunConfigSettings = Field(default_factory=lambda: RunConfigSettings.model_validate({}))
+    schedule: Schedule = Field(default_factory=lambda: Schedule.model_validate({}))
     parent_run_id: str | None = None
     parent_relation: Literal[PARENT_RELATIONS] | None = None  # type: ignore[valid-type]
     checkpoint_path: str | None = None
@@ -377,10 +380,15 @@ class RunSpec(_Strict):
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> RunSpec:
         """The ``run.json`` at ``path``, migrated and validated (ValueError naming the file)."""
+        text = Path(path).read_text(encoding="utf-8")
         try:
-            return cls.model_validate_json(Path(path).read_text(encoding="utf-8"))
+            return cls.model_validate_json(text)
         except ValidationError as exc:
-            raise RunSpecError(f"{path} is not a valid run.json:\n{_refusal('run.json', cls, exc, {}, {})}") from None
+            try:
+                given = json.loads(text)
+            except ValueError:
+                given = {}
+            raise RunSpecError(f"{path} is not a valid run.json:\n{_refusal('run.json', cls, exc, given, {})}") from None
 
     def to_json(self) -> str:
         """The ``run.json`` text: the settings the run set (an unset RunConfig setting keeps the
