@@ -183,7 +183,7 @@ class RunRegistry(RegistryDatabase):
                 )
 
                 tmp = folder / (paths.RUN_JSON + ".tmp")
-                tmp.write_text(RunSpec.model_validate(run_spec(record)).to_json(), encoding="utf-8")
+                tmp.write_text(RunSpec.from_dict(run_spec(record)).to_json(), encoding="utf-8")
                 os.replace(tmp, folder / paths.RUN_JSON)
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)  # the row is rolled back too

@@ -378,6 +378,14 @@ class RunSpec(_Strict):
         return migrate(data) if isinstance(data, Mapping) else data
 
     @classmethod
+    def from_dict(cls, data: Mapping[str, Any], source: str = "run.json") -> RunSpec:
+        """``data`` (a run.json dict of any version) validated; ``RunSpecError`` names every problem."""
+        try:
+            return cls.model_validate(dict(data))
+        except ValidationError as exc:
+            raise _refusal(source, cls, exc, data, {}) from None
+
+    @classmethod
     def read(cls, path: str | os.PathLike[str]) -> RunSpec:
         """The ``run.json`` at ``path``, migrated and validated (ValueError naming the file)."""
         text = Path(path).read_text(encoding="utf-8")
