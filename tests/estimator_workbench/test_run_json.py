@@ -123,3 +123,47 @@ def test_the_runner_reads_a_pre_version_run_json(workspace):
     assert runner.run(folder, execute=seen.append, install_signal_handlers=False) == 0
     assert isinstance(seen[0].spec, RunSpec)
     assert seen[0].schedule.max_steps == 7 and seen[0].spec.run_config.precision == "16-mixed"
+
+
+RUNNER_MODULES = ("runner.py", "run_context.py", "build.py", "engine_run.py", "lineage.py", "engine_hooks.py")
+# Names the runner modules gave the run dict and its parts before the contract travelled to them.
+RUN_DICT_NAMES = {"spec", "run_spec", "schedule", "settings", "template", "merged", "out", "config_kwargs", "early"}
+
+
+def run_dict_reads(source: str) -> int:
+    """``x.get("key")`` / ``x.setdefault("key")`` / ``x.pop("key")`` / ``x["key"]`` on the run dict
+    or a part of it (by the names above). 60 in the runner modules of commit 3f02bb7; count them
+    there with ``git show 3f02bb7:estimator_workbench/execution/<module>``."""
+    import ast
+
+    def base(node: ast.AST) -> str | None:
+        if isinstance(node, ast.Name):
+            return node.id
+        if isinstance(node, ast.Attribute):
+            return node.attr
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            return base(node.func.value)
+        if isinstance(node, ast.BoolOp):
+            return base(node.values[0])
+        if isinstance(node, ast.Subscript):
+            return base(node.value)
+        return None
+
+    count = 0
+    for node in ast.walk(ast.parse(source)):
+        target = None
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("get", "setdefault", "pop") and node.args
+                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            target = node.func.value
+        elif isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) \
+                and isinstance(node.slice.value, str):
+            target = node.value
+        count += target is not None and base(target) in RUN_DICT_NAMES
+    return count
+
+
+def test_the_runner_reads_the_run_as_an_object():
+    assert run_dict_reads('spec.get("action"); ctx.schedule["max_steps"]; (spec.get("t") or {}).get("code")') == 4
+    folder = Path(__file__).parents[2] / "estimator_workbench" / "execution"
+    assert {name: run_dict_reads((folder / name).read_text()) for name in RUNNER_MODULES} == dict.fromkeys(RUNNER_MODULES, 0)
