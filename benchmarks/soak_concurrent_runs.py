@@ -40,8 +40,9 @@ def main() -> None:
         reg = RunRegistry(root)
         launcher = LocalLauncher(root, max_concurrent=args.runs, gpus=[], runner_module="load_runner",
                                  env={"PYTHONPATH": str(LOAD_RUNNER_DIR)})
-        ids = [reg.create_run(name=f"soak {i}", action="train", dataset={}, template={}, params={},
-                              run_config={}, schedule={"max_steps": args.steps, "sleep": args.sleep}).run_id
+        ids = [reg.create_run(name=f"soak {i}", action="train", dataset={}, template={},
+                              params={"sleep": args.sleep},  # load_runner's knob (tests/stub_runs.py)
+                              run_config={}, schedule={"max_steps": args.steps}).run_id
                for i in range(args.runs)]
         started = time.monotonic()
         for run_id in ids:

@@ -367,23 +367,27 @@ class Run:
     # -- the trained model ----------------------------------------------------------------------
 
     def _engine_spec(self, data: Any, action: str) -> dict[str, Any]:
-        """The run.json-shaped spec ``build_estimator`` takes, for ``data`` (None: the run's own)."""
-        from estimator_workbench.execution.lineage import TASK_INFO_FILE
-        from estimator_workbench.execution.run_context import SCHEDULE_KEYS
-
+        """The run.json-shaped spec ``build_estimator`` takes, for ``data`` (None: the run's own);
+        without a ``schema_version``, so a registry row of any age is migrated (``run_spec.migrate``)."""
         record = self.record
         dataset = run_request.dataset_for_parent(record, self.workspace._stored(data), action, field="data")
-        spec: dict[str, Any] = {"template": dict(record.template), "params": dict(record.params), "action": action,
-                                "run_config": {k: v for k, v in record.run_config.items() if k not in SCHEDULE_KEYS},
-                                "dataset": dataset}
+        spec: dict[str, Any] = {"template": dict(record.template),
+                                "params": dict(record.params), "action": action,
+                                "run_config": dict(record.run_config), "dataset": dataset}
         if record.schedule.get("batch_size"):
-            spec["batch_size"] = record.schedule["batch_size"]
+            spec["schedule"] = {"batch_size": record.schedule["batch_size"]}
+        return spec
+
+    def _task_info(self) -> dict[str, Any] | None:
+        """The statistics and vocabularies the model was trained with (this run's or its parent's)."""
+        from estimator_workbench.execution.lineage import TASK_INFO_FILE
+
+        record = self.record
         for folder in (self.folder, *([] if not record.parent_run_id else
                                       [Path(self.workspace.registry.run_dir(record.parent_run_id))])):
             if (folder / TASK_INFO_FILE).exists():
-                spec["task_info"] = json.loads((folder / TASK_INFO_FILE).read_text("utf-8"))
-                break
-        return spec
+                return dict(json.loads((folder / TASK_INFO_FILE).read_text("utf-8")))
+        return None
 
     def _checkpoint(self) -> str:
         from estimator_engine import checkpoints
@@ -406,7 +410,7 @@ class Run:
             target.mkdir(parents=True, exist_ok=True)
             if not any(target.iterdir()):
                 shutil.copytree(self.folder / paths.MODEL_DIR, target, dirs_exist_ok=True)
-        estimator, _ = build_estimator(self._engine_spec(None, "evaluate"), str(target))
+        estimator, _ = build_estimator(self._engine_spec(None, "evaluate"), str(target), task_info=self._task_info())
         return estimator
 
     def evaluate(self, data: Any = None, steps: int | None = None) -> dict[str, Any]:
@@ -421,12 +425,12 @@ class Run:
         checkpoint = self._checkpoint()
         with tempfile.TemporaryDirectory(prefix="wb-evaluate-") as scratch:
             spec = self._engine_spec(data, "evaluate")
-            estimator, fns = build_estimator(spec, scratch)
+            estimator, fns = build_estimator(spec, scratch, task_info=self._task_info())
             input_fn = fns.eval
             if data is not None:  # every row: no split, one pass, in the training run's encoding
                 whole = dataclasses.replace(datasets.DatasetSpec.from_dict(spec["dataset"]), eval_fraction=0.0)
                 input_fn = datasets.make_input_fns(
-                    whole, whole.load(), batch_size=int(spec.get("batch_size") or DEFAULT_BATCH_SIZE),
+                    whole, whole.load(), batch_size=int(spec.get("schedule", {}).get("batch_size") or DEFAULT_BATCH_SIZE),
                     num_epochs=1, shuffle_seed=0, info=fns.info).train
             if input_fn is None:
                 raise ValueError(f"Run {self.id!r} has no evaluation rows (its split put none in eval); "
@@ -446,7 +450,7 @@ class Run:
         checkpoint = self._checkpoint()
         with tempfile.TemporaryDirectory(prefix="wb-predict-") as scratch:
             spec = self._engine_spec(data, "predict")
-            estimator, fns = build_estimator(spec, os.path.join(scratch, "model"))
+            estimator, fns = build_estimator(spec, os.path.join(scratch, "model"), task_info=self._task_info())
             source = datasets.DatasetSpec.from_dict(spec["dataset"]).load()
             out = os.path.join(scratch, paths.PREDICTIONS_FILE)
             write_predictions_csv(estimator, fns.predict, source, out,

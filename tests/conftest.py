@@ -36,12 +36,6 @@ def _no_system_samples(monkeypatch):
 
 
 @pytest.fixture(autouse=True)
-def _stub_runner_schedule_keys(monkeypatch):
-    """The stub runner's knobs (tests/estimator_workbench/stub_runner.py) pass the run contract's check."""
-    monkeypatch.setenv("WORKBENCH_STUB_SCHEDULE_KEYS", "sleep,fail,ignore_sigterm")
-
-
-@pytest.fixture(autouse=True)
 def _no_leftovers():
     """Fails a test that leaves child processes or non-daemon threads running (Fabric-style hygiene)."""
     threads_before = {t.ident for t in threading.enumerate()}

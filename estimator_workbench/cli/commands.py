@@ -62,7 +62,7 @@ from estimator_workbench.store.records import (
 )
 from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.store.registry_db import DATABASE_URL_ENV, resolve_url
-from estimator_workbench.store.users import cli_actor, current_user
+from estimator_workbench.store.users import cli_actor
 
 __all__ = ['UsageError', 'build_parser', 'main']
 
@@ -177,7 +177,6 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
     """Reads ``run``'s arguments (flags over ``--file``) into a run request and hands it to the
     submit service (``estimator_workbench.execution.submit``), which validates it against the run contract,
     applies the pre-flight policy, registers it and submits it to ``launcher``."""
-    from estimator_workbench import templates
     spec = _load_run_file(args.file) if args.file else {}
     dataset = args.dataset if args.dataset is not None else spec.get("dataset")
     template = args.template if args.template is not None else spec.get("template")
@@ -229,8 +228,7 @@ def _register_run(args: argparse.Namespace, root: Path, launcher: Any = None) ->
         if args.mlflow:
             _check_mirror_possible()
         schedule["mlflow"] = args.mlflow
-    template_dict, schema = _template_dict(template, root)
-    params = templates.validate_params(schema, params)
+    template_dict, _ = _template_dict(template, root)  # (params: checked by submit_run)
     if args.num_processes > 1 and action in TRAINING_ACTIONS and schedule.get("preflight", True):
         print("Pre-flight check...", file=sys.stderr, flush=True)
     # Imported here, after run has started its runner: the run contract's pydantic models take
@@ -359,21 +357,19 @@ def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
         dataset = _dataset_of(parent, str(data.resolve()), "predict")
     except ValueError as exc:
         raise UsageError(f"--data {args.data!r}: {exc}") from None
-    from estimator_workbench.execution.submit import check_dataset
+    from estimator_workbench.execution.submit import submit_run
     from estimator_workbench.store.run_spec import RunSpecError
 
-    try:
-        check_dataset(dataset, "predict")  # before a run exists, as `run` checks it
+    launcher = _launcher(root)
+    try:  # checked (the data too) before a run exists, as `run` checks it
+        record = submit_run(
+            reg, launcher, name=f"predict {data.name} with {parent.name}", action="predict", dataset=dataset,
+            template=parent.template, params=parent.params, run_config=parent.run_config,
+            schedule={k: v for k, v in parent.schedule.items() if k == "batch_size"},
+            parent_run_id=parent.run_id, relation="predict_from", checkpoint_path=args.checkpoint,
+            control=CLI_CONTROLS)
     except RunSpecError as exc:
         raise UsageError(f"--data {args.data!r}: {exc}") from None
-    record = reg.create_run(
-        name=f"predict {data.name} with {parent.name}", action="predict", dataset=dataset,
-        template=parent.template, params=parent.params, run_config=parent.run_config,
-        schedule={k: v for k, v in parent.schedule.items() if k == "batch_size"},
-        parent_run_id=parent.run_id, parent_relation="predict_from",
-        checkpoint_path=args.checkpoint, owner=current_user())
-    launcher = _launcher(root)
-    launcher.submit(record.run_id)
     code = follow_run(launcher, record.run_id)
     produced = reg.run_dir(record.run_id) / paths.PREDICTIONS_FILE
     if code != 0 or not produced.exists():

@@ -89,14 +89,12 @@ def _model_variables(run_spec: Mapping[str, Any], model_dir: str) -> dict[str, l
     """Names and shapes of the variables the run's model_fn creates (one training step on CPU)."""
     from estimator_engine import checkpoints
     from estimator_workbench.execution.build import build_estimator
+    from estimator_workbench.store.run_spec import RunConfigSettings, RunSpec
 
-    spec = dict(run_spec)
-    spec["run_config"] = {**dict(spec.get("run_config") or {}), "device": "cpu",
-                          "save_checkpoints_steps": 1000, "save_checkpoints_secs": None}
-    spec["run_config"] = {k: v for k, v in spec["run_config"].items()
-                          if k not in ("max_steps", "steps", "eval_steps", "eval_every_steps",
-                                       "metrics_every_n_steps", "batch_size", "shuffle_seed")}
-    estimator, input_fns = build_estimator(spec, model_dir)
+    spec = RunSpec.model_validate(dict(run_spec))
+    run_config = RunConfigSettings.model_validate({**spec.run_config.to_engine(), "device": "cpu",
+                                                   "save_checkpoints_steps": 1000, "save_checkpoints_secs": None})
+    estimator, input_fns = build_estimator(spec.model_copy(update={"run_config": run_config}), model_dir)
     estimator.train(input_fns.train, steps=1)
     path = checkpoints.latest_checkpoint(model_dir)
     return {name: shape for name, shape in checkpoints.list_variables(path) if name != "global_step"}

@@ -8,16 +8,16 @@ Neither trains, evaluates or decides anything itself: ``estimator_engine`` does
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from estimator_workbench.execution.run_context import RunContext
+    from estimator_workbench.store.run_spec import EarlyStoppingSettings
 
 __all__ = ["early_stopping_hook", "eval_stream_hook"]
 
 
-def early_stopping_hook(estimator: Any, settings: Mapping[str, Any] | None, every: int) -> Any:
+def early_stopping_hook(estimator: Any, settings: EarlyStoppingSettings | None, every: int) -> Any:
     """The engine's ``stop_if_no_{decrease,increase}_hook`` for ``schedule['early_stopping']``, or None.
 
     ``patience`` counts evaluations, made every ``every`` steps: training stops when the metric has
@@ -25,22 +25,21 @@ def early_stopping_hook(estimator: Any, settings: Mapping[str, Any] | None, ever
     ``'min'`` for names with 'loss' or 'error' in them and ``'max'`` otherwise.
 
     Example:
-        >>> # hook = early_stopping_hook(est, {'metric': 'loss', 'patience': 3}, every=100)
+        >>> # hook = early_stopping_hook(est, EarlyStoppingSettings(metric='loss', patience=3), every=100)
     """
-    if not settings or not int(settings.get("patience") or 0):
+    if settings is None or not settings.patience:
         return None
     from estimator_engine import early_stopping
+    from estimator_workbench.store.records import is_lower_better
 
-    metric = str(settings.get("metric") or "loss")
-    mode = settings.get("mode") or ("min" if any(w in metric for w in ("loss", "error")) else "max")
-    if mode not in ("min", "max"):
-        raise ValueError(f"schedule['early_stopping']['mode'] must be 'min' or 'max', given: {mode!r}.")
+    metric = settings.metric
+    mode = settings.mode or ("min" if is_lower_better(metric) else "max")
     make = (early_stopping.stop_if_no_decrease_hook if mode == "min"
             else early_stopping.stop_if_no_increase_hook)
     # Checked every step (a stat of the results file unless an evaluation was just written): it stops
     # in the step of the evaluation that decides it.
-    return make(estimator, metric, int(settings["patience"]) * every, run_every_secs=None,
-                run_every_steps=1, min_delta=float(settings.get("min_delta") or 0.0))
+    return make(estimator, metric, settings.patience * every, run_every_secs=None,
+                run_every_steps=1, min_delta=settings.min_delta)
 
 
 def eval_stream_hook(ctx: RunContext, eval_dir: str, every: int) -> Any:

@@ -3,19 +3,19 @@ asked, builds the Estimator (``estimator_workbench.execution.build.build_estimat
 ``train``, ``evaluate``, ``predict`` or ``ee.train_and_evaluate`` with the runner's hooks (the
 metrics stream, the stop signals, the NaN policy, early stopping) and checkpoint fence.
 
-Run schedule (``run.json['schedule']``, falling back to the same keys in ``run_config``):
-``max_steps`` (absolute; ``steps`` is read as the same target, so a resumed run finishes the
-original budget instead of adding to it), ``eval_steps``, ``eval_every_steps``
-(train_and_evaluate), ``metrics_every_n_steps``, the input settings ``batch_size`` and
-``shuffle_seed`` (handed to ``build_estimator`` at the top level of its spec), and ``preflight``
-/ ``preflight_timeout``: when ``preflight`` is true, the pre-flight check
-(``estimator_workbench.execution.preflight.check_in_process``) runs in this process before the Estimator is built
-(not under ``torch.distributed.run``, where the caller checks before launching, and not for
-``evaluate``/``predict``, which reuse a trained model on data that may have no label); its report
-goes to ``runs/<id>/preflight.json`` and a failed check fails the run with the check's error.
-``early_stopping`` (``{'metric', 'mode', 'patience', 'min_delta'}``, train_and_evaluate; see
-``engine_hooks.early_stopping_hook``: the engine's hooks) and ``nan_policy`` (``'fail'``, the default, or ``'stop'``: the run ends
-``stopped`` at the first NaN loss, its newest checkpoint the last finite one).
+The run's schedule (``RunSpec.schedule``, ``estimator_workbench.store.run_spec.Schedule``, checked
+when the run was submitted): training ends at ``schedule.train_until`` (``max_steps``; ``steps`` is
+read as the same target, so a resumed run finishes the original budget instead of adding to it),
+``eval_steps``, ``eval_every_steps`` (train_and_evaluate), ``metrics_every_n_steps``, the input
+settings ``batch_size`` and ``shuffle_seed``, and ``preflight`` / ``preflight_timeout``: when
+``preflight`` is true, the pre-flight check (``estimator_workbench.execution.preflight.check_in_process``)
+runs in this process before the Estimator is built (not under ``torch.distributed.run``, where the
+caller checks before launching, and not for ``evaluate``/``predict``, which reuse a trained model on
+data that may have no label); its report goes to ``runs/<id>/preflight.json`` and a failed check
+fails the run with the check's error. ``early_stopping`` (train_and_evaluate; see
+``engine_hooks.early_stopping_hook``: the engine's hooks) and ``nan_policy`` (``'fail'``, the
+default, or ``'stop'``: the run ends ``stopped`` at the first NaN loss, its newest checkpoint the
+last finite one).
 Checking here rather than in a separate process before the launch saves a second interpreter
 start and torch import (seconds) between pressing Train and the first metric line.
 """
@@ -32,20 +32,15 @@ from estimator_workbench.execution.lineage import (
     drop_orphaned_metrics,
     prepare_lineage,
 )
-from estimator_workbench.execution.run_context import RunContext, engine_spec
+from estimator_workbench.execution.run_context import RunContext
 from estimator_workbench.store import paths
 from estimator_workbench.store.records import IMPORT_ACTION, TRAINING_ACTIONS
+from estimator_workbench.store.run_spec import DEFAULT_PREFLIGHT_TIMEOUT_S
 
-__all__ = ['DEFAULT_PREFLIGHT_TIMEOUT_S', 'PREFLIGHT_FILE', 'PreflightFailed', 'execute_with_engine']
+__all__ = ['PREFLIGHT_FILE', 'PreflightFailed', 'execute_with_engine']
 
 
 PREFLIGHT_FILE = "preflight.json"
-
-
-DEFAULT_PREFLIGHT_TIMEOUT_S = 60.0
-
-
-_engine_spec = engine_spec  # (the name the tests know; it lives in run_context)
 
 
 def _input_fn(input_fns: Any, key: str) -> Any:
@@ -76,21 +71,20 @@ class PreflightFailed(Exception):
 def _preflight(ctx: RunContext) -> None:
     """Runs the pre-flight check in this process when the schedule asks for it (see the module
     docstring); raises ``PreflightFailed`` when it fails."""
-    if not ctx.schedule.get("preflight") or int(os.environ.get("WORLD_SIZE", "1")) > 1:
+    spec = ctx.spec
+    if not spec.schedule.preflight or int(os.environ.get("WORLD_SIZE", "1")) > 1:
         return
-    if ctx.spec.get("action") not in TRAINING_ACTIONS:
+    if spec.action not in TRAINING_ACTIONS:
         # The check trains a step; these actions reuse a trained model (whose code already ran)
         # on data that may have no label.
         return
     from estimator_workbench.execution.preflight import check_in_process
 
-    template = ctx.spec.get("template") or {}
-    timeout = ctx.schedule.get("preflight_timeout")
+    timeout = spec.schedule.preflight_timeout  # set by submit_run whenever preflight is
     report = check_in_process(
-        template.get("code") or "", ctx.spec.get("dataset") or {}, ctx.spec.get("params") or {},
-        DEFAULT_PREFLIGHT_TIMEOUT_S if timeout is None else float(timeout),
-        template_name=str(template.get("name") or "template"),
-        action=str(ctx.spec.get("action") or "train"),
+        spec.template.code or "", spec.dataset, spec.params,
+        DEFAULT_PREFLIGHT_TIMEOUT_S if timeout is None else timeout,
+        template_name=spec.template.name or "template", action=spec.action,
         report_path=ctx.run_dir / PREFLIGHT_FILE if ctx.is_chief else None)
     print(report.summary(), flush=True)
     if not report.ok:
@@ -101,7 +95,7 @@ def execute_with_engine(ctx: RunContext) -> None:
     """Runs the pre-flight check when asked, builds the Estimator through
     ``estimator_workbench.execution.build.build_estimator`` and runs the action (an ``import_tf``
     run: ``estimator_workbench.execution.tf_import.execute_import``)."""
-    if ctx.spec.get("action") == IMPORT_ACTION:
+    if ctx.spec.action == IMPORT_ACTION:
         from estimator_workbench.execution.tf_import import execute_import
 
         execute_import(ctx)
@@ -112,19 +106,18 @@ def execute_with_engine(ctx: RunContext) -> None:
     from estimator_workbench.execution.build import build_estimator
 
     ctx.model_dir.mkdir(parents=True, exist_ok=True)
-    spec = engine_spec(ctx.spec, ctx.model_dir)
-    prepare_lineage(ctx, spec)
-    if ctx.is_chief and ctx.spec["action"] in TRAINING_ACTIONS:
+    lineage = prepare_lineage(ctx)
+    action = ctx.spec.action
+    if ctx.is_chief and action in TRAINING_ACTIONS:
         drop_orphaned_metrics(ctx.metrics_path, ctx.model_dir)
-    estimator, input_fns = build_estimator(spec, str(ctx.model_dir))
+    estimator, input_fns = build_estimator(ctx.spec, str(ctx.model_dir), task_info=lineage.task_info,
+                                           warm_start_from=lineage.warm_start_from)
     info = getattr(input_fns, "info", None)
     if ctx.is_chief and info is not None and not (ctx.run_dir / TASK_INFO_FILE).exists():
         (ctx.run_dir / TASK_INFO_FILE).write_text(json.dumps(info, default=_json_default), "utf-8")
-    action = ctx.spec["action"]
-    schedule = ctx.schedule
-    max_steps = schedule.get("max_steps")
-    eval_steps = schedule.get("eval_steps")
-    checkpoint_path = spec.get("checkpoint_path")
+    max_steps = ctx.schedule.train_until
+    eval_steps = ctx.schedule.eval_steps
+    checkpoint_path = lineage.checkpoint_path
     if ctx.stop_requested():
         return
     if action == "train":
@@ -138,9 +131,6 @@ def execute_with_engine(ctx: RunContext) -> None:
         _train_and_evaluate(ctx, estimator, input_fns, max_steps, eval_steps)
     elif action == "predict":
         _predict(ctx, estimator, input_fns, checkpoint_path)
-    else:
-        raise ValueError(f"Unknown action {action!r} in run.json; expected train, evaluate, "
-                         "predict, train_and_evaluate or import_tf.")
 
 
 def _json_default(value: Any) -> Any:
@@ -165,32 +155,28 @@ def _train_and_evaluate(ctx: RunContext, estimator: Any, input_fns: Any, max_ste
     if max_steps is None:
         raise ValueError("train_and_evaluate needs schedule['max_steps'] (how long to train), "
                          "given none; set max_steps in the run's schedule.")
-    every = int(ctx.schedule.get("eval_every_steps") or max(1, max_steps // 10))
+    every = ctx.schedule.eval_every_steps or max(1, max_steps // 10)
     train_fn, eval_fn = _input_fn(input_fns, "train"), _input_fn(input_fns, "eval")
     hooks = _train_hooks(ctx)
     hooks.append(eval_stream_hook(ctx, estimator.eval_dir(), every))  # runs after the engine's evaluator
-    settings = ctx.schedule.get("early_stopping") or {}
+    settings = ctx.schedule.early_stopping
     stopper = early_stopping_hook(estimator, settings, every)
     hooks += [stopper] if stopper is not None else []
     ee.train_and_evaluate(estimator, ee.TrainSpec(train_fn, max_steps=max_steps, hooks=hooks,
                                                   saving_listeners=ctx.saving_listeners(estimator)),
                           ee.EvalSpec(eval_fn, steps=eval_steps, every_n_steps=every))
-    if getattr(stopper, "stopped_at", None) is not None:  # (chief only: the others obey its marker)
-        patience, metric = int(settings["patience"]), settings.get("metric") or "loss"
-        delta = settings.get("min_delta")
-        print(f"estimator_workbench.execution.runner: early stopping at step {stopper.stopped_at}: eval {metric} has not "
-              f"improved by more than {float(delta or 0):g} for {patience} evaluations ({patience * every} steps)",
-              flush=True)
+    if settings is not None and getattr(stopper, "stopped_at", None) is not None:  # (chief only: the others obey its marker)
+        patience = settings.patience
+        print(f"estimator_workbench.execution.runner: early stopping at step {stopper.stopped_at}: eval {settings.metric} "
+              f"has not improved by more than {settings.min_delta:g} for {patience} evaluations "
+              f"({patience * every} steps)", flush=True)
 
 
 def _train_hooks(ctx: RunContext) -> list[Any]:
     """The metrics hook, plus ``NanTensorHook(fail_on_nan_loss=False)`` when the run asks to stop
     (rather than fail) on a NaN loss; it then replaces the engine's default NaN check."""
     hooks = [ctx.make_hook()]
-    policy = ctx.schedule.get("nan_policy", "fail")
-    if policy not in ("fail", "stop"):
-        raise ValueError(f"schedule['nan_policy'] must be 'fail' or 'stop', given: {policy!r}.")
-    if policy == "stop":
+    if ctx.schedule.nan_policy == "stop":
         import estimator_engine as ee
 
         ctx.nan_hook = ctx.nan_hook or ee.NanTensorHook("loss", fail_on_nan_loss=False)
@@ -206,7 +192,7 @@ def _predict(ctx: RunContext, estimator: Any, input_fns: Any, checkpoint_path: s
     from estimator_workbench.data import datasets
     from estimator_workbench.data.predictions import write_predictions_csv
 
-    source = datasets.DatasetSpec.from_dict(ctx.spec["dataset"]).load()
+    source = datasets.DatasetSpec.from_dict(ctx.spec.dataset).load()
     info = getattr(input_fns, "info", None) or {}
     write_predictions_csv(estimator, predict_fn, source, out,
                           label_vocabulary=info.get("label_vocabulary"),

@@ -6,26 +6,34 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from estimator_workbench.store import paths
 
 if TYPE_CHECKING:
     from estimator_workbench.execution.run_context import RunContext
 
-__all__ = ['TASK_INFO_FILE', 'drop_orphaned_metrics', 'prepare_lineage']
+__all__ = ['TASK_INFO_FILE', 'Lineage', 'drop_orphaned_metrics', 'prepare_lineage']
 
 
 TASK_INFO_FILE = "task_info.json"
 
 
+class Lineage(NamedTuple):
+    """What a run takes from its parent (``prepare_lineage``)."""
+
+    task_info: dict[str, Any] | None = None  # the statistics and vocabularies the model was trained with
+    warm_start_from: str | None = None
+    checkpoint_path: str | None = None  # the checkpoint to evaluate or predict from
+
+
 def _parent_dir(ctx: RunContext) -> Path | None:
-    parent = ctx.spec.get("parent_run_id")
-    return None if not parent else paths.run_dir(ctx.run_dir.parent.parent, str(parent))
+    parent = ctx.spec.parent_run_id
+    return None if not parent else paths.run_dir(ctx.run_dir.parent.parent, parent)
 
 
-def prepare_lineage(ctx: RunContext, spec: dict[str, Any]) -> None:
-    """Fills ``task_info``, ``warm_start_from`` and the checkpoint to use from the run's parent.
+def prepare_lineage(ctx: RunContext) -> Lineage:
+    """The ``task_info``, ``warm_start_from`` and checkpoint a run takes from its parent.
 
     - own ``task_info.json`` (a resumed run) or the parent's: the model keeps the statistics and
       vocabularies it was trained with;
@@ -35,19 +43,20 @@ def prepare_lineage(ctx: RunContext, spec: dict[str, Any]) -> None:
     - ``evaluate_from`` / ``predict_from``: ``checkpoint_path`` or the parent's latest checkpoint.
     """
     parent_dir = _parent_dir(ctx)
+    task_info = warm_start_from = None
     for source in (ctx.run_dir, parent_dir):
         if source is not None and (source / TASK_INFO_FILE).exists():
-            spec.setdefault("task_info", json.loads((source / TASK_INFO_FILE).read_text("utf-8")))
+            task_info = json.loads((source / TASK_INFO_FILE).read_text("utf-8"))
             break
-    relation = ctx.spec.get("parent_relation")
-    checkpoint = ctx.spec.get("checkpoint_path")
+    relation = ctx.spec.parent_relation
+    checkpoint = ctx.spec.checkpoint_path
     parent_model = None if parent_dir is None else parent_dir / paths.MODEL_DIR
-    if parent_dir is not None and checkpoint and not os.path.isabs(checkpoint):
+    if parent_dir is not None and parent_model is not None and checkpoint and not os.path.isabs(checkpoint):
         # 'model.ckpt-100' as the checkpoint list shows it, or 'model/model.ckpt-100' from the run folder
         in_model_dir = parent_model / checkpoint
         checkpoint = str(in_model_dir if in_model_dir.exists() else parent_dir / checkpoint)
     if relation == "warm_start":
-        spec.setdefault("warm_start_from", checkpoint or str(parent_model))
+        warm_start_from = checkpoint or str(parent_model)
     elif relation == "resume" and parent_model is not None and parent_model.is_dir():
         if not any(ctx.model_dir.iterdir()):
             import shutil
@@ -58,9 +67,9 @@ def prepare_lineage(ctx: RunContext, spec: dict[str, Any]) -> None:
 
         checkpoint = checkpoints.latest_checkpoint(parent_model)
         if checkpoint is None:
-            raise ValueError(f"The parent run {ctx.spec.get('parent_run_id')!r} has no checkpoint "
+            raise ValueError(f"The parent run {ctx.spec.parent_run_id!r} has no checkpoint "
                              f"in {parent_model}; train it first.")
-    spec["checkpoint_path"] = checkpoint
+    return Lineage(task_info, warm_start_from, checkpoint)
 
 
 def drop_orphaned_metrics(metrics_path: Path, model_dir: Path) -> int:

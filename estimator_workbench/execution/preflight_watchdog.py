@@ -119,12 +119,12 @@ def _record_failed(run_dir: Path, summary: str) -> None:
     runner's ``preflight_error`` would word it)."""
     with contextlib.suppress(Exception):
         from estimator_workbench.store import paths
-        from estimator_workbench.store.records import read_run_json
         from estimator_workbench.store.registry import RunRegistry
+        from estimator_workbench.store.run_spec import RunSpec
 
         if not (run_dir / paths.RUN_JSON).exists():
             return
-        run_id = str(read_run_json(run_dir / paths.RUN_JSON)["run_id"])
+        run_id = str(RunSpec.read(run_dir / paths.RUN_JSON).run_id)
         RunRegistry(run_dir.parent.parent).set_status(run_id, "failed", error=summary,
                                                       traceback=summary, expected="running")
 

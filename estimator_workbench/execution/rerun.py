@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 from estimator_workbench.execution.lineage import TASK_INFO_FILE
-from estimator_workbench.store.records import read_run_json
 
 __all__ = ["BUNDLE_CHECKPOINT_DIR", "main", "rerun_bundle"]
 
@@ -52,32 +51,34 @@ def rerun_bundle(bundle_dir: str | os.PathLike[str], *, data: str | os.PathLike[
     """
     from estimator_workbench.data import datasets
     from estimator_workbench.execution.engine_run import execute_with_engine
-    from estimator_workbench.execution.run_context import RunContext, run_schedule
+    from estimator_workbench.execution.run_context import RunContext
+    from estimator_workbench.store.run_spec import RunSpec
 
     bundle_dir = Path(bundle_dir).resolve()
-    spec = read_run_json(bundle_dir / "run.json")  # a bundle of an older workbench is migrated
-    spec["template"] = {**(spec.get("template") or {}), "code": (bundle_dir / "model_fn.py").read_text("utf-8")}
+    spec = RunSpec.read(bundle_dir / "run.json")  # a bundle of an older workbench is migrated
+    template = spec.template.model_copy(update={"code": (bundle_dir / "model_fn.py").read_text("utf-8")})
+    dataset = dict(spec.dataset)
     if data is not None:
-        spec["dataset"] = {**spec["dataset"], "ref": {"kind": "file", "path": str(Path(data).resolve())}}
-    recorded = spec["dataset"].get("fingerprint")
-    if recorded and datasets.DatasetSpec.from_dict(spec["dataset"]).fingerprint() != recorded:
+        dataset["ref"] = {"kind": "file", "path": str(Path(data).resolve())}
+    recorded = dataset.get("fingerprint")
+    if recorded and datasets.DatasetSpec.from_dict(dataset).fingerprint() != recorded:
         print("warning: the dataset differs from the one the run used (fingerprint mismatch)", file=sys.stderr)
-    # A bundle has no parent run: what the run took from it travels in the bundle instead.
-    spec.pop("parent_run_id", None)
-    spec.pop("parent_relation", None)
-    spec.setdefault("run_id", "rerun")
     out = Path(out_dir).resolve() if out_dir is not None else bundle_dir / "rerun"
     out.mkdir(parents=True, exist_ok=True)
     if (bundle_dir / TASK_INFO_FILE).exists() and not (out / TASK_INFO_FILE).exists():
         shutil.copyfile(bundle_dir / TASK_INFO_FILE, out / TASK_INFO_FILE)
-    if spec.get("action") in ("evaluate", "predict"):
+    checkpoint = spec.checkpoint_path
+    if spec.action in ("evaluate", "predict"):
         checkpoint = _bundled_checkpoint(bundle_dir)
         if checkpoint is None:
-            raise ValueError(f"This {spec['action']} run needs the trained model, and the bundle in "
+            raise ValueError(f"This {spec.action} run needs the trained model, and the bundle in "
                              f"{bundle_dir} has no checkpoint/ folder: export it again with "
                              "--with-checkpoint.")
-        spec["checkpoint_path"] = checkpoint
-    execute_with_engine(RunContext(run_dir=out, spec=spec, schedule=run_schedule(spec)))
+    # A bundle has no parent run: what the run took from it travels in the bundle instead.
+    spec = spec.model_copy(update={"template": template, "dataset": dataset, "parent_run_id": None,
+                                   "parent_relation": None, "run_id": spec.run_id or "rerun",
+                                   "checkpoint_path": checkpoint})
+    execute_with_engine(RunContext(run_dir=out, spec=spec))
     return out
 
 

@@ -1,11 +1,9 @@
-"""The context an action executor gets (``RunContext``): the run's spec, folder and merged
-schedule, its stop signals (stop file, SIGTERM) and its fencing token, with the metrics hooks and
-evaluation rows written under that token.
+"""The context an action executor gets (``RunContext``): the run's contract (``RunSpec``, read
+from ``run.json``), its folder, its stop signals (stop file, SIGTERM) and its fencing token, with
+the metrics hooks and evaluation rows written under that token.
 
 ``estimator_workbench.execution.runner`` makes one per run and hands it to the executor
-(``estimator_workbench.execution.engine_run.execute_with_engine`` by default); ``run_schedule`` merges
-``run.json['schedule']`` over the same keys in ``run_config`` (``SCHEDULE_KEYS``; what each means:
-``estimator_workbench.execution.engine_run``).
+(``estimator_workbench.execution.engine_run.execute_with_engine`` by default).
 """
 
 from __future__ import annotations
@@ -20,12 +18,9 @@ from typing import Any
 from estimator_workbench.store import paths
 from estimator_workbench.store.records import OwnershipLostError
 from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.store.run_spec import RunSpec, Schedule
 
-__all__ = ['SCHEDULE_KEYS', 'Executor', 'RunContext', 'engine_spec', 'run_schedule']
-
-
-SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
-                 "batch_size", "shuffle_seed", "preflight", "preflight_timeout")
+__all__ = ['Executor', 'RunContext']
 
 
 @dataclass
@@ -34,15 +29,18 @@ class RunContext:
 
     Attributes:
         run_dir: the run folder.
-        spec: the parsed ``run.json``.
-        schedule: the merged schedule (``run_schedule``; its keys: ``estimator_workbench.execution.engine_run``).
+        spec: the run's contract, read from ``run.json`` (``RunSpec.read``).
         is_chief: rank 0 (or not distributed).
         terminate: set by SIGTERM (cancel).
+
+    Example:
+        >>> ctx = RunContext(run_dir=Path("/ws/runs/r-1"), spec=RunSpec(run_id="r-1", schedule={"steps": 5}))
+        >>> ctx.run_id, ctx.schedule.train_until
+        ('r-1', 5)
     """
 
     run_dir: Path
-    spec: dict[str, Any]
-    schedule: dict[str, Any]
+    spec: RunSpec
     is_chief: bool = True
     terminate: threading.Event = field(default_factory=threading.Event)
     summary_rows: list[dict[str, Any]] = field(default_factory=list)
@@ -99,7 +97,12 @@ class RunContext:
 
     @property
     def run_id(self) -> str:
-        return str(self.spec["run_id"])
+        return str(self.spec.run_id)
+
+    @property
+    def schedule(self) -> Schedule:
+        """How the run is driven (``RunSpec.schedule``)."""
+        return self.spec.schedule
 
     @property
     def metrics_path(self) -> Path:
@@ -121,11 +124,11 @@ class RunContext:
         """A ``MetricsWriterHook`` wired to this run (rank > 0: stop signals only, no file writes)."""
         from estimator_workbench.store.metrics_hook import MetricsWriterHook
 
-        every = int(self.schedule.get("metrics_every_n_steps") or 10)
+        every = self.schedule.metrics_every_n_steps or 10
         hook = MetricsWriterHook(
             self.metrics_path if self.is_chief else os.devnull, every_n_steps=every,
             stop_file=self.stop_path, should_stop=self.terminate.is_set,
-            final_step=self.schedule.get("max_steps"),
+            final_step=self.schedule.train_until,
             fence=self.check_owner if self.is_chief and self.attempt is not None else None)
         self.metrics_hooks.append(hook)
         return hook
@@ -155,24 +158,3 @@ class RunContext:
 
 
 Executor = Callable[[RunContext], None]
-
-
-def run_schedule(spec: Mapping[str, Any]) -> dict[str, Any]:
-    merged = {k: v for k, v in (spec.get("run_config") or {}).items() if k in SCHEDULE_KEYS}
-    merged.update(spec.get("schedule") or {})
-    if merged.get("max_steps") is None and merged.get("steps") is not None:
-        merged["max_steps"] = merged["steps"]
-    return merged
-
-
-def engine_spec(spec: Mapping[str, Any], model_dir: Path) -> dict[str, Any]:
-    """The run spec handed to ``build_estimator``: RunConfig without schedule keys, absolute paths."""
-    out = dict(spec)
-    out["run_config"] = {k: v for k, v in (spec.get("run_config") or {}).items()
-                         if k not in SCHEDULE_KEYS}
-    out["schedule"] = run_schedule(spec)
-    for key in ("batch_size", "shuffle_seed"):  # build_estimator reads these at the top level
-        if out["schedule"].get(key) is not None:
-            out[key] = out["schedule"][key]
-    out["model_dir"] = str(model_dir)
-    return out

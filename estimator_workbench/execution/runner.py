@@ -29,7 +29,8 @@ with its location and recorded as the run's error; on a full disk the runner fre
 reserve (``run_process.DiskReserve``) to say "disk full" in the log and record the failure, and
 retries the record while the disk stays full (``OUTCOME_RETRY_S``).
 
-Run schedule (``run.json['schedule']``, falling back to the same keys in ``run_config``): see
+The run's contract is ``run.json``, read as a ``RunSpec`` (``estimator_workbench.store.run_spec``,
+validated when the run was submitted; an older file is migrated): see
 ``estimator_workbench.execution.engine_run``, which maps the run's action onto the engine; the context
 an executor gets is ``estimator_workbench.execution.run_context.RunContext``.
 """
@@ -50,7 +51,7 @@ from types import FrameType
 from typing import Any
 
 from estimator_workbench.execution.engine_run import PreflightFailed, execute_with_engine
-from estimator_workbench.execution.run_context import Executor, RunContext, run_schedule
+from estimator_workbench.execution.run_context import Executor, RunContext
 from estimator_workbench.execution.run_process import (
     DiskReserve,
     Heartbeat,
@@ -69,9 +70,9 @@ from estimator_workbench.store.records import (
     OwnershipLostError,
     RegistryError,
     RunRecord,
-    read_run_json,
 )
 from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.store.run_spec import RunSpec
 
 __all__ = ['EXIT_OWNERSHIP_LOST', 'OUTCOME_RETRY_S', 'SPARE_FLAG', 'START_QUEUED_FLAG', 'main', 'preload', 'run', 'start_queued_runs']
 
@@ -225,15 +226,14 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
     run_dir = Path(run_dir).resolve()
     spec_file = run_dir / paths.RUN_JSON
     try:
-        spec = read_run_json(spec_file)  # migrated to the current schema_version
+        spec = RunSpec.read(spec_file)  # migrated to the current schema_version
     except (OSError, ValueError) as exc:
         print(f"estimator_workbench.execution.runner: cannot read {spec_file}: {exc}", file=sys.stderr)
         return 2
     root = run_dir.parent.parent
     registry = RunRegistry(root)
     is_chief = int(os.environ.get("RANK", "0")) == 0
-    ctx = RunContext(run_dir=run_dir, spec=spec, schedule=run_schedule(spec), is_chief=is_chief,
-                     registry=registry)
+    ctx = RunContext(run_dir=run_dir, spec=spec, is_chief=is_chief, registry=registry)
     run_id = ctx.run_id
 
     previous: Any = None
@@ -258,7 +258,7 @@ def run(run_dir: str | os.PathLike[str], *, execute: Executor | None = None,
             _mark_mirror_pending(ctx, "the run is running")
             reserve = DiskReserve(run_dir)
             restore_exit = report_os_exit(lambda code, where: _record_os_exit(ctx, registry, code, where))
-        print(f"estimator_workbench.execution.runner: run {run_id} ({spec.get('action')}) started, pid {os.getpid()}"
+        print(f"estimator_workbench.execution.runner: run {run_id} ({spec.action}) started, pid {os.getpid()}"
               + (f", attempt {ctx.attempt}" if ctx.attempt is not None else ""), flush=True)
         started = time.monotonic()
         try:

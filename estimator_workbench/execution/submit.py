@@ -1,6 +1,9 @@
-"""The one submit path of both front ends: validate, pre-flight policy, register, hand to the
-launcher. ``estimator-workbench run`` and the Train page (and the run page's evaluate/predict
-buttons) call ``submit_run``; neither repeats its policy.
+"""The one submit path of every front end: validate, pre-flight policy, register, hand to the
+launcher. ``estimator-workbench run`` / ``predict``, the Train page (and the run page's
+evaluate/predict buttons), the Python API and the sweep driver call ``submit_run``; none repeats
+its policy. ``submit_run`` builds the run's one ``RunSpec`` (params checked against the template's
+PARAMS here, every problem of the request in one ``RunSpecError``); the registry writes it as
+``run.json`` and the runner reads it back.
 
 Example:
     >>> record = submit_run(registry, launcher, name="mlp on iris", action="train",  # doctest: +SKIP
@@ -18,16 +21,26 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from estimator_workbench.store import mlflow_state
-from estimator_workbench.store.records import ACTIONS, IMPORT_ACTION, TRAINING_ACTIONS, RunRecord
+from estimator_workbench.store.records import (
+    ACTIONS,
+    IMPORT_ACTION,
+    RUN_JSON_SCHEMA_VERSION,
+    TRAINING_ACTIONS,
+    RunRecord,
+)
 from estimator_workbench.store.registry import RunRegistry
-from estimator_workbench.store.run_spec import RunSpecError, check_request
+from estimator_workbench.store.run_spec import (
+    DEFAULT_PREFLIGHT_TIMEOUT_S,
+    RunSpec,
+    RunSpecError,
+    check_request,
+)
 from estimator_workbench.store.users import current_user
 
-__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_PREFLIGHT_TIMEOUT_S", "PARENT_RELATION", "check_dataset",
-           "parent_relation", "submit_run", "validate_run"]
+__all__ = ["DEFAULT_MAX_STEPS", "DEFAULT_PREFLIGHT_TIMEOUT_S", "PARENT_RELATION", "build_spec", "check_dataset",
+           "check_params", "parent_relation", "submit_run", "validate_run"]
 
 DEFAULT_MAX_STEPS = 1000
-DEFAULT_PREFLIGHT_TIMEOUT_S = 60.0
 # What a run started from another run is to it, by the new run's action.
 PARENT_RELATION = {"evaluate": "evaluate_from", "predict": "predict_from", "train": "warm_start",
                    "train_and_evaluate": "warm_start"}
@@ -80,6 +93,47 @@ def _check_mlflow(schedule: dict[str, Any]) -> None:
         schedule["mlflow"] = False
 
 
+def check_params(template: Mapping[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """``params`` checked against the template's PARAMS (types coerced, defaults filled); raises
+    ``ValueError`` listing every problem (``templates.validate_params``)."""
+    from estimator_workbench import templates
+
+    name = str(template.get("name") or "template")
+    _, schema = templates.parse_template(str(template.get("code") or ""), name)
+    return templates.validate_params(schema, params)
+
+
+def build_spec(*, name: str, action: str, dataset: Mapping[str, Any], template: Mapping[str, Any],
+               params: Mapping[str, Any], run_config: Mapping[str, Any], schedule: Mapping[str, Any],
+               num_processes: Any = 1, parent_run_id: str | None = None, relation: str | None = None,
+               checkpoint_path: str | None = None, control: Mapping[str, str] | None = None) -> RunSpec:
+    """The run's ``RunSpec`` (before the registry gives it an id): the request checked against the
+    contract with the defaults a run gets (``validate_run``) and its params against the template's
+    PARAMS, every problem in one ``RunSpecError``."""
+    problems: list[str] = []
+    config: dict[str, Any] = {}
+    checked: dict[str, Any] = {}
+    processes: Any = num_processes
+    try:
+        config, checked, processes = validate_run(action=action, run_config=run_config, schedule=schedule,
+                                                  num_processes=num_processes, control=control)
+    except RunSpecError as exc:
+        problems.append(str(exc))
+    try:
+        params = check_params(template, params)
+    except ValueError as exc:
+        where = (control or {}).get("params", "params")
+        problems.append(f"{where}: {exc}" if where != "params" else str(exc))
+    if problems:
+        raise RunSpecError("\n".join(problems))
+    return RunSpec.model_validate({
+        "name": name, "action": action, "dataset": dict(dataset),
+        "template": {"name": template.get("name"), "code": template.get("code")}, "params": params,
+        "run_config": config, "schedule": checked, "num_processes": processes, "parent_run_id": parent_run_id,
+        "parent_relation": relation, "checkpoint_path": checkpoint_path,
+        "schema_version": RUN_JSON_SCHEMA_VERSION})  # (validated above: the current version, no migration)
+
+
 def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, dataset: Mapping[str, Any],
                template: Mapping[str, Any], params: Mapping[str, Any], run_config: Mapping[str, Any],
                schedule: Mapping[str, Any], num_processes: Any = 1, parent_run_id: str | None = None,
@@ -105,35 +159,42 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
     with ``RunSpecError`` naming the variables on both sides. The run records the checkpoint's
     prefix as its ``checkpoint_path``.
     """
-    config, checked, processes = validate_run(action=action, run_config=run_config, schedule=schedule,
-                                              num_processes=num_processes, control=control)
-    watched = (checked.get("early_stopping") or {}).get("metric", "loss")
+    if parent_run_id is not None and relation is None and action in PARENT_RELATION:
+        relation = parent_relation(action)
+    spec = build_spec(name=name, action=action, dataset=dataset, template=template, params=params,
+                      run_config=run_config, schedule=schedule, num_processes=num_processes,
+                      parent_run_id=parent_run_id, relation=relation, checkpoint_path=checkpoint_path,
+                      control=control)
+    plan = spec.schedule
+    watched = plan.early_stopping.metric if plan.early_stopping is not None else "loss"
     report = None
     # Checked here, before anything exists, when the ranks cannot check (torchrun) or when early
     # stopping watches a metric only the template's EVAL spec can name.
-    if checked["preflight"] and action in TRAINING_ACTIONS and (processes > 1 or watched != "loss"):
+    if plan.preflight and action in TRAINING_ACTIONS and (spec.num_processes > 1 or watched != "loss"):
         if preflight_runner is None:
             from estimator_workbench.execution.preflight import run_preflight as preflight_runner
-        report = preflight_runner(str(template.get("code") or ""), dict(dataset), dict(params),
-                                  timeout=checked["preflight_timeout"],
-                                  template_name=str(template.get("name") or "template"), action=action)
+        template_name = spec.template.name or "template"
+        report = preflight_runner(spec.template.code or "", dict(spec.dataset), dict(spec.params),
+                                  timeout=plan.preflight_timeout, template_name=template_name, action=action)
         if not report.ok:
             raise RunSpecError(report.summary())
-        _check_watched_metric(watched, report, str(template.get("name") or "template"), control or {})
-        checked["preflight"] = False  # checked already: the runner does not check again
+        _check_watched_metric(watched, report, template_name, control or {})
+        # checked already: the runner does not check again
+        spec = spec.model_copy(update={"schedule": plan.model_copy(update={"preflight": False})})
     if action == IMPORT_ACTION:
-        checkpoint_path = _check_import(checkpoint_path, dataset=dataset, template=template, params=params,
-                                        run_config=config, checker=import_checker, control=control or {})
+        checkpoint_path = _check_import(checkpoint_path, dataset=spec.dataset, template=template, params=spec.params,
+                                        run_config=spec.run_config.to_engine(), checker=import_checker,
+                                        control=control or {})
+        spec = spec.model_copy(update={"checkpoint_path": checkpoint_path})
     else:
-        check_dataset(dataset, action)
-    if parent_run_id is not None and relation is None:
-        relation = parent_relation(action)
+        check_dataset(spec.dataset, action)
     record = registry.create_run(
-        name=name, action=action, dataset=dict(dataset),
-        template={"name": template.get("name"), "code": template.get("code")}, params=dict(params),
-        run_config=config, schedule=checked, num_processes=processes, parent_run_id=parent_run_id,
-        parent_relation=relation, checkpoint_path=checkpoint_path, owner=owner or current_user())
-    if checked.get("mlflow"):  # mirrored once it has finished (estimator_workbench.tracking)
+        name=spec.name, action=spec.action, dataset=spec.dataset, template=spec.template.model_dump(),
+        params=spec.params, run_config=spec.run_config.to_engine(),
+        schedule=spec.schedule.model_dump(exclude_unset=True), num_processes=spec.num_processes,
+        parent_run_id=spec.parent_run_id, parent_relation=spec.parent_relation,
+        checkpoint_path=spec.checkpoint_path, owner=owner or current_user())
+    if spec.schedule.mlflow:  # mirrored once it has finished (estimator_workbench.tracking)
         mlflow_state.mark_pending(registry.root, record.run_id, tracking_uri=mlflow_state.mirror_uri(),
                                   reason="waiting for the run to finish")
     if report is not None and hasattr(report, "to_dict"):

@@ -162,9 +162,8 @@ def execute_import(ctx: Any) -> None:
     evaluates it on the eval split (when there is one) so the run has metrics to compare."""
     from estimator_workbench.execution.build import build_estimator
     from estimator_workbench.execution.lineage import TASK_INFO_FILE
-    from estimator_workbench.execution.run_context import engine_spec
 
-    source = str(ctx.spec.get("checkpoint_path") or "")
+    source = ctx.spec.checkpoint_path or ""
     prefix, step = source_checkpoint(source)
     from estimator_engine import checkpoints
 
@@ -174,15 +173,13 @@ def execute_import(ctx: Any) -> None:
             {"source": source, "checkpoint": prefix, "global_step": step, "copied_to": copied}, indent=1), "utf-8")
         print(f"estimator_workbench.execution.runner: imported TensorFlow checkpoint {prefix} (global step "
               f"{step}) into {copied}", flush=True)
-    spec = engine_spec(ctx.spec, ctx.model_dir)
-    spec["action"] = "evaluate"
-    estimator, input_fns = build_estimator(spec, str(ctx.model_dir))
+    estimator, input_fns = build_estimator(ctx.spec.model_copy(update={"action": "evaluate"}), str(ctx.model_dir))
     info = getattr(input_fns, "info", None)
     if ctx.is_chief and info is not None:
         (ctx.run_dir / TASK_INFO_FILE).write_text(json.dumps(info, default=_json_default), "utf-8")
     evaluation = getattr(input_fns, "eval", None)
     if evaluation is not None and not ctx.stop_requested():
-        results = estimator.evaluate(evaluation, steps=ctx.schedule.get("eval_steps"), hooks=[ctx.make_hook()])
+        results = estimator.evaluate(evaluation, steps=ctx.schedule.eval_steps, hooks=[ctx.make_hook()])
         ctx.write_eval(int(results.get("global_step", step)), results)
 
 

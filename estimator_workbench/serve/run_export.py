@@ -116,25 +116,26 @@ def export_run(run_dir: str | os.PathLike[str], format: str = "torch.export") ->
     ``format="onnx"`` adds model.onnx."""
     from estimator_engine import export as export_lib
     from estimator_workbench.execution.build import build_estimator
-    from estimator_workbench.execution.run_context import SCHEDULE_KEYS
+    from estimator_workbench.store.run_spec import RunConfigSettings, RunSpec
 
     run_dir = Path(run_dir)
     checkpoint = _latest_checkpoint(run_dir)
     if checkpoint is None:
         raise ValueError(f"Run {run_dir.name} has no checkpoint in {run_dir / paths.MODEL_DIR}: only a run "
                          "that trained a model can be served. Serve the training run instead.")
-    spec = json.loads((run_dir / paths.RUN_JSON).read_text("utf-8"))
+    spec = RunSpec.read(run_dir / paths.RUN_JSON)
     task_file = run_dir / _TASK_INFO_FILE
     if not task_file.is_file():
         raise ValueError(f"Run {run_dir.name} has no {_TASK_INFO_FILE} (the dataset's columns and statistics the "
                          "model was trained with), so its serving inputs are unknown; train it again.")
-    spec["task_info"] = json.loads(task_file.read_text("utf-8"))
-    spec["run_config"] = {k: v for k, v in (spec.get("run_config") or {}).items() if k not in SCHEDULE_KEYS}
-    spec["run_config"].pop("device", None)  # the program is traced on CPU
-    spec.pop("warm_start_from", None)
-    spec["action"] = "predict"  # the data is read for its columns only; no label needed
-    estimator, _ = build_estimator(spec, str(run_dir / paths.MODEL_DIR))
-    receiver_fn = export_lib.build_parsing_serving_input_receiver_fn(parse_spec_for_task(spec["task_info"]))
+    task_info = json.loads(task_file.read_text("utf-8"))
+    # the program is traced on CPU: the engine's default device, not the run's
+    run_config = RunConfigSettings.model_validate({k: v for k, v in spec.run_config.to_engine().items()
+                                                   if k != "device"})
+    # the data is read for its columns only (predict: no label needed)
+    spec = spec.model_copy(update={"action": "predict", "run_config": run_config})
+    estimator, _ = build_estimator(spec, str(run_dir / paths.MODEL_DIR), task_info=task_info)
+    receiver_fn = export_lib.build_parsing_serving_input_receiver_fn(parse_spec_for_task(task_info))
     base = saved_model_base(run_dir)
     try:
         path = estimator.export_saved_model(str(base), receiver_fn, checkpoint_path=checkpoint, format=format)

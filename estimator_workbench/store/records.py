@@ -6,17 +6,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import json
-import os
 import secrets
 import sqlite3
 import time
-from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from estimator_workbench.store import paths
 
-__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'DEFAULT_STALL_TIMEOUT_S', 'FINISHED_STATUSES', 'IMPORT_ACTION', 'MODEL_ACTIONS', 'OWNED_STATUSES', 'PARENT_RELATIONS', 'RUN_ACTIONS', 'RUN_JSON_SCHEMA_VERSION', 'STALL_ACTIONS', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'InvalidTransitionError', 'OwnershipLostError', 'RegistryError', 'RunNotFoundError', 'RunRecord', 'is_lower_better', 'migrate_run_json', 'new_run_id', 'read_run_json', 'run_spec']
+__all__ = ['ACTIONS', 'ALLOWED_TRANSITIONS', 'DEFAULT_STALL_TIMEOUT_S', 'FINISHED_STATUSES', 'IMPORT_ACTION', 'MODEL_ACTIONS', 'OWNED_STATUSES', 'PARENT_RELATIONS', 'RUN_ACTIONS', 'RUN_JSON_SCHEMA_VERSION', 'STALL_ACTIONS', 'STATUSES', 'SUMMARISED_ON_STATUS', 'TRAINING_ACTIONS', 'InvalidTransitionError', 'OwnershipLostError', 'RegistryError', 'RunNotFoundError', 'RunRecord', 'is_lower_better', 'new_run_id', 'run_spec']
 
 
 # What `estimator-workbench run` (and the Train page) can start.
@@ -63,7 +60,7 @@ ALLOWED_TRANSITIONS: dict[str, tuple[str, ...]] = {
 }
 
 
-RUN_JSON_SCHEMA_VERSION = 1
+RUN_JSON_SCHEMA_VERSION = 2  # 2: RunConfig precision as the engine names it (store.run_spec.migrate)
 
 
 # Statuses in which the attempt named by ``RunRecord.attempt`` owns the run and may write to it:
@@ -257,7 +254,8 @@ class RunRecord:
 
 
 def run_spec(record: RunRecord) -> dict[str, Any]:
-    """The content of ``run.json``: everything a runner needs to rebuild and execute the run."""
+    """The content of ``run.json``: everything a runner needs to rebuild and execute the run (the
+    registry writes it through ``store.run_spec.RunSpec``, which reads it back)."""
     return {
         "schema_version": RUN_JSON_SCHEMA_VERSION,
         "run_id": record.run_id,
@@ -275,44 +273,3 @@ def run_spec(record: RunRecord) -> dict[str, Any]:
         "created_at": record.created_at,
         "model_dir": paths.MODEL_DIR,
     }
-
-
-# Schedule keys that run.json files written before schema_version 1 kept inside run_config.
-_LEGACY_SCHEDULE_KEYS = ("max_steps", "steps", "eval_steps", "eval_every_steps", "metrics_every_n_steps",
-                         "batch_size", "shuffle_seed", "preflight", "preflight_timeout")
-
-
-def migrate_run_json(spec: Mapping[str, Any], source: str = "run.json") -> dict[str, Any]:
-    """``spec`` brought to ``RUN_JSON_SCHEMA_VERSION``; a newer version than this workbench knows is refused.
-
-    Version 0 (no ``schema_version``): schedule keys kept in ``run_config`` move to ``schedule``
-    (a value already in ``schedule`` wins) and ``steps`` becomes ``max_steps``.
-
-    Example:
-        >>> migrate_run_json({"run_config": {"steps": 5, "tf_random_seed": 1}})["schedule"]
-        {'max_steps': 5}
-    """
-    out = dict(spec)
-    version = out.get("schema_version", 0)
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise ValueError(f"{source}: schema_version must be a whole number >= 0, given {version!r}.")
-    if version > RUN_JSON_SCHEMA_VERSION:
-        raise ValueError(f"{source} has schema_version {version}, newer than this workbench reads "
-                         f"({RUN_JSON_SCHEMA_VERSION}): upgrade estimator-workbench to run it.")
-    if version < 1:
-        config = dict(out.get("run_config") or {})
-        schedule = {k: config.pop(k) for k in _LEGACY_SCHEDULE_KEYS if k in config}
-        schedule.update(out.get("schedule") or {})
-        if schedule.get("max_steps") is None and schedule.get("steps") is not None:
-            schedule["max_steps"] = schedule.pop("steps")
-        out["run_config"], out["schedule"] = config, schedule
-    out["schema_version"] = RUN_JSON_SCHEMA_VERSION
-    return out
-
-
-def read_run_json(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Reads a ``run.json`` and migrates it to the current schema (``migrate_run_json``)."""
-    spec = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(spec, Mapping):
-        raise ValueError(f"{path}: a run.json holds a JSON object, found {type(spec).__name__}.")
-    return migrate_run_json(spec, str(path))

@@ -183,8 +183,12 @@ class RunRegistry(RegistryDatabase):
             folder = self.run_dir(run_id)
             folder.mkdir(mode=0o700, parents=True, exist_ok=False)
             try:
+                from estimator_workbench.store.run_spec import (
+                    RunSpec,  # (pydantic: imported when needed)
+                )
+
                 tmp = folder / (paths.RUN_JSON + ".tmp")
-                tmp.write_text(json.dumps(run_spec(record), indent=2, sort_keys=True), encoding="utf-8")
+                tmp.write_text(RunSpec.from_dict(run_spec(record)).to_json(), encoding="utf-8")
                 os.replace(tmp, folder / paths.RUN_JSON)
             except BaseException:
                 shutil.rmtree(folder, ignore_errors=True)  # the row is rolled back too

@@ -55,7 +55,7 @@ from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.sweeps import store
 from estimator_workbench.sweeps.spec import SweepSpec
 
-__all__ = ["SweepDriver", "best_trial_line", "main", "make_driver_launcher", "trial_params"]
+__all__ = ["SweepDriver", "best_trial_line", "main", "make_driver_launcher"]
 
 _TERM_GRACE_S = 15.0  # a pruned run that ignores SIGTERM this long is killed
 _STOP_WAIT_S = 120.0  # how long a stopping driver waits for its runs to checkpoint and end
@@ -80,16 +80,6 @@ def make_driver_launcher(root: str | os.PathLike[str], parallel: int) -> Any:
                              warm_spares=1 if spare and runner == "estimator_workbench.execution.runner" else 0)
     launcher.max_concurrent = max(launcher.max_concurrent, int(parallel))
     return launcher
-
-
-def trial_params(spec: SweepSpec, sampled: dict[str, Any]) -> dict[str, Any]:
-    """The params of a trial's run: the sweep's base params with the sampled ones over them,
-    checked and completed by the template's schema."""
-    from estimator_workbench import templates
-
-    _, schema = templates.parse_template(str(spec.template.get("code") or ""),
-                                         str(spec.template.get("name") or "template"))
-    return templates.validate_params(schema, {**spec.base_params, **sampled})
 
 
 def _format_params(params: dict[str, Any]) -> str:
@@ -226,10 +216,9 @@ class SweepDriver:
         trial = self.study.ask({p.name: p.distribution() for p in spec.space})
         label = f"{spec.name} #{trial.number}"
         try:
-            params = trial_params(spec, dict(trial.params))
-            record = submit_run(
+            record = submit_run(  # the params checked there, against the template's PARAMS
                 self.registry, None, name=label, action="train_and_evaluate", dataset=spec.dataset,
-                template=spec.template, params=params,
+                template=spec.template, params={**spec.base_params, **trial.params},
                 run_config={**spec.run_config, "tf_random_seed": spec.seed},
                 schedule={**spec.schedule, "max_steps": spec.steps, "eval_every_steps": spec.eval_every})
         except (RunSpecError, ValueError) as exc:

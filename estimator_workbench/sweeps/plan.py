@@ -69,9 +69,8 @@ def plan_sweep(root: Any, *, name: str, dataset: Mapping[str, Any], template: Ma
     ``preflight`` replaces ``estimator_workbench.execution.preflight.run_preflight`` (tests).
     """
     from estimator_workbench import templates
-    from estimator_workbench.execution.submit import validate_run
+    from estimator_workbench.execution.submit import check_params, validate_run
     from estimator_workbench.store.run_spec import RunSpecError
-    from estimator_workbench.sweeps.driver import trial_params
 
     template_name = str(template.get("name") or "template")
     try:
@@ -99,12 +98,12 @@ def plan_sweep(root: Any, *, name: str, dataset: Mapping[str, Any], template: Ma
     check_sweep_parallel(spec.parallel)
     first = {p.name: (p.choices[0] if p.kind == "categorical" else p.low) for p in space}
     try:
-        check_params = trial_params(spec, first)
+        first_params = check_params(spec.template, {**spec.base_params, **first})
     except ValueError as exc:
         raise SweepSpecError(f"Invalid sweep: {exc}") from None
     if preflight is None:
         from estimator_workbench.execution.preflight import run_preflight as preflight
-    report = preflight(str(template.get("code") or ""), dict(dataset), check_params, timeout=preflight_timeout,
+    report = preflight(str(template.get("code") or ""), dict(dataset), first_params, timeout=preflight_timeout,
                        template_name=template_name, action="train_and_evaluate")
     if not report.ok:
         raise SweepSpecError(f"The template does not run on this dataset, so no trial could: {report.summary()}")

@@ -1,7 +1,8 @@
 """A test-only runner: the real ``estimator_workbench.execution.runner`` lifecycle around a fake action (no engine).
 
-Schedule keys it understands: ``max_steps`` (default 50), ``sleep`` (seconds per step, default
-0.02), ``ignore_sigterm`` (to test the SIGKILL escalation), ``fail`` (raise after the steps).
+It runs ``schedule.max_steps`` steps (default 50); its knobs travel in the run's params
+(``tests/stub_runs.py``): ``sleep`` (seconds per step, default 0.02), ``ignore_sigterm`` (to test
+the SIGKILL escalation), ``fail`` (raise after the steps).
 """
 
 from __future__ import annotations
@@ -19,12 +20,12 @@ __all__ = ["execute"]
 
 
 def execute(ctx: RunContext) -> None:
-    schedule = ctx.schedule
-    steps = int(schedule.get("max_steps") or 50)
-    sleep = float(schedule.get("sleep", 0.02))
+    knobs = ctx.spec.params
+    steps = ctx.schedule.train_until or 50
+    sleep = float(knobs.get("sleep", 0.02))
     (ctx.run_dir / "env.json").write_text(json.dumps(
         {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid()}))
-    if schedule.get("ignore_sigterm"):
+    if knobs.get("ignore_sigterm"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     start = 0
     done = ctx.run_dir / "stub_step"  # resumable progress, like a checkpoint
@@ -42,7 +43,7 @@ def execute(ctx: RunContext) -> None:
         partial = done.with_suffix(".tmp")
         partial.write_text(str(step))
         os.replace(partial, done)
-    if schedule.get("fail"):
+    if knobs.get("fail"):
         raise ValueError("stub failure on purpose")
 
 

@@ -23,7 +23,7 @@ def spec_for(name: str) -> datasets.DatasetSpec:
 
 def build_canned(name: str, dataset: str, model_dir, params=None):
     run_spec = {"template": {"name": name, "code": templates.get_template(name).code},
-                "params": params or {}, "dataset": spec_for(dataset).to_dict(), "batch_size": 32,
+                "params": params or {}, "dataset": spec_for(dataset).to_dict(), "schedule": {"batch_size": 32},
                 "run_config": {"tf_random_seed": 0, "device": "cpu", "log_step_count_steps": None}}
     return build.build_estimator(run_spec, model_dir)
 

@@ -314,6 +314,10 @@ def test_predict_command_on_new_data_with_no_or_odd_labels(workspace, tmp_path, 
         assert run_cli("predict", trained.run_id, "--data", str(data), "--out", str(out)) == 0, capsys.readouterr().err
         predictions = pd.read_csv(out)
         assert len(predictions) == 6 and predictions["class"].notna().all()
+    # Registered through submit_run, as `run` registers (its policy recorded: no pre-flight check).
+    predicted = [r for r in RunRegistry(workspace).list_runs() if r.action == "predict"]
+    assert len(predicted) == 2
+    assert all(r.schedule == {"preflight": False} and r.parent_relation == "predict_from" for r in predicted)
     capsys.readouterr()
     runs_before = len(RunRegistry(workspace).list_runs())
     assert run_cli("predict", trained.run_id, "--data", str(no_feature), "--out", str(tmp_path / "x.csv")) == 2

@@ -234,7 +234,7 @@ class TestThroughTheRunnerBuild:
         from estimator_workbench import templates
 
         return {"template": {"name": template, "code": templates.get_template(template).code},
-                "params": params or {}, "dataset": spec.to_dict(), "batch_size": 32,
+                "params": params or {}, "dataset": spec.to_dict(), "schedule": {"batch_size": 32},
                 "run_config": {"tf_random_seed": 0, "device": "cpu", "log_step_count_steps": None}}
 
     def test_mlp_on_seattle_weather_with_the_date_expanded(self, tmp_path):

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import polling
 import pytest
+from stub_runs import stub_run_args
 
 from estimator_workbench.execution import launcher as launcher_module
 from estimator_workbench.execution.launcher import LocalLauncher
@@ -48,7 +49,7 @@ def make_launcher(workspace):
 def new_run(workspace, **schedule):
     return RunRegistry(workspace).create_run(
         name="stub", action="train", dataset={"name": "none"},
-        template={"name": "stub", "code": ""}, params={}, run_config={}, schedule=schedule).run_id
+        template={"name": "stub", "code": ""}, run_config={}, **stub_run_args(schedule)).run_id
 
 
 wait_for = functools.partial(polling.wait_for, timeout=30.0)
@@ -154,7 +155,7 @@ HELPER = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); ti
 def execute(ctx):
     helper = subprocess.Popen([sys.executable, "-c", HELPER], start_new_session=True)
     (ctx.run_dir / "helper.pid").write_text(str(helper.pid))
-    if ctx.schedule.get("ignore_sigterm"):
+    if ctx.spec.params.get("ignore_sigterm"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     while not ctx.stop_requested():
         time.sleep(0.02)

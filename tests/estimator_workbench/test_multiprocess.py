@@ -18,6 +18,7 @@ from pathlib import Path
 
 import polling
 import pytest
+from stub_runs import stub_run_args
 
 from estimator_workbench.cli import commands as cli
 from estimator_workbench.execution import runner
@@ -33,9 +34,9 @@ from estimator_workbench.execution import runner
 
 def execute(ctx):
     (ctx.run_dir / f"rank{os.environ.get('RANK', '0')}.pid").write_text(str(os.getpid()))
-    if ctx.schedule.get("ignore_sigterm"):
+    if ctx.spec.params.get("ignore_sigterm"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    for _ in range(int(ctx.schedule.get("max_steps", 100))):
+    for _ in range(ctx.schedule.train_until or 100):
         if ctx.stop_requested():
             (ctx.run_dir / f"rank{os.environ.get('RANK', '0')}.stopped").write_text("1")
             break
@@ -66,8 +67,8 @@ def rank_launcher(workspace, tmp_path):
 
 def _start_two_ranks(workspace, launcher, pids, **schedule):
     run_id = RunRegistry(workspace).create_run(
-        name="ranks", action="train", dataset={}, template={}, params={}, run_config={},
-        schedule={"max_steps": 100000, **schedule}, num_processes=2).run_id
+        name="ranks", action="train", dataset={}, template={}, run_config={},
+        **stub_run_args({"max_steps": 100000, **schedule}), num_processes=2).run_id
     launcher.submit(run_id)
     folder = Path(workspace) / "runs" / run_id
     wait_for(lambda: all((folder / f"rank{r}.pid").exists() for r in (0, 1)))

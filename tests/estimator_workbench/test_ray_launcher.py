@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from polling import wait_for
+from stub_runs import stub_run_args
 
 from estimator_workbench.execution.processes import pid_alive
 from estimator_workbench.execution.ray_launcher import (
@@ -40,7 +41,7 @@ HERE = Path(__file__).resolve().parent
 def new_run(workspace, num_processes=1, **schedule):
     return RunRegistry(workspace).create_run(
         name="stub", action="train", dataset={"name": "none"},
-        template={"name": "stub", "code": ""}, params={}, run_config={}, schedule=schedule,
+        template={"name": "stub", "code": ""}, run_config={}, **stub_run_args(schedule),
         num_processes=num_processes).run_id
 
 

@@ -13,6 +13,7 @@ from estimator_workbench.execution.submit import PARENT_RELATION, submit_run, va
 from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.store.run_spec import RunSpecError, check_request, check_schedule
 
+STUB_TEMPLATE = {"name": "t", "code": "def model_fn(features, labels, mode, params): ..."}
 RUN = ["run", "--dataset", "iris", "--template", "mlp_classifier", "--no-preflight", "--detach"]
 
 
@@ -68,7 +69,7 @@ def test_ui_launch_run_refuses_before_registering(workspace):
     session._launcher.clear()
     with pytest.raises(RunSpecError, match=r"'Processes \(torchrun\)' = 500 is out of range"):
         forms.launch_run(name="r", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
-                         template={"name": "t", "code": ""}, params={}, run_config={},
+                         template=STUB_TEMPLATE, params={}, run_config={},
                          schedule={"max_steps": 5}, num_processes=500)
     assert RunRegistry(workspace).list_runs() == []
 
@@ -87,7 +88,7 @@ def test_known_answers_of_the_contract():
 def test_submit_defaults_and_parent_relation(workspace):
     registry = RunRegistry(workspace)
     record = submit_run(registry, None, name="r", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
-                        template={"name": "t", "code": ""}, params={}, run_config={}, schedule={},
+                        template=STUB_TEMPLATE, params={}, run_config={}, schedule={},
                         parent_run_id=None)
     assert record.schedule["max_steps"] == 1000 and record.schedule["preflight"] is True
     assert record.schedule["preflight_timeout"] == 60.0
@@ -107,7 +108,7 @@ def test_a_multi_process_run_is_checked_before_registering(workspace):
             return "Pre-flight check failed at train: boom"
 
     with pytest.raises(RunSpecError, match="Pre-flight check failed at train: boom"):
-        submit_run(RunRegistry(workspace), None, name="r", action="train", dataset={}, template={"code": ""},
+        submit_run(RunRegistry(workspace), None, name="r", action="train", dataset={}, template=STUB_TEMPLATE,
                    params={}, run_config={}, schedule={}, num_processes=2,
                    preflight_runner=lambda *a, **k: Failed())
     assert RunRegistry(workspace).list_runs() == []
@@ -143,7 +144,7 @@ def test_a_watched_metric_is_checked_once_before_registering(workspace):
         calls.append(kwargs["action"])
         return _Report(["accuracy", "auc"])
 
-    common = dict(name="r", action="train_and_evaluate", dataset={}, template={"name": "t", "code": ""}, params={},
+    common = dict(name="r", action="train_and_evaluate", dataset={}, template=STUB_TEMPLATE, params={},
                   run_config={}, preflight_runner=preflight, control=UI_CONTROLS)
     with pytest.raises(RunSpecError, match=r"^'Watch eval metric' = 'AUC' is not an evaluation metric of template "
                                            r"'t'; its evaluation reports \['accuracy', 'auc', 'loss'\]\."):
@@ -215,7 +216,7 @@ class TestMachineLimit:
         session._launcher.clear()
         with pytest.raises(RunSpecError, match=r"^'Processes \(torchrun\)' = 4 is more processes than this machine"):
             forms.launch_run(name="r", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
-                             template={"name": "t", "code": ""}, params={}, run_config={},
+                             template=STUB_TEMPLATE, params={}, run_config={},
                              schedule={"max_steps": 5}, num_processes=4)
         assert RunRegistry(workspace).list_runs() == []
 

@@ -22,6 +22,12 @@ from estimator_workbench.execution import (
     runner,
 )
 from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.store.run_spec import (
+    EarlyStoppingSettings,
+    RunSpec,
+    RunSpecError,
+    check_schedule,
+)
 
 
 def new_run(workspace, action="train", schedule=None, run_config=None, **kwargs):
@@ -122,15 +128,13 @@ class TestLifecycle:
         assert "cannot read" in capsys.readouterr().err
         assert runner.main([]) == 2
 
-    def test_schedule_merging_and_engine_spec(self):
-        spec = {"run_config": {"max_steps": 5, "batch_size": 8, "tf_random_seed": 1},
-                "schedule": {"steps": 50, "eval_steps": 2}}
-        assert run_context.run_schedule(spec) == {"max_steps": 5, "batch_size": 8, "steps": 50,
-                                          "eval_steps": 2}
-        assert run_context.run_schedule({"schedule": {"steps": 50}})["max_steps"] == 50
-        engine = engine_run._engine_spec(spec, Path("/ws/runs/r/model"))
-        assert engine["run_config"] == {"tf_random_seed": 1}
-        assert engine["batch_size"] == 8 and engine["model_dir"] == "/ws/runs/r/model"
+    def test_the_schedule_is_read_from_the_spec(self):
+        spec = RunSpec.model_validate({"schema_version": 2, "run_config": {"tf_random_seed": 1},
+                                       "schedule": {"steps": 50, "eval_steps": 2, "batch_size": 8}})
+        ctx = run_context.RunContext(run_dir=Path("/ws/runs/r"), spec=spec)
+        assert ctx.schedule.train_until == 50 and ctx.schedule.max_steps is None  # steps: the same target
+        assert ctx.schedule.batch_size == 8 and spec.run_config.to_engine() == {"tf_random_seed": 1}
+        assert RunSpec(schedule={"max_steps": 5, "steps": 50}).schedule.train_until == 5
 
 
 # -- real engine runs --------------------------------------------------------------------------
@@ -249,8 +253,7 @@ class TestLineage:
     def make_ctx(self, workspace, **kwargs):
         rec = new_run(workspace, **kwargs)
         folder = RunRegistry(workspace).run_dir(rec.run_id)
-        spec = json.loads((folder / "run.json").read_text())
-        ctx = run_context.RunContext(run_dir=folder, spec=spec, schedule=run_context.run_schedule(spec))
+        ctx = run_context.RunContext(run_dir=folder, spec=RunSpec.read(folder / "run.json"))
         ctx.model_dir.mkdir()
         return ctx
 
@@ -259,10 +262,9 @@ class TestLineage:
         parent_dir = RunRegistry(workspace).run_dir(parent.run_id)
         (parent_dir / "task_info.json").write_text('{"task": "classification"}')
         ctx = self.make_ctx(workspace, parent_run_id=parent.run_id, parent_relation="warm_start")
-        spec = {}
-        lineage.prepare_lineage(ctx, spec)
-        assert spec["warm_start_from"] == str(parent_dir / "model")
-        assert spec["task_info"] == {"task": "classification"}
+        found = lineage.prepare_lineage(ctx)
+        assert found.warm_start_from == str(parent_dir / "model")
+        assert found.task_info == {"task": "classification"}
 
     def test_resume_as_new_run_copies_checkpoints(self, workspace):
         parent = new_run(workspace)
@@ -270,7 +272,7 @@ class TestLineage:
         parent_model.mkdir()
         (parent_model / "checkpoint").write_text("x")
         ctx = self.make_ctx(workspace, parent_run_id=parent.run_id, parent_relation="resume")
-        lineage.prepare_lineage(ctx, {})
+        lineage.prepare_lineage(ctx)
         assert (ctx.model_dir / "checkpoint").read_text() == "x"
 
     def test_evaluate_from_parent_without_checkpoint(self, workspace):
@@ -279,15 +281,13 @@ class TestLineage:
         ctx = self.make_ctx(workspace, action="evaluate", parent_run_id=parent.run_id,
                             parent_relation="evaluate_from")
         with pytest.raises(ValueError, match=f"The parent run '{parent.run_id}' has no checkpoint"):
-            lineage.prepare_lineage(ctx, {})
+            lineage.prepare_lineage(ctx)
 
     def test_relative_checkpoint_resolves_in_parent(self, workspace):
         parent = new_run(workspace)
         ctx = self.make_ctx(workspace, action="predict", parent_run_id=parent.run_id,
                             parent_relation="predict_from", checkpoint_path="model/model.ckpt-5")
-        spec = {}
-        lineage.prepare_lineage(ctx, spec)
-        assert spec["checkpoint_path"] == str(
+        assert lineage.prepare_lineage(ctx).checkpoint_path == str(
             RunRegistry(workspace).run_dir(parent.run_id) / "model" / "model.ckpt-5")
 
     def test_checkpoint_name_as_listed_resolves_in_the_parents_model_dir(self, workspace):
@@ -297,9 +297,7 @@ class TestLineage:
         (model_dir / "model.ckpt-5").write_bytes(b"")
         ctx = self.make_ctx(workspace, action="predict", parent_run_id=parent.run_id,
                             parent_relation="predict_from", checkpoint_path="model.ckpt-5")
-        spec = {}
-        lineage.prepare_lineage(ctx, spec)
-        assert spec["checkpoint_path"] == str(model_dir / "model.ckpt-5")
+        assert lineage.prepare_lineage(ctx).checkpoint_path == str(model_dir / "model.ckpt-5")
 
 
 @pytest.mark.slow
@@ -408,13 +406,14 @@ class TestEarlyStoppingAndNanPolicy:
 
         est = ee.Estimator(lambda features, labels, mode: None, model_dir=str(tmp_path))
         assert engine_hooks.early_stopping_hook(est, None, 10) is None
-        assert engine_hooks.early_stopping_hook(est, {"patience": 0}, 10) is None
-        assert isinstance(engine_hooks.early_stopping_hook(est, {"patience": 2, "metric": "accuracy"}, 10),
+        assert engine_hooks.early_stopping_hook(est, EarlyStoppingSettings(patience=0), 10) is None
+        assert isinstance(engine_hooks.early_stopping_hook(est, EarlyStoppingSettings(patience=2, metric="accuracy"), 10),
                           _StopOnPredicateHook)
-        with pytest.raises(ValueError, match="must be 'min' or 'max'"):
-            engine_hooks.early_stopping_hook(est, {"patience": 1, "mode": "up"}, 10)
-        with pytest.raises(ValueError, match="min_delta must be a number >= 0"):
-            engine_hooks.early_stopping_hook(est, {"patience": 1, "min_delta": -1.0}, 10)
+        # Bad modes and deltas never reach the runner: the contract refuses them at submit.
+        with pytest.raises(RunSpecError, match=r"schedule.early_stopping.mode = 'up' is not allowed"):
+            check_schedule({"early_stopping": {"patience": 1, "mode": "up"}})
+        with pytest.raises(RunSpecError, match=r"schedule.early_stopping.min_delta = -1.0 is out of range"):
+            check_schedule({"early_stopping": {"patience": 1, "min_delta": -1.0}})
 
     @pytest.mark.slow
     def test_the_workbench_and_the_engine_stop_at_the_same_step_with_the_same_checkpoints(
@@ -432,9 +431,8 @@ class TestEarlyStoppingAndNanPolicy:
         assert runner.run(folder, install_signal_handlers=False) == 0
         assert RunRegistry(workspace).get(rec.run_id).status == "succeeded"
 
-        spec = json.loads((folder / "run.json").read_text())
         model_dir = tmp_path / "engine"
-        est, input_fns = build_estimator(engine_run._engine_spec(spec, model_dir), str(model_dir))
+        est, input_fns = build_estimator(RunSpec.read(folder / "run.json"), str(model_dir))
         hook = ee.early_stopping.stop_if_no_decrease_hook(est, "loss", 40, run_every_secs=None,
                                                           run_every_steps=1, min_delta=100.0)
         metrics, _ = ee.train_and_evaluate(

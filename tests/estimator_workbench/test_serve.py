@@ -453,8 +453,8 @@ def test_serve_a_workbench_run_with_categorical_columns(tmp_path):
                      for row in features.to_dict(orient="records")]
         status, body = TFServingClient(server.port, record.run_id).post("predict", {"instances": instances})
         assert status == 200, body
-        spec = {**json.loads((run_dir / "run.json").read_text()), "task_info": task, "action": "predict"}
-        estimator, _ = build_estimator(spec, str(run_dir / "model"))
+        spec = {**json.loads((run_dir / "run.json").read_text()), "action": "predict"}
+        estimator, _ = build_estimator(spec, str(run_dir / "model"), task_info=task)
         typed = features.astype({n: np.float32 for n in task["numeric_features"]})
         expected = _predict(estimator, typed)
         np.testing.assert_allclose([r["scores"] for r in body["predictions"]], expected["probabilities"], rtol=1e-5)

@@ -174,7 +174,7 @@ def test_bundled_template_trains_on_its_dataset(name, tmp_path):
         "params": {"label_scale": 100.0} if name == "mlp_regressor" else {},
         "run_config": {"tf_random_seed": 0, "device": "cpu", "log_step_count_steps": None},
         "dataset": spec.to_dict(),
-        "batch_size": 32,
+        "schedule": {"batch_size": 32},
     }
     estimator, fns = build.build_estimator(run_spec, tmp_path / "model")
     estimator.train(fns.train, steps=60)
@@ -199,5 +199,5 @@ def test_build_rejects_bad_run_specs(tmp_path):
     one_class = spec.schema.replace_column("species", role="ignore")
     with pytest.raises(ValueError, match=r"No label: the action 'train' needs"):
         build.prepare({"template": {"name": "m", "code": code}, "dataset": datasets.DatasetSpec(spec.ref, one_class).to_dict()})
-    with pytest.raises(ValueError, match=r"run_spec\['template'\] must be a Mapping"):
+    with pytest.raises(ValueError, match=r"The run's template has no code \(template.code = None\)"):
         build.prepare({"dataset": spec.to_dict()})

@@ -61,7 +61,9 @@ class TestSource:
 def test_a_model_that_does_not_fit_is_refused_before_the_run_exists(workspace):
     """The refusal names the variables on both sides; nothing is registered."""
     def checker(spec, prefix):
-        assert prefix == str(MODEL / "model.ckpt-20") and spec["params"] == {"hidden_units": "8"}
+        # the params as submit_run checked them: given ones kept, the template's defaults filled
+        assert prefix == str(MODEL / "model.ckpt-20") and spec["params"]["hidden_units"] == "8"
+        assert spec["params"]["activation"] == "relu"
         return tf_import.ImportFit(missing=["dnn/hiddenlayer_1/bias"], unused=["linear/linear_model/bias_weights"],
                                    shape_mismatch={"dnn/logits/kernel": ([6, 3], [8, 3])})
 

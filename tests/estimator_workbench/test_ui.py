@@ -6,6 +6,7 @@ import dataclasses
 from pathlib import Path
 
 import pytest
+from stub_runs import STUB_TEMPLATE, stub_run_args
 
 pytest.importorskip("streamlit")
 
@@ -14,7 +15,7 @@ from estimator_workbench.ui import forms, live, panels, session, tables
 
 REPO = Path(__file__).resolve().parents[2]
 DATASET = {"ref": {"kind": "bundled", "name": "iris"}}
-TEMPLATE = {"name": "t", "code": "def model_fn(features): ..."}
+TEMPLATE = STUB_TEMPLATE  # declares the stub runner's knobs (sleep, ...) as params
 
 
 @pytest.fixture
@@ -31,8 +32,8 @@ def stub_ui(workspace, monkeypatch):
 
 
 def launch(schedule: dict) -> RunRecord:
-    return forms.launch_run(name="r", action="train", dataset=DATASET, template=TEMPLATE, params={},
-                         run_config={}, schedule=schedule)
+    return forms.launch_run(name="r", action="train", dataset=DATASET, template=TEMPLATE, run_config={},
+                            **stub_run_args(schedule))
 
 
 def test_launch_run_asks_the_runner_for_the_preflight_check(stub_ui):

@@ -20,7 +20,7 @@ def stub_run(home: Path, name: str, **params) -> str:
     reg = RunRegistry(home)
     rec = reg.create_run(name=name, action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
                          template={"name": "mlp_classifier", "code": "def model_fn(features): ..."},
-                         params=params, run_config={}, schedule={"max_steps": 5, "sleep": 0.0})
+                         params=params, run_config={}, schedule={"max_steps": 5})
     launcher = LocalLauncher(home, runner_module="stub_runner", env={"PYTHONPATH": str(REPO / "tests" / "estimator_workbench")})
     launcher.submit(rec.run_id)
     assert launcher.wait(rec.run_id, timeout=60).status == "succeeded"

@@ -251,8 +251,8 @@ def test_the_run_page_keeps_its_tabs_while_a_run_goes_live(home):
     """From a launch to the end of the run, every render of the run page (full or a tick) has its
     tabs, and the Metrics summary follows the run's summary live."""
     reg = RunRegistry(home)
-    rec = reg.create_run(name="live", action="train", dataset=iris(), template=TEMPLATE, params={},
-                         run_config={}, schedule={"max_steps": 30, "sleep": 0.05})
+    rec = reg.create_run(name="live", action="train", dataset=iris(), template=TEMPLATE, params={"sleep": 0.05},
+                         run_config={}, schedule={"max_steps": 30})  # the stub's knob: tests/stub_runs.py
     at = run_page(rec.run_id)
     from estimator_workbench.ui import session
 

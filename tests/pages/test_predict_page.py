@@ -26,7 +26,7 @@ def trained_run(home: Path) -> str:
     reg = RunRegistry(home)
     rec = reg.create_run(name="trained", action="train", dataset=spec.to_dict() | {"fingerprint": spec.fingerprint()},
                          template={"name": "t", "code": "def model_fn(features): ..."}, params={},
-                         run_config={}, schedule={"max_steps": 2, "sleep": 0.0})
+                         run_config={}, schedule={"max_steps": 2})
     model_dir = reg.run_dir(rec.run_id) / paths.MODEL_DIR
     model_dir.mkdir(parents=True)
     (model_dir / "model.ckpt-00000010").write_bytes(b"")

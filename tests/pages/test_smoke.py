@@ -33,7 +33,7 @@ def make_run(home: Path, steps: int = 20, **params) -> str:
     reg = RunRegistry(home)
     rec = reg.create_run(name=f"stub {params}", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
                          template={"name": "mlp_classifier", "code": "def model_fn(features): ..."},
-                         params=params, run_config={}, schedule={"max_steps": steps, "sleep": 0.0})
+                         params=params, run_config={}, schedule={"max_steps": steps})
     launcher = LocalLauncher(home, runner_module="stub_runner", env={"PYTHONPATH": str(REPO / "tests" / "estimator_workbench")})
     launcher.submit(rec.run_id)
     assert launcher.wait(rec.run_id, timeout=60).status == "succeeded"
@@ -123,8 +123,8 @@ def test_runs_table_and_run_page_and_downloads(home):
 def test_stop_from_the_run_page(home):
     reg = RunRegistry(home)
     rec = reg.create_run(name="long", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
-                         template={"name": "t", "code": "def model_fn(features): ..."}, params={},
-                         run_config={}, schedule={"max_steps": 2000, "sleep": 0.01})
+                         template={"name": "t", "code": "def model_fn(features): ..."}, params={"sleep": 0.01},
+                         run_config={}, schedule={"max_steps": 2000})  # the stub's knob: tests/stub_runs.py
     at = AppTest.from_file(APP, default_timeout=60)
     at.query_params["run"] = rec.run_id
     at.run()

@@ -19,7 +19,7 @@ import estimator_engine as ee
 from estimator_engine.testing import linear_model_fn
 from estimator_workbench.execution.engine_hooks import early_stopping_hook
 from estimator_workbench.store.registry import RunRegistry
-from estimator_workbench.store.run_spec import check_schedule
+from estimator_workbench.store.run_spec import RunSpec, check_schedule
 from estimator_workbench.ui import tables
 
 
@@ -61,11 +61,14 @@ def test_ticked_early_stopping_and_stop_on_nan_reach_the_schedule(home):
     assert record.schedule["early_stopping"] == {"metric": "accuracy", "mode": "max", "patience": 2,
                                                  "min_delta": 0.01}
     assert record.schedule["nan_policy"] == "stop"
-    # the runner accepts exactly what the form wrote
+    # the runner reads exactly what the form wrote (run.json, as a RunSpec)
+    spec = RunSpec.read(RunRegistry(home).run_dir(record.run_id) / "run.json")
+    assert spec.schedule.early_stopping is not None
+    assert spec.schedule.early_stopping.model_dump() == record.schedule["early_stopping"]
     assert check_schedule(record.schedule)["early_stopping"] == record.schedule["early_stopping"]
 
     estimator = ee.Estimator(linear_model_fn, model_dir=str(home / "model"))
-    hook = early_stopping_hook(estimator, record.schedule["early_stopping"], every=10)
+    hook = early_stopping_hook(estimator, spec.schedule.early_stopping, every=10)
     assert isinstance(hook, ee.SessionRunHook)  # the runner's stopper is the engine's hook
 
 

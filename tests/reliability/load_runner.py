@@ -21,8 +21,8 @@ __all__ = ["execute"]
 
 
 def execute(ctx: RunContext) -> None:
-    steps = int(ctx.schedule.get("max_steps") or 200)
-    sleep = float(ctx.schedule.get("sleep", 0.005))
+    steps = ctx.schedule.train_until or 200
+    sleep = float(ctx.spec.params.get("sleep", 0.005))
     registry = RunRegistry(ctx.run_dir.parent.parent)
     for step in range(1, steps + 1):
         rows = [{"step": step, "wall_time": time.time(), "split": "train", "name": "loss",

@@ -20,6 +20,7 @@ from pathlib import Path
 import polling
 import psutil
 import pytest
+from stub_runs import stub_run_args
 
 from estimator_workbench.execution.launcher import QUEUE_HANDOFF_ENV, LocalLauncher
 from estimator_workbench.execution.processes import (
@@ -50,19 +51,20 @@ DAEMONIZE = ("import subprocess, sys; p = subprocess.Popen([sys.executable, '-c'
 
 def execute(ctx):
     (ctx.run_dir / "runner.pid").write_text(str(os.getpid()))
-    helper = ctx.schedule.get("helper")
+    knobs = ctx.spec.params
+    helper = knobs.get("helper")
     if helper == "setsid":
         p = subprocess.Popen([sys.executable, "-c", HELPER], start_new_session=True)
         (ctx.run_dir / "helper.pid").write_text(str(p.pid))
     elif helper == "daemon":
         subprocess.run([sys.executable, "-c", DAEMONIZE, HELPER, str(ctx.run_dir / "helper.pid")],
                        check=True)
-    if ctx.schedule.get("ignore_sigterm"):
+    if knobs.get("ignore_sigterm"):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if ctx.schedule.get("linger"):  # keeps the process alive after the run has ended
-        threading.Thread(target=time.sleep, args=(ctx.schedule["linger"],)).start()
+    if knobs.get("linger"):  # keeps the process alive after the run has ended
+        threading.Thread(target=time.sleep, args=(knobs["linger"],)).start()
     (ctx.run_dir / "ready").write_text("1")
-    for _ in range(int(ctx.schedule.get("max_steps", 100000))):
+    for _ in range(ctx.schedule.train_until or 100000):
         if ctx.stop_requested():
             break
         time.sleep(0.02)
@@ -105,7 +107,7 @@ def make(workspace, tmp_path):
 def new_run(workspace, num_processes=1, **schedule):
     return RunRegistry(workspace).create_run(
         name="iso", action="train", dataset={"name": "none"}, template={"name": "iso", "code": ""},
-        params={}, run_config={}, schedule=schedule, num_processes=num_processes).run_id
+        run_config={}, **stub_run_args(schedule), num_processes=num_processes).run_id
 
 
 def run_file(workspace, run_id, name):

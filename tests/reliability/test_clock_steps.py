@@ -22,6 +22,7 @@ from pathlib import Path
 import polling
 import psutil
 import pytest
+from stub_runs import stub_run_args
 
 from estimator_workbench.execution.launcher import LocalLauncher
 from estimator_workbench.execution.processes import PROCESS_FILE, RunProcess, pid_alive
@@ -36,7 +37,7 @@ STEPS_S = (-60.0, -1.0, 1.0, 60.0)
 def stub_run(workspace: Path, **schedule) -> str:
     return RunRegistry(workspace).create_run(
         name="stub", action="train", dataset={"name": "none"}, template={"name": "stub", "code": ""},
-        params={}, run_config={}, schedule=schedule).run_id
+        run_config={}, **stub_run_args(schedule)).run_id
 
 
 def step_wall_clock(monkeypatch: pytest.MonkeyPatch, step: float) -> None:

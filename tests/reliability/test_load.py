@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from stub_runs import stub_run_args
 
 from estimator_workbench.execution.launcher import LocalLauncher
 from estimator_workbench.store import metrics_store
@@ -33,8 +34,8 @@ def launcher(workspace):
 def test_eight_concurrent_runs_while_the_ui_polls(workspace, launcher):
     reg = RunRegistry(workspace)
     ids = [reg.create_run(name=f"load {i}", action="train", dataset={"name": "none"},
-                          template={"name": "t", "code": ""}, params={"i": i}, run_config={},
-                          schedule={"max_steps": STEPS, "sleep": 0.005}).run_id
+                          template={"name": "t", "code": ""}, run_config={},
+                          **stub_run_args({"max_steps": STEPS, "sleep": 0.005}, params={"i": i})).run_id
            for i in range(8)]
     for run_id in ids:
         launcher.submit(run_id)

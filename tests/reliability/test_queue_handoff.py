@@ -13,6 +13,7 @@ from pathlib import Path
 
 import polling
 import pytest
+from stub_runs import stub_run_args
 
 from estimator_workbench.cli import commands as cli
 from estimator_workbench.execution.launcher import LocalLauncher
@@ -27,7 +28,7 @@ STARTS_WITHIN_S = 10.0  # "within seconds" on a loaded 2-core machine
 def stub_run(workspace: Path, **schedule) -> str:
     return RunRegistry(workspace).create_run(
         name="stub", action="train", dataset={"name": "none"}, template={"name": "stub", "code": ""},
-        params={}, run_config={}, schedule=schedule).run_id
+        run_config={}, **stub_run_args(schedule)).run_id
 
 
 @pytest.fixture

@@ -9,6 +9,7 @@ tests/estimator_engine/test_estimator.py::TestBackgroundCheckpointWrites.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 from pathlib import Path
@@ -16,8 +17,9 @@ from pathlib import Path
 import pytest
 
 from estimator_engine import checkpoints
-from estimator_workbench.execution import engine_run, runner
+from estimator_workbench.execution import runner
 from estimator_workbench.store.registry import RunRegistry
+from estimator_workbench.store.run_spec import RunSpec
 
 NAN_AFTER = "    train_op = ee.minimize("
 NAN_CODE = ("    if ee.get_global_step() >= 7:  # diverges at step 8\n"
@@ -90,11 +92,20 @@ def test_nan_policy_stop_ends_stopped_and_keeps_the_last_finite_checkpoint(works
     assert all(bool(v.isfinite().all()) for v in latest["variables"].values())
 
 
-def test_unknown_nan_policy_fails_with_the_choices(workspace):
-    rec = make_run(workspace, schedule={"max_steps": 5, "nan_policy": "ignore"})
-    code, done = execute(workspace, rec.run_id)
-    assert code == 1 and done.status == "failed"
-    assert "schedule['nan_policy'] must be 'fail' or 'stop', given: 'ignore'." in done.error
+def test_unknown_nan_policy_is_refused_before_the_run_exists(workspace, capsys):
+    """The contract refuses it when the run is registered (no run, no folder); a run.json edited
+    afterwards is refused by the runner as it reads it, naming the field and the choices."""
+    refusal = "run.json.schedule.nan_policy = 'ignore' is not allowed: it must be 'fail' or 'stop'."
+    with pytest.raises(ValueError) as refused:
+        make_run(workspace, schedule={"max_steps": 5, "nan_policy": "ignore"})
+    assert str(refused.value) == refusal
+    assert RunRegistry(workspace).list_runs() == [] and not any((Path(workspace) / "runs").iterdir())
+    rec = make_run(workspace, schedule={"max_steps": 5})
+    run_json = RunRegistry(workspace).run_dir(rec.run_id) / "run.json"
+    spec = json.loads(run_json.read_text())
+    run_json.write_text(json.dumps({**spec, "schedule": {**spec["schedule"], "nan_policy": "ignore"}}))
+    assert runner.run(run_json.parent, install_signal_handlers=False) == 2
+    assert refusal in capsys.readouterr().err
 
 
 def test_disk_full_while_writing_metrics_fails_clearly_and_keeps_the_checkpoint(workspace,
@@ -176,9 +187,7 @@ class TestCorruptedCheckpoint:
         folder = model_dir(workspace, trained.run_id)
         newest = folder / "model.ckpt-20"
         newest.write_bytes(newest.read_bytes()[:100])  # truncated by a crash or a bad copy
-        spec = engine_run._engine_spec(RunRegistry(workspace).get(trained.run_id).to_dict()
-                                   | {"dataset": trained.dataset, "template": trained.template},
-                                   folder)
+        spec = RunSpec.read(RunRegistry(workspace).run_dir(trained.run_id) / "run.json")
         estimator, fns = build.build_estimator(spec, str(folder))
         with pytest.raises(Exception, match=re.escape(str(newest)) + ".*next older checkpoint is "
                            + re.escape(str(folder / "model.ckpt-15"))):

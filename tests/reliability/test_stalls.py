@@ -11,6 +11,7 @@ from pathlib import Path
 
 import polling
 import pytest
+from stub_runs import stub_run_args
 
 from estimator_workbench.cli import commands as cli
 from estimator_workbench.execution.launcher import LocalLauncher
@@ -25,7 +26,7 @@ wait_for = functools.partial(polling.wait_for, timeout=60.0)
 def stub_run(workspace, **schedule):
     return RunRegistry(workspace).create_run(
         name="stub", action="train", dataset={"name": "none"}, template={"name": "stub", "code": ""},
-        params={}, run_config={}, schedule=schedule).run_id
+        run_config={}, **stub_run_args(schedule)).run_id
 
 
 @pytest.mark.slow

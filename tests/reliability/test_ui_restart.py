@@ -34,9 +34,10 @@ STUB_DIR = REPO / "tests" / "estimator_workbench"
 UI_PROCESS = """
 import sys, time
 from estimator_workbench.ui import forms
+code = 'PARAMS = {"sleep": {"type": "float", "default": 0.02}}\ndef model_fn(features): ...\n'
 record = forms.launch_run(name="survivor", action="train", dataset={"ref": {"kind": "bundled", "name": "iris"}},
-                       template={"name": "t", "code": ""}, params={}, run_config={},
-                       schedule={"max_steps": 150, "sleep": 0.04})
+                       template={"name": "t", "code": code}, params={"sleep": 0.04}, run_config={},
+                       schedule={"max_steps": 150})  # sleep: the stub runner's knob (tests/stub_runs.py)
 print(record.run_id, flush=True)
 time.sleep(600)
 """
