@@ -16,6 +16,7 @@ from estimator_workbench.execution import system_metrics
 from estimator_workbench.execution.launcher import LocalLauncher
 from estimator_workbench.store.metrics_store import read_all
 from estimator_workbench.store.registry import RunRegistry
+from stub_runs import stub_run_args
 
 HERE = Path(__file__).resolve().parent
 
@@ -57,8 +58,8 @@ def test_a_runner_writes_system_metrics_into_the_run_stream(workspace):
     try:
         reg = RunRegistry(workspace)
         run_id = reg.create_run(name="stub", action="train", dataset={"name": "none"},
-                                template={"name": "stub", "code": ""}, params={}, run_config={},
-                                schedule={"max_steps": 60, "sleep": 0.05}).run_id
+                                template={"name": "stub", "code": ""}, run_config={},
+                                **stub_run_args({"max_steps": 60, "sleep": 0.05})).run_id
         launcher.submit(run_id)
         assert launcher.wait(run_id, timeout=60).status == "succeeded"
         frame = read_all(Path(workspace) / "runs" / run_id / "metrics.jsonl")

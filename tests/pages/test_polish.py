@@ -14,6 +14,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 from app_pages import open_page
+from stub_runs import stub_run_args
 
 from estimator_workbench.data import datasets
 from estimator_workbench.store.registry import RunRegistry
@@ -37,9 +38,9 @@ def wait_for(condition, at=None, timeout: float = 30.0) -> None:
 
 def test_cancel_asks_in_a_dialog_before_it_ends_the_run(home):
     reg = RunRegistry(home)
-    rec = reg.create_run(name="long one", action="train", dataset=iris(), params={}, run_config={},
+    rec = reg.create_run(name="long one", action="train", dataset=iris(), run_config={},
                          template={"name": "t", "code": "def model_fn(features): ..."},
-                         schedule={"max_steps": 5000, "sleep": 0.01})
+                         **stub_run_args({"max_steps": 5000, "sleep": 0.01}))
     at = open_page("run", query={"run": rec.run_id})  # its launcher poll starts the queued run
     wait_for(lambda: reg.get(rec.run_id).status == "running")
     at.run()
