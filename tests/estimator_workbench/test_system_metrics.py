@@ -11,12 +11,12 @@ from pathlib import Path
 import polling
 import psutil
 import pytest
+from stub_runs import stub_run_args
 
 from estimator_workbench.execution import system_metrics
 from estimator_workbench.execution.launcher import LocalLauncher
 from estimator_workbench.store.metrics_store import read_all
 from estimator_workbench.store.registry import RunRegistry
-from stub_runs import stub_run_args
 
 HERE = Path(__file__).resolve().parent
 
