@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["PROG", "UsageError", "json_object", "non_negative_int", "positive_int"]
@@ -16,26 +17,22 @@ class UsageError(Exception):
     """Bad input from the user: reported as one line on stderr, exit code 2."""
 
 
-def positive_int(text: str) -> int:
-    """An argparse ``type``: an integer >= 1 (``runs --limit -1`` was accepted, issue 24 item 15)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, given {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1, given {text!r}")
-    return value
+def _int_at_least(minimum: int, why: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {minimum}, given {text!r}")
+        return value
+
+    parse.__doc__ = f"An argparse ``type``: an integer >= {minimum} ({why})."
+    return parse
 
 
-def non_negative_int(text: str) -> int:
-    """An argparse ``type``: an integer >= 0 (``--helper-slots 0`` turns the helper slots off)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, given {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, given {text!r}")
-    return value
+positive_int = _int_at_least(1, "``runs --limit -1`` was accepted, issue 24 item 15")
+non_negative_int = _int_at_least(0, "``--helper-slots 0`` turns the helper slots off")
 
 
 def json_object(text: str | None, flag: str) -> dict[str, Any]:
