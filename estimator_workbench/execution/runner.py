@@ -333,7 +333,7 @@ def _mark_mirror_pending(ctx: RunContext, reason: str) -> None:
     """Queues the run's MLflow mirror (``schedule['mlflow']``) for the next sync, which a launcher
     starts once the run has finished; the runner itself never talks to MLflow (it has none of
     its credentials), and nothing here can fail the run."""
-    if ctx.schedule.get("mlflow") and ctx.is_chief:
+    if ctx.schedule.mlflow and ctx.is_chief:
         from estimator_workbench.store import mlflow_state
 
         _safe(lambda: mlflow_state.mark_pending(ctx.run_dir.parent.parent, ctx.run_id, reason=reason))

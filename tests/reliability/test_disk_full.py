@@ -16,6 +16,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from stub_runs import STUB_TEMPLATE
 
 from estimator_engine import checkpoints
 from estimator_workbench.cli import commands as cli
@@ -27,8 +28,8 @@ from estimator_workbench.store.registry import RunRegistry
 
 def new_run(workspace, **schedule):
     return RunRegistry(workspace).create_run(
-        name="t", action="train", dataset={"name": "none"}, template={"name": "t", "code": ""},
-        params={}, run_config={}, schedule=schedule)
+        name="t", action="train", dataset={"name": "none"}, template=STUB_TEMPLATE,
+        params={}, run_config={}, schedule=schedule)  # a template with a model_fn: predict checks it
 
 
 def shm_cannot_grow(monkeypatch):
