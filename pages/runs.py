@@ -6,9 +6,12 @@ import streamlit as st
 from estimator_workbench.ui import forms, panels, runs_hub, session
 
 st.title("Runs")
-session.get_launcher()  # reap finished runners and start queued runs
+if not runs_hub.refreshed_by_watcher():  # the watcher's redraw only reads
+    session.get_launcher()  # reap finished runners and start queued runs
 registry = session.get_registry()
+drawn = registry.change_stamp()  # before the read: a change in between redraws once more
 records = registry.list_runs()
+runs_hub.refresh_when_changed(drawn)  # a run from Python, the CLI or another browser shows up
 runs_hub.show_notice()
 shown, metric = runs_hub.runs_filters(records)
 st.caption(f"{len(shown)} of {len(records)} runs · click a column header to sort · tick rows to select")

@@ -73,24 +73,26 @@ def reproduce_panel(record: RunRecord) -> None:
 
 def run_actions(record: RunRecord, key: str = "act") -> None:
     """Stop / Cancel / Resume / Delete buttons for one run, enabled by its status. Delete asks in
-    a dialog, then moves the run to the trash (restorable from the Runs page)."""
-    launcher = get_launcher()
+    a dialog, then moves the run to the trash (restorable from the Runs page).
+
+    The launcher is fetched (and polled) only when a button is clicked: drawing the buttons reads
+    nothing but ``record``, so a redraw of the Runs page never starts a queued run."""
     c1, c2, c3, c4 = st.columns(4)
     active = record.status in ("queued", "running")
     try:
         if c1.button("Stop", key=f"{key}-stop-{record.run_id}", disabled=not active, icon=":material/stop:",
                      help="Graceful: checkpoint, then 'stopped' (resumable)."):
-            launcher.stop(record.run_id)
+            get_launcher().stop(record.run_id)
             st.toast(f"Stop requested for {record.run_id}.")
         if c2.button("Cancel", key=f"{key}-cancel-{record.run_id}", disabled=not active, icon=":material/cancel:",
                      help="SIGTERM now, SIGKILL after a grace period."):
-            launcher.cancel(record.run_id, grace=5.0, wait=False)  # SIGKILL later, in the background
+            get_launcher().cancel(record.run_id, grace=5.0, wait=False)  # SIGKILL later, in the background
             st.toast(f"Cancel sent to {record.run_id}: it ends once its processes are gone.")
             st.rerun()
         if c3.button("Resume", key=f"{key}-resume-{record.run_id}", icon=":material/play_arrow:",
                      disabled=active or record.action not in TRAINING_ACTIONS,
                      help="Continue from the last checkpoint in the same run."):
-            launcher.resume(record.run_id)
+            get_launcher().resume(record.run_id)
             st.toast(f"Run {record.run_id} resumed.")
             st.rerun()
         if c4.button("Delete", key=f"{key}-delete-{record.run_id}", disabled=active, icon=":material/delete:",

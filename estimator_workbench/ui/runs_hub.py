@@ -8,6 +8,7 @@ The table's data comes from ``estimator_workbench.ui.tables`` (pure functions); 
 from __future__ import annotations
 
 import datetime as _dt
+import sqlite3
 import time
 import zlib
 from collections.abc import Sequence
@@ -38,6 +39,8 @@ __all__ = [
     "confirmation_dialogs",
     "open_compare",
     "progress_line",
+    "refresh_when_changed",
+    "refreshed_by_watcher",
     "run_header",
     "runs_filters",
     "runs_table",
@@ -55,6 +58,41 @@ COMPARE_STATE_KEY = "compare_runs"  # ... and the same ids from this session-sta
 
 
 _PROGRESS_INTERVAL_S = 2.0
+
+
+REFRESH_INTERVAL_S = 2.0  # how often an open Runs page looks for runs that changed elsewhere
+
+
+_REFRESHED_KEY = "_runs_refreshed"  # set by the watcher for the rerun it asks for
+_SELECTED_KEY = "_runs_selected_ids"  # the run ids ticked in the runs table when it was last drawn
+
+
+def refresh_when_changed(drawn: tuple[Any, ...], interval: float = REFRESH_INTERVAL_S) -> None:
+    """Redraws the page, within ``interval`` seconds, when the runs changed elsewhere (a run
+    submitted from Python or the CLI, another browser's delete, a run that ended): ``drawn`` is
+    the registry's ``change_stamp()`` the page was drawn with.
+
+    Each tick is one aggregate query in a fragment that draws nothing; the page reruns only when
+    the stamp differs. That rerun keeps the filters (keyed widgets) and the ticked runs
+    (``runs_table``), and only reads: ``refreshed_by_watcher`` tells the page to skip the
+    launcher's poll, so redrawing never starts a queued run or a spare runner."""
+
+    @st.fragment(run_every=interval)
+    def _watch() -> None:
+        try:
+            current = get_registry().change_stamp()
+        except sqlite3.OperationalError:  # a busy or unreachable registry: look again next tick
+            return
+        if current != drawn:
+            st.session_state[_REFRESHED_KEY] = True
+            st.rerun()
+
+    _watch()
+
+
+def refreshed_by_watcher() -> bool:
+    """Whether this run of the page is the watcher's redraw (``refresh_when_changed``); asks once."""
+    return bool(st.session_state.pop(_REFRESHED_KEY, False))
 
 
 def runs_filters(records: Sequence[RunRecord], key: str = "runs") -> tuple[list[RunRecord], str | None]:
@@ -93,8 +131,15 @@ def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metri
     the left); returns the selected runs. ``every_run`` (unfiltered) gives the queue places."""
     frame = tables.hub_frame(shown, workspace(), metric, tables.queue_positions(every_run))
     best = f"best {metric}" if metric else "best eval"
+    key = table_key(shown)
+    # New rows give the table a new key (a selection is row positions): the runs ticked before
+    # are ticked again at their new positions, so a run arriving from elsewhere, or a filter,
+    # keeps the user's selection of the runs still shown.
+    row_of = {record.run_id: i for i, record in enumerate(shown)}
+    kept = [row_of[run_id] for run_id in st.session_state.get(_SELECTED_KEY, ()) if run_id in row_of]
+    default = {"selection": {"rows": kept, "columns": []}} if kept and key not in st.session_state else None
     event = st.dataframe(
-        frame, hide_index=True, key=table_key(shown), on_select="rerun", selection_mode="multi-row",
+        frame, hide_index=True, key=key, on_select="rerun", selection_mode="multi-row", selection_default=default,
         column_config={
             "name": st.column_config.TextColumn("name", pinned=True),
             "run": st.column_config.TextColumn("run", help="Run id"),
@@ -108,7 +153,9 @@ def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metri
             "created": st.column_config.DatetimeColumn("created", format="YYYY-MM-DD HH:mm:ss"),
         })
     rows = list(getattr(getattr(event, "selection", None), "rows", None) or [])
-    return [shown[i] for i in rows if 0 <= i < len(shown)]
+    selected = [shown[i] for i in rows if 0 <= i < len(shown)]
+    st.session_state[_SELECTED_KEY] = [record.run_id for record in selected]
+    return selected
 
 
 def open_compare(run_ids: Sequence[str]) -> None:
