@@ -6,7 +6,8 @@ import streamlit as st
 from estimator_workbench.ui import forms, panels, runs_hub, session
 
 st.title("Runs")
-if not runs_hub.refreshed_by_watcher():  # the watcher's redraw only reads
+refreshed = runs_hub.refreshed_by_watcher()
+if not refreshed:  # the watcher's redraw only reads
     session.get_launcher()  # reap finished runners and start queued runs
 registry = session.get_registry()
 drawn = registry.change_stamp()  # before the read: a change in between redraws once more
@@ -16,7 +17,7 @@ runs_hub.show_notice()
 shown, metric = runs_hub.runs_filters(records)
 st.caption(f"{len(shown)} of {len(records)} runs · click a column header to sort · tick rows to select")
 if shown:
-    selected = runs_hub.runs_table(shown, records, metric)
+    selected = runs_hub.runs_table(shown, records, metric, keep_selection=refreshed)
     runs_hub.bulk_actions(selected)
 
     st.subheader("Act on a run")

@@ -126,17 +126,21 @@ def table_key(records: Sequence[RunRecord], prefix: str = "runs-table") -> str:
     return f"{prefix}-{zlib.crc32(' '.join(r.run_id for r in records).encode()):08x}"
 
 
-def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metric: str | None) -> list[RunRecord]:
+def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metric: str | None,
+               keep_selection: bool = False) -> list[RunRecord]:
     """The runs table (sort by a click on a column header, select rows with the checkboxes on
-    the left); returns the selected runs. ``every_run`` (unfiltered) gives the queue places."""
+    the left); returns the selected runs. ``every_run`` (unfiltered) gives the queue places;
+    ``keep_selection`` (the watcher's redraw) ticks again the runs ticked in the last drawn table."""
     frame = tables.hub_frame(shown, workspace(), metric, tables.queue_positions(every_run))
     best = f"best {metric}" if metric else "best eval"
     key = table_key(shown)
-    # New rows give the table a new key (a selection is row positions): the runs ticked before
-    # are ticked again at their new positions, so a run arriving from elsewhere, or a filter,
-    # keeps the user's selection of the runs still shown.
+    # New rows give the table a new key (a selection is row positions). When the watcher redraws
+    # the page for a run that arrived from elsewhere, the runs ticked before are ticked again at
+    # their new positions; a filter or a new visit starts unticked, as before (a selection
+    # brought back from an earlier visit was unticked by the user's next click).
     row_of = {record.run_id: i for i, record in enumerate(shown)}
-    kept = [row_of[run_id] for run_id in st.session_state.get(_SELECTED_KEY, ()) if run_id in row_of]
+    kept = [row_of[run_id] for run_id in st.session_state.get(_SELECTED_KEY, ()) if run_id in row_of] \
+        if keep_selection else []
     default = {"selection": {"rows": kept, "columns": []}} if kept and key not in st.session_state else None
     event = st.dataframe(
         frame, hide_index=True, key=key, on_select="rerun", selection_mode="multi-row", selection_default=default,

@@ -294,3 +294,15 @@ def test_the_redraw_shows_a_run_from_elsewhere_keeping_filter_and_ticked_runs_an
     assert polls == [1]
     button(at, "bulk-compare").click().run()
     assert at.session_state["compare_runs"] == [ticked.run_id]
+
+
+def test_a_filter_the_user_changes_starts_unticked(home):
+    """Only the watcher's redraw ticks runs again: a filter (or a later visit) that brought back
+    an earlier selection had the next click on a checkbox untick it (seen in the runs journey)."""
+    for name in ("one", "two"):
+        add_run(home, name)
+    at = select(open_page("runs"), home, ["one"])
+    assert button(at, "bulk-compare").label == "Compare (1)"
+    at.text_input(key="runs-filter").set_value("^one$").run()
+    assert list(at.dataframe[0].value["name"]) == ["one"]
+    assert button(at, "bulk-compare").label == "Compare (0)"
