@@ -6,16 +6,20 @@ import streamlit as st
 from estimator_workbench.ui import forms, panels, runs_hub, session, settings
 
 st.title("Runs")
-launcher = session.get_launcher()  # reap finished runners and start queued runs
+refreshed = runs_hub.refreshed_by_watcher()
+# Polled (reap finished runners, start queued runs) except on the watcher's redraw, which only reads.
+launcher = session.get_launcher(poll=not refreshed)
 registry = session.get_registry()
+drawn = registry.change_stamp()  # before the read: a change in between redraws once more
 records = registry.list_runs()
+runs_hub.refresh_when_changed(drawn)  # a run from Python, the CLI or another browser shows up
 runs_hub.show_notice()
 shown, metric = runs_hub.runs_filters(records)
 groups = runs_hub.helper_grouping(shown)  # evaluate/predict runs under their run (issue 28 item 9)
 shown = groups.rows
 st.caption(f"{len(shown)} of {len(records)} runs · click a column header to sort · tick rows to select")
 if shown:
-    selected = runs_hub.runs_table(shown, records, metric, groups)
+    selected = runs_hub.runs_table(shown, records, metric, groups, keep_selection=refreshed)
     runs_hub.bulk_actions(selected)
 
     st.subheader("Act on a run")

@@ -92,11 +92,13 @@ def run_actions(record: RunRecord, key: str = "act") -> None:
     act on it (its owner or an admin: a disabled button says whose run it is), each naming the run
     it acts on ("Stop r-… (name)"). Cancel and Delete ask in a dialog first; Delete moves the run
     to the trash (restorable from the Runs page). Every action goes through
-    ``execution.run_actions`` (checked again there, and written to the audit log)."""
+    ``execution.run_actions`` (checked again there, and written to the audit log).
+
+    The launcher is fetched (and polled) only when a button is clicked: drawing the buttons reads
+    nothing but ``record``, so a redraw of the Runs page never starts a queued run."""
     from estimator_workbench.execution import run_actions as act
     from estimator_workbench.store.audit import NotAllowedError, refusal
 
-    launcher = get_launcher()
     actor = current_actor()
     c1, c2, c3, c4 = st.columns(4)
     active = record.status in ("queued", "running")
@@ -106,7 +108,7 @@ def run_actions(record: RunRecord, key: str = "act") -> None:
     try:
         if c1.button(f"Stop {which}", key=f"{key}-stop-{record.run_id}", disabled=not active or bool(why["stop"]),
                      icon=":material/stop:", help=why["stop"] or "Graceful: checkpoint, then 'stopped' (resumable)."):
-            act.stop(launcher, record.run_id, actor)
+            act.stop(get_launcher(), record.run_id, actor)
             st.toast(f"Stop requested for {record.run_id}.")
         asked = False
         if c2.button(f"Cancel {which}", key=f"{key}-cancel-{record.run_id}", disabled=not active or bool(why["cancel"]),
@@ -117,7 +119,7 @@ def run_actions(record: RunRecord, key: str = "act") -> None:
         if c3.button(f"Resume {which}", key=f"{key}-resume-{record.run_id}", icon=":material/play_arrow:",
                      disabled=active or record.action not in TRAINING_ACTIONS or bool(why["resume"]),
                      help=why["resume"] or "Continue from the last checkpoint in the same run."):
-            act.resume(launcher, record.run_id, actor)
+            act.resume(get_launcher(), record.run_id, actor)
             st.toast(f"Run {record.run_id} resumed.")
             st.rerun()
         if c4.button(f"Delete {which}", key=f"{key}-delete-{record.run_id}", disabled=active or bool(why["trash"]),

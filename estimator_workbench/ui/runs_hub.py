@@ -8,6 +8,7 @@ The table's data comes from ``estimator_workbench.ui.tables`` (pure functions); 
 from __future__ import annotations
 
 import datetime as _dt
+import sqlite3
 import time
 import zlib
 from collections.abc import Sequence
@@ -46,6 +47,8 @@ __all__ = [
     "helper_grouping",
     "open_compare",
     "progress_line",
+    "refresh_when_changed",
+    "refreshed_by_watcher",
     "run_header",
     "runs_filters",
     "runs_table",
@@ -63,6 +66,41 @@ COMPARE_STATE_KEY = "compare_runs"  # ... and the same ids from this session-sta
 
 
 _PROGRESS_INTERVAL_S = 2.0
+
+
+REFRESH_INTERVAL_S = 2.0  # how often an open Runs page looks for runs that changed elsewhere
+
+
+_REFRESHED_KEY = "_runs_refreshed"  # set by the watcher for the rerun it asks for
+_SELECTED_KEY = "_runs_selected_ids"  # the run ids ticked in the runs table when it was last drawn
+
+
+def refresh_when_changed(drawn: tuple[Any, ...], interval: float = REFRESH_INTERVAL_S) -> None:
+    """Redraws the page, within ``interval`` seconds, when the runs changed elsewhere (a run
+    submitted from Python or the CLI, another browser's delete, a run that ended): ``drawn`` is
+    the registry's ``change_stamp()`` the page was drawn with.
+
+    Each tick is one aggregate query in a fragment that draws nothing; the page reruns only when
+    the stamp differs. That rerun keeps the filters (keyed widgets) and the ticked runs
+    (``runs_table``), and only reads: ``refreshed_by_watcher`` tells the page to skip the
+    launcher's poll, so redrawing never starts a queued run or a spare runner."""
+
+    @st.fragment(run_every=interval)
+    def _watch() -> None:
+        try:
+            current = get_registry().change_stamp()
+        except sqlite3.OperationalError:  # a busy or unreachable registry: look again next tick
+            return
+        if current != drawn:
+            st.session_state[_REFRESHED_KEY] = True
+            st.rerun()
+
+    _watch()
+
+
+def refreshed_by_watcher() -> bool:
+    """Whether this run of the page is the watcher's redraw (``refresh_when_changed``); asks once."""
+    return bool(st.session_state.pop(_REFRESHED_KEY, False))
 
 
 def runs_filters(records: Sequence[RunRecord], key: str = "runs") -> tuple[list[RunRecord], str | None]:
@@ -118,10 +156,11 @@ def table_key(records: Sequence[RunRecord], prefix: str = "runs-table") -> str:
 
 
 def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metric: str | None,
-               groups: run_groups.RunGroups | None = None) -> list[RunRecord]:
+               groups: run_groups.RunGroups | None = None, keep_selection: bool = False) -> list[RunRecord]:
     """The runs table (sort by a click on a column header, select rows with the checkboxes on
     the left); returns the selected runs. ``every_run`` (unfiltered) gives the queue places;
-    ``groups`` (of ``shown``) adds the 'helpers' column and marks helper rows under their run."""
+    ``groups`` (of ``shown``) adds the 'helpers' column and marks helper rows under their run;
+    ``keep_selection`` (the watcher's redraw) ticks again the runs ticked in the last drawn table."""
     frame = tables.hub_frame(shown, workspace(), metric, tables.queue_positions(every_run))
     frame.insert(frame.columns.get_loc("tags") + 1, "notes", [_first_line(r.note) for r in shown])
     if groups is not None:
@@ -132,8 +171,18 @@ def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metri
     params = {c: st.column_config.NumberColumn(c, format="%.4g") for c in frame.columns
               if str(c).startswith("param: ") and frame[c].dtype.kind == "f"}  # a sampled lr: 0.003162
     final, best, best_step = tables.metric_columns(metric)
+    key = table_key(shown)
+    # New rows give the table a new key (a selection is row positions). When the watcher redraws
+    # the page for a run that arrived from elsewhere, the runs ticked before are ticked again at
+    # their new positions; a filter or a new visit starts unticked, as before (a selection
+    # brought back from an earlier visit was unticked by the user's next click).
+    row_of = {record.run_id: i for i, record in enumerate(shown)}
+    kept = [row_of[run_id] for run_id in st.session_state.get(_SELECTED_KEY, ()) if run_id in row_of] \
+        if keep_selection else []
+    default = {"selection": {"rows": kept, "columns": []}} if kept and key not in st.session_state else None
     event = st.dataframe(
-        frame, hide_index=True, key=table_key(shown), on_select="rerun", selection_mode="multi-row", placeholder="",
+        frame, hide_index=True, key=key, on_select="rerun", selection_mode="multi-row", placeholder="",
+        selection_default=default,
         column_config={
             "name": st.column_config.TextColumn("name", pinned=True),
             "run": st.column_config.TextColumn("run", help="Run id"),
@@ -150,7 +199,9 @@ def runs_table(shown: Sequence[RunRecord], every_run: Sequence[RunRecord], metri
             **params,
         })
     rows = list(getattr(getattr(event, "selection", None), "rows", None) or [])
-    return [shown[i] for i in rows if 0 <= i < len(shown)]
+    selected = [shown[i] for i in rows if 0 <= i < len(shown)]
+    st.session_state[_SELECTED_KEY] = [record.run_id for record in selected]
+    return selected
 
 
 def _first_line(note: str | None, limit: int = 80) -> str:

@@ -259,8 +259,9 @@ def _launcher(root: str, runner_module: str, extra_pythonpath: str, ray_address:
     return make_launcher(root, runner_module=runner_module, env=env, warm_spares=spares)
 
 
-def get_launcher() -> Any:
-    """The launcher shared by every session of this server (one per workspace); ``poll()``ed.
+def get_launcher(poll: bool = True) -> Any:
+    """The launcher shared by every session of this server (one per workspace); ``poll()``ed
+    unless ``poll=False`` (a redraw that only reads must not start queued runs).
 
     A ``RayJobLauncher`` when ``$WORKBENCH_RAY_ADDRESS`` is set, else a ``LocalLauncher`` that
     keeps one warm spare runner (``estimator_workbench.execution.launcher.make_launcher``); ``WORKBENCH_WARM_SPARES=0``
@@ -271,6 +272,8 @@ def get_launcher() -> Any:
     launcher = _launcher(str(workspace()), os.environ.get("WORKBENCH_RUNNER_MODULE", "estimator_workbench.execution.runner"),
                          os.environ.get("WORKBENCH_RUNNER_PYTHONPATH", ""),
                          os.environ.get("WORKBENCH_RAY_ADDRESS", "").strip(), warm_spare)
+    if not poll:
+        return launcher
     try:
         launcher.poll()  # reap finished children, mark lost runs, start queued ones
     except Exception as exc:  # a busy registry must not break the page

@@ -149,15 +149,24 @@ def launch_training(page, steps: int, *, lr: float | None = None, action: str = 
     if lr is not None:
         set_number(page, "learning_rate", lr)
     set_number(page, "Train until step (max_steps)", steps)
+    # Always chosen, like the action below: the form keeps the last launch's values in the
+    # workspace (issue 15's kept context), so an earlier journey's early stopping stayed ticked
+    # and refused a later 'train' launch ("Early stopping watches the evaluations of
+    # train_and_evaluate"), which then waited for a run page that never came.
+    early = form.get_by_test_id("stCheckbox").filter(has_text="Early stopping")
+    if early.locator("input").is_checked() != (early_stopping_patience is not None):
+        early.get_by_text("Early stopping", exact=True).click()
     if early_stopping_patience is not None:
-        form.get_by_text("Early stopping", exact=True).click()
         set_number(page, "Patience (evaluations)", early_stopping_patience)
-    # Always chosen: the form keeps the last launch's values (issue 15's kept context).
     form.get_by_test_id("stSelectbox").filter(has=page.get_by_text("Action", exact=True)).click()
     page.get_by_role("option", name=action, exact=True).click()
     clicked = time.monotonic()
     form.get_by_test_id("stBaseButton-primaryFormSubmit").click()  # Train (by name: also "Help for Train until step")
-    page.wait_for_url(re.compile(r".*/run\?run=.*"), timeout=30_000)
+    try:
+        page.wait_for_url(re.compile(r".*/run\?run=.*"), timeout=30_000)
+    except playwright_sync.TimeoutError as error:  # say why Train stayed put (a refusal shows there)
+        said = [*page.get_by_test_id("stAlert").all_inner_texts(), *page.get_by_test_id("stException").all_inner_texts()]
+        raise AssertionError(f"Train did not open the run page; the Train page says: {said or 'nothing'}") from error
     return run_id_from_url(page), clicked
 
 

@@ -289,6 +289,52 @@ class TestSummaryAndEdits:
             reg.delete(rec.run_id)
 
 
+@pytest.mark.usefixtures("db_backend")
+class TestChangeStamp:
+    """``change_stamp``: what the Runs page polls to redraw only when the runs changed."""
+
+    def test_lifecycle_changes_it_and_progress_does_not(self, workspace):
+        from estimator_workbench.store import trash
+
+        reg = RunRegistry(workspace)
+        seen = [reg.change_stamp()]
+        assert seen[0] == ()  # no database yet: nothing to fingerprint, and nothing created
+
+        def changed(what: str) -> None:
+            stamp = reg.change_stamp()
+            assert stamp != seen[-1], f"{what} left the stamp as it was"
+            seen.append(stamp)
+
+        def same(what: str) -> None:
+            assert reg.change_stamp() == seen[-1], f"{what} changed the stamp"
+
+        rec = make_run(reg)
+        changed("a new queued run")
+        attempt = reg.set_status(rec.run_id, "running", pid=os.getpid()).attempt
+        changed("queued -> running")
+        reg.heartbeat(rec.run_id, pid=os.getpid(), attempt=attempt, last_step=5, last_step_at=1.0)
+        same("a heartbeat with progress")
+        reg.update_summary(rec.run_id, {"loss": 0.5}, step=5, attempt=attempt)
+        same("a metric summary")
+        reg.set_status(rec.run_id, "succeeded", attempt=attempt)
+        changed("running -> succeeded")
+        reg.set_tags(rec.run_id, ["baseline"])
+        changed("a tag")
+        reg.rename(rec.run_id, "a longer name")
+        changed("a rename")
+        trash.trash_run(reg, rec.run_id)
+        changed("moving it to the trash")
+        trash.restore_run(reg, rec.run_id)
+        changed("restoring it")
+        reg.set_status(rec.run_id, "queued")
+        changed("a resume (succeeded -> queued)")
+        other = make_run(reg, name="other")
+        changed("a second run")
+        reg.delete(other.run_id)
+        changed("deleting it")
+        assert RunRegistry(workspace).change_stamp() == seen[-1]  # another connection reads the same
+
+
 def _hammer(root: str, run_id: str, n: int) -> None:
     reg = RunRegistry(root)
     for i in range(n):

@@ -225,3 +225,85 @@ def test_queued_runs_show_their_place_in_the_queue(home):
         sleeper.wait()
         for run_id in (busy, first, second):
             reg.set_status(run_id, "cancelled")
+
+
+# -- the page follows runs created elsewhere (issue 25 §2: a run submitted from Python shows up) ---
+
+
+def _watcher_app(stale=None):
+    """A page holding only the Runs page's watcher: drawn with ``stale`` (a stamp taken before
+    a change) the first time, then with the registry's current stamp, like the Runs page."""
+    from streamlit.testing.v1 import AppTest
+
+    def script():
+        import streamlit as st
+
+        from estimator_workbench.ui import runs_hub, session
+
+        st.session_state["draws"] = st.session_state.get("draws", 0) + 1
+        drawn = st.session_state.pop("stale", None)
+        runs_hub.refresh_when_changed(session.get_registry().change_stamp() if drawn is None else tuple(drawn))
+
+    at = AppTest.from_function(script, default_timeout=30)
+    if stale is not None:
+        at.session_state["stale"] = stale
+    return at.run()
+
+
+def test_the_watcher_redraws_the_page_once_when_the_runs_changed_and_never_otherwise(home):
+    add_run(home, "one")
+    quiet = _watcher_app()
+    assert not quiet.exception and quiet.session_state["draws"] == 1
+    assert "_runs_refreshed" not in quiet.session_state
+
+    before = RunRegistry(home).change_stamp()
+    add_run(home, "from elsewhere", status="queued")
+    changed = _watcher_app(stale=before)
+    assert not changed.exception
+    assert changed.session_state["draws"] == 2  # one redraw, then the stamps agree
+    assert changed.session_state["_runs_refreshed"] is True  # (the page reads and clears it)
+
+
+def test_the_redraw_shows_a_run_from_elsewhere_keeping_filter_and_ticked_runs_and_starts_nothing(home, monkeypatch):
+    from estimator_workbench.ui import panels, session
+
+    for name in ("alpha-1", "alpha-2", "beta"):
+        add_run(home, name)
+    reg = RunRegistry(home)
+    at = open_page("runs")
+    at.text_input(key="runs-filter").set_value("^alpha").run()
+    shown = [r for r in reg.list_runs() if r.name.startswith("alpha")]
+    ticked = next(r for r in shown if r.name == "alpha-1")
+    at.session_state[table_key(shown)] = {"selection": {"rows": [shown.index(ticked)], "columns": [], "cells": []}}
+    at.run()
+    assert button(at, "bulk-compare").label == "Compare (1)"
+
+    arrived = add_run(home, "alpha-3", status="queued")  # e.g. ws.submit() in a notebook
+    polls: list[int] = []
+    monkeypatch.setattr(session, "get_launcher", lambda: polls.append(1))
+    monkeypatch.setattr(panels, "get_launcher", lambda: polls.append(2))  # (the run's buttons)
+    at.session_state["_runs_refreshed"] = True  # as the watcher leaves it for its redraw
+    at.run()
+    assert not at.exception
+    assert list(at.dataframe[0].value["name"]) == ["alpha-3", "alpha-2", "alpha-1"]  # newest first
+    assert at.text_input(key="runs-filter").value == "^alpha"
+    assert button(at, "bulk-compare").label == "Compare (1)"  # alpha-1, now on the third row
+    assert polls == [] and reg.get(arrived).status == "queued"  # the redraw started nothing
+    assert "_runs_refreshed" not in at.session_state
+
+    at.run()  # the next ordinary run of the page polls the launcher again
+    assert polls == [1]
+    button(at, "bulk-compare").click().run()
+    assert at.session_state["compare_runs"] == [ticked.run_id]
+
+
+def test_a_filter_the_user_changes_starts_unticked(home):
+    """Only the watcher's redraw ticks runs again: a filter (or a later visit) that brought back
+    an earlier selection had the next click on a checkbox untick it (seen in the runs journey)."""
+    for name in ("one", "two"):
+        add_run(home, name)
+    at = select(open_page("runs"), home, ["one"])
+    assert button(at, "bulk-compare").label == "Compare (1)"
+    at.text_input(key="runs-filter").set_value("^one$").run()
+    assert list(at.dataframe[0].value["name"]) == ["one"]
+    assert button(at, "bulk-compare").label == "Compare (0)"
