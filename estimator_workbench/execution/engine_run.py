@@ -111,12 +111,15 @@ def execute_with_engine(ctx: RunContext) -> None:
         return
     from estimator_workbench.execution.build import build_estimator
 
-    ctx.model_dir.mkdir(parents=True, exist_ok=True)
-    spec = engine_spec(ctx.spec, ctx.model_dir)
+    model_dir = ctx.model_location  # <run_dir>/model, or <storage URL>/runs/<id>/model
+    remote = model_dir != str(ctx.model_dir)
+    if not remote:
+        ctx.model_dir.mkdir(parents=True, exist_ok=True)
+    spec = engine_spec(ctx.spec, model_dir)
     prepare_lineage(ctx, spec)
-    if ctx.is_chief and ctx.spec["action"] in TRAINING_ACTIONS:
+    if ctx.is_chief and ctx.spec["action"] in TRAINING_ACTIONS and not remote:
         drop_orphaned_metrics(ctx.metrics_path, ctx.model_dir)
-    estimator, input_fns = build_estimator(spec, str(ctx.model_dir))
+    estimator, input_fns = build_estimator(spec, model_dir)
     info = getattr(input_fns, "info", None)
     if ctx.is_chief and info is not None and not (ctx.run_dir / TASK_INFO_FILE).exists():
         (ctx.run_dir / TASK_INFO_FILE).write_text(json.dumps(info, default=_json_default), "utf-8")

@@ -42,6 +42,11 @@ def prepare_lineage(ctx: RunContext, spec: dict[str, Any]) -> None:
     relation = ctx.spec.get("parent_relation")
     checkpoint = ctx.spec.get("checkpoint_path")
     parent_model = None if parent_dir is None else parent_dir / paths.MODEL_DIR
+    if parent_dir is not None and parent_model is not None and not parent_model.is_dir():
+        remote_parent = paths.model_location(parent_dir)
+        if remote_parent != str(parent_model):  # the parent's artifacts are on the workspace's storage
+            _prepare_remote_lineage(ctx, spec, relation, checkpoint, remote_parent)
+            return
     if parent_dir is not None and checkpoint and not os.path.isabs(checkpoint):
         # 'model.ckpt-100' as the checkpoint list shows it, or 'model/model.ckpt-100' from the run folder
         in_model_dir = parent_model / checkpoint
@@ -56,6 +61,30 @@ def prepare_lineage(ctx: RunContext, spec: dict[str, Any]) -> None:
     elif relation in ("evaluate_from", "predict_from") and not checkpoint and parent_model is not None:
         from estimator_engine import checkpoints
 
+        checkpoint = checkpoints.latest_checkpoint(parent_model)
+        if checkpoint is None:
+            raise ValueError(f"The parent run {ctx.spec.get('parent_run_id')!r} has no checkpoint "
+                             f"in {parent_model}; train it first.")
+    spec["checkpoint_path"] = checkpoint
+
+
+def _prepare_remote_lineage(ctx: RunContext, spec: dict[str, Any], relation: str | None,
+                            checkpoint: str | None, parent_model: str) -> None:
+    """prepare_lineage for a parent whose model_dir is on the workspace's storage (a URL)."""
+    from estimator_engine import checkpoints, gfile
+
+    if checkpoint and not gfile.is_url(checkpoint) and not os.path.isabs(checkpoint):
+        checkpoint = gfile.join(parent_model, checkpoint.removeprefix(f"{paths.MODEL_DIR}/"))
+    if relation == "warm_start":
+        spec.setdefault("warm_start_from", checkpoint or parent_model)
+    elif relation == "resume":
+        target = ctx.model_location
+        if checkpoints.latest_checkpoint(target) is None:  # copy the parent's checkpoints once
+            fs, inner = gfile.filesystem(parent_model)
+            _, target_inner = gfile.filesystem(target)
+            with gfile.reporting("copy", parent_model):
+                fs.copy(inner.rstrip("/") + "/", target_inner.rstrip("/") + "/", recursive=True)
+    elif relation in ("evaluate_from", "predict_from") and not checkpoint:
         checkpoint = checkpoints.latest_checkpoint(parent_model)
         if checkpoint is None:
             raise ValueError(f"The parent run {ctx.spec.get('parent_run_id')!r} has no checkpoint "

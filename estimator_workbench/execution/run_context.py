@@ -111,7 +111,13 @@ class RunContext:
 
     @property
     def model_dir(self) -> Path:
+        """The local model folder (see ``model_location`` for where the Estimator writes)."""
         return self.run_dir / paths.MODEL_DIR
+
+    @property
+    def model_location(self) -> str:
+        """The Estimator's model_dir: the local folder, or a URL on the workspace's storage."""
+        return paths.model_location(self.run_dir)
 
     def stop_requested(self) -> bool:
         """A graceful stop was asked for (stop file) or the process got SIGTERM."""
@@ -165,7 +171,7 @@ def run_schedule(spec: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def engine_spec(spec: Mapping[str, Any], model_dir: Path) -> dict[str, Any]:
+def engine_spec(spec: Mapping[str, Any], model_dir: Path | str) -> dict[str, Any]:
     """The run spec handed to ``build_estimator``: RunConfig without schedule keys, absolute paths."""
     out = dict(spec)
     out["run_config"] = {k: v for k, v in (spec.get("run_config") or {}).items()
