@@ -78,6 +78,29 @@ class TestMemoryStore:
         assert remote.evaluate(eval_input_fn) == local.evaluate(eval_input_fn)
         assert summary.read_eval_metrics(remote.eval_dir()) == summary.read_eval_metrics(local.eval_dir())
 
+    def test_early_stopping_rereads_results_written_to_the_store(self, tmp_path):
+        from estimator_engine import early_stopping
+        from estimator_engine.hooks import SessionRunContext, SessionRunValues
+
+        estimator = make_estimator(f"memory://{tmp_path.name}/early")
+        hook = early_stopping.stop_if_no_decrease_hook(estimator, "loss", 10, run_every_secs=None,
+                                                       run_every_steps=1)
+        writer = summary.SummaryWriterCache.get(estimator.eval_dir())
+
+        def stops_at(step):
+            context = SessionRunContext(original_args=None, session=type("S", (), {"global_step": step})())
+            hook.after_run(context, SessionRunValues(None))
+            return context.stop_requested
+
+        hook.begin()
+        writer.add_scalars({"loss": 1.0}, step=10)
+        writer.flush()
+        assert stops_at(11) is False
+        writer.add_scalars({"loss": 2.0}, step=30)  # no decrease for 20 > 10 steps
+        writer.flush()
+        assert stops_at(31) is True
+        summary.SummaryWriterCache.clear()
+
 
 def test_checkpoints_on_s3(s3_server, s3_bucket, tmp_path):
     model_dir = f"{s3_bucket}/run/model"
