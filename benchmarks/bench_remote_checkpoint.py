@@ -28,9 +28,9 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
 
-from s3_server import S3Server  # noqa: E402
+from s3_server import S3Server
 
-from estimator_engine import checkpoints  # noqa: E402
+from estimator_engine import checkpoints
 
 
 def _state(parameters: int) -> dict:
@@ -68,8 +68,8 @@ def main() -> None:
                 for _ in range(args.rounds):
                     for side, directory in dirs.items():
                         step += 1
-                        times[side]["save"].append(_time(lambda d=directory, s=step: checkpoints.save_checkpoint(
-                            d, state, s, keep_checkpoint_max=2)))
+                        times[side]["save"].append(_time(lambda d=directory, s=step, st=state: checkpoints.save_checkpoint(
+                            d, st, s, keep_checkpoint_max=2)))
                         times[side]["load"].append(_time(lambda d=directory: checkpoints.load_checkpoint(d)))
                 for op in ("save", "load"):
                     local, remote = times["local"][op], times["s3"][op]
