@@ -207,7 +207,8 @@ class _WriterState:
             if self.tensorboard is not None:
                 tensorboard, self.tensorboard = self.tensorboard, None
                 tensorboard.close()
-                self.closed_event_files.append(tensorboard.path)
+                if self.remote_dir is not None:
+                    self.closed_event_files.append(tensorboard.path)
         if self.remote_dir is not None:
             self.upload()  # flush() uploaded what was pending; this catches the closed event file
 

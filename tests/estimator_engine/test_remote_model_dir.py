@@ -151,7 +151,7 @@ def test_warm_start_from_s3_and_export_to_s3(s3_server, s3_bucket, tmp_path):
                                (np.array([[1.0], [2.0]]) @ w.T + b).reshape(-1), rtol=1e-6)
 
 
-def test_event_files_on_s3_are_read_by_tensorboard(s3_server, s3_bucket, tmp_path):
+def test_event_files_on_s3_are_read_by_tensorboard(s3_server, s3_bucket, tmp_path, monkeypatch):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     model_dir = f"{s3_bucket}/tb"
@@ -174,21 +174,36 @@ def test_event_files_on_s3_are_read_by_tensorboard(s3_server, s3_bucket, tmp_pat
         assert [(e.step, e.value) for e in store.Scalars("loss")] == [
             (e.step, e.value) for e in disk.Scalars("loss")]
     assert len(EventAccumulator(str(local)).Reload().Scalars("loss")) == 2  # steps 1 and 6
+    # TensorBoard itself reads the bucket (its S3 file system: boto3, S3_ENDPOINT), as
+    # `tensorboard --logdir s3://...` does.
+    monkeypatch.setenv("S3_ENDPOINT", s3_server.endpoint)
+    direct = EventAccumulator(model_dir)
+    direct.Reload()
+    disk = EventAccumulator(str(tmp_path / "disk"))
+    disk.Reload()
+    assert [(e.step, e.value) for e in direct.Scalars("loss")] == [
+        (e.step, e.value) for e in disk.Scalars("loss")]
 
 
-def test_event_file_upload_keeps_the_bytes_already_read(s3_bucket):
+def test_event_file_upload_keeps_the_bytes_already_read(s3_server, s3_bucket, monkeypatch):
     """Append by rewrite: each upload starts with the previous upload's bytes (TensorBoard's
     reader goes on from the offset it had read to)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    monkeypatch.setenv("S3_ENDPOINT", s3_server.endpoint)
     logdir = f"{s3_bucket}/writer"
     writer = summary.SummaryWriter(logdir)
     writer.add_scalar("loss", 1.0, step=1)
     writer.flush()
     name = next(n for n in gfile.listdir(logdir) if n.startswith("events."))
     first = gfile.read_bytes(f"{logdir}/{name}")
+    tensorboard = EventAccumulator(logdir)  # a TensorBoard that keeps reading the bucket
+    assert [e.value for e in tensorboard.Reload().Scalars("loss")] == [1.0]
     writer.add_scalar("loss", 0.5, step=2)
     writer.close()
     second = gfile.read_bytes(f"{logdir}/{name}")
     assert len(second) > len(first) and second.startswith(first)
+    assert [e.value for e in tensorboard.Reload().Scalars("loss")] == [1.0, 0.5]  # read on, not again
     assert [r["value"] for r in summary.read_summaries(logdir)] == [1.0, 0.5]
     # A new writer (a later evaluate in another process) appends to summaries.jsonl.
     with summary.SummaryWriter(logdir) as again:

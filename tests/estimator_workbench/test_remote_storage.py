@@ -87,3 +87,58 @@ def test_train_evaluate_and_predict_with_the_model_on_s3(s3_server, s3_bucket, w
 
     predictions = pd.read_csv(Path(registry.run_dir(predicted.run_id)) / paths.PREDICTIONS_FILE)
     assert len(predictions) > 0 and "class_ids" in predictions.columns
+
+
+class TestLineageOnTheStore:
+    """A child run whose parent's model_dir is on the storage (fsspec's memory:// store)."""
+
+    def make_ctx(self, workspace, **kwargs):
+        import json
+
+        from estimator_workbench.execution import run_context
+
+        rec = RunRegistry(workspace).create_run(
+            name="t", action="train", dataset={"name": "none"}, template={"name": "t", "code": ""},
+            params={}, run_config={}, schedule={}, **kwargs)
+        folder = RunRegistry(workspace).run_dir(rec.run_id)
+        spec = json.loads((folder / "run.json").read_text())
+        return run_context.RunContext(run_dir=folder, spec=spec, schedule=run_context.run_schedule(spec))
+
+    def parent_on_store(self, workspace, storage):
+        from estimator_engine import checkpoints
+
+        parent = RunRegistry(workspace).create_run(
+            name="p", action="train", dataset={"name": "none"}, template={"name": "t", "code": ""},
+            params={}, run_config={}, schedule={})
+        model = f"{storage}/runs/{parent.run_id}/model"
+        checkpoints.create_checkpoint(model, {"net/w": [1.0]}, 5)
+        return parent, model
+
+    def test_warm_start_resume_and_evaluate_from_a_parent_on_the_store(self, workspace, tmp_path, monkeypatch):
+        from estimator_engine import checkpoints
+        from estimator_workbench.execution import lineage
+
+        storage = f"memory://{tmp_path.name}/store"
+        monkeypatch.setenv(paths.STORAGE_URL_ENV, storage)
+        parent, model = self.parent_on_store(workspace, storage)
+
+        spec: dict = {}
+        lineage.prepare_lineage(self.make_ctx(workspace, parent_run_id=parent.run_id,
+                                              parent_relation="warm_start"), spec)
+        assert spec["warm_start_from"] == model
+
+        spec = {}
+        lineage.prepare_lineage(self.make_ctx(workspace, parent_run_id=parent.run_id,
+                                              parent_relation="warm_start",
+                                              checkpoint_path="model/model.ckpt-5"), spec)
+        assert spec["warm_start_from"] == f"{model}/model.ckpt-5"
+
+        child = self.make_ctx(workspace, parent_run_id=parent.run_id, parent_relation="resume")
+        lineage.prepare_lineage(child, {})
+        assert checkpoints.latest_checkpoint(child.model_location) == f"{child.model_location}/model.ckpt-5"
+        assert checkpoints.load_variable(child.model_location, "net/w").tolist() == [1.0]
+
+        spec = {}
+        lineage.prepare_lineage(self.make_ctx(workspace, parent_run_id=parent.run_id,
+                                              parent_relation="predict_from"), spec)
+        assert spec["checkpoint_path"] == f"{model}/model.ckpt-5"
