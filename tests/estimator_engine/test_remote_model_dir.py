@@ -262,7 +262,9 @@ def test_writer_killed_mid_upload(s3_server, s3_bucket, tmp_path):
     make_estimator(model_dir).train(train_input_fn, max_steps=5)
     marker = tmp_path / "uploading"
     script = _KILLED_WRITER.format(tests=os.path.dirname(__file__), marker=str(marker), model_dir=model_dir)
-    env = dict(os.environ, **s3_server.env())
+    scratch = tmp_path / "tmp"  # the killed process's staging files stay under tmp_path
+    scratch.mkdir()
+    env = dict(os.environ, **s3_server.env(), TMPDIR=str(scratch))
     process = subprocess.Popen([sys.executable, "-c", script], env=env)
     try:
         deadline = time.monotonic() + 120
