@@ -57,6 +57,20 @@ class TestPaths:
         estimator.train(train_input_fn, max_steps=5)
         assert estimator.latest_checkpoint() == f"{tmp_path}/m/model.ckpt-5"
 
+    def test_a_local_model_dir_never_imports_fsspec(self, tmp_path):
+        script = textwrap.dedent(f"""
+            import sys
+            sys.path[:0] = [{os.path.dirname(__file__)!r}, {os.path.dirname(os.path.dirname(__file__))!r}]
+            import test_remote_model_dir as t
+            estimator = t.make_estimator({str(tmp_path / "m")!r}, save_summary_steps=2)
+            estimator.train(t.train_input_fn, max_steps=5)
+            estimator.evaluate(t.eval_input_fn)
+            print(sorted(name for name in ("fsspec", "s3fs") if name in sys.modules))
+        """)
+        done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip().splitlines()[-1] == "[]"
+
     def test_unknown_protocol_is_refused_before_training(self):
         with pytest.raises(ValueError, match=r"'nosuchproto://b/m' is not a storage URL fsspec knows"):
             make_estimator("nosuchproto://b/m")
