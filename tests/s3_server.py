@@ -13,6 +13,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -26,6 +27,13 @@ import pytest
 __all__ = ["S3Server", "s3_bucket", "s3_server"]
 
 _AUTH_FREE_REQUESTS = 3  # create_user, put_user_policy, create_access_key
+
+
+def _die_with_parent() -> None:
+    """Linux: the server gets SIGTERM when the test process dies (even by SIGKILL or a timeout)."""
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def _free_port() -> int:
@@ -54,7 +62,8 @@ class S3Server:
         port = _free_port()
         env = dict(os.environ, INITIAL_NO_AUTH_ACTION_COUNT=str(_AUTH_FREE_REQUESTS))
         process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                   preexec_fn=_die_with_parent if sys.platform == "linux" else None)
         endpoint = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 60
         while True:  # wait for the port to answer
