@@ -166,12 +166,13 @@ __all__ = [
     "warm_start",
 ]
 
-# Serving exports of string/categorical feature columns, and the exporter error of train_and_evaluate.
-from estimator_engine import serving
+# Serving exports of string/categorical feature columns, and the exporter error of train_and_evaluate;
+# gfile: paths that may be URLs (model_dir="s3://..."), TF's tf.io.gfile (fsspec only for a URL).
+from estimator_engine import gfile, serving
 from estimator_engine.exporter import ExporterError
 from estimator_engine.serving import make_parse_example_spec
 
-__all__ += ["ExporterError", "make_parse_example_spec", "serving"]
+__all__ += ["ExporterError", "gfile", "make_parse_example_spec", "serving"]
 # TF 2's tf.estimator also holds the head-taking estimators, the extra heads and add_metrics.
 __all__ += ["DNNEstimator", "DNNLinearCombinedEstimator", "Head", "LinearEstimator", "LogisticRegressionHead",
             "MultiHead", "MultiLabelHead", "PoissonRegressionHead", "add_metrics", "canned", "forward_features"]

@@ -46,6 +46,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import difflib
+import io
 import logging
 import math
 import os
@@ -60,6 +61,7 @@ from typing import IO, Any, NamedTuple, TypeGuard
 import numpy as np
 import torch
 
+from estimator_engine import gfile
 from estimator_engine.errors import CheckpointError, CheckpointNotFoundError
 from estimator_engine.tf_checkpoint import TFCheckpoint, is_tf_checkpoint, saved_model_prefix
 
@@ -113,9 +115,7 @@ _SAFE_SCALARS = frozenset({str, bytes, bytearray, int, float, complex, bool, typ
 def _fspath(value: Any, argument: str) -> str:
     if not isinstance(value, (str, os.PathLike)):
         raise TypeError(f"`{argument}` must be a path (str or os.PathLike), got {value!r}.")
-    path = os.fspath(value)
-    if isinstance(path, bytes):
-        path = os.fsdecode(path)
+    path = gfile.normalize(value)  # a file:// URL is its local path
     if not path:
         raise ValueError(f"`{argument}` must be a non-empty path, got {value!r}.")
     return path
@@ -126,12 +126,16 @@ def _is_int(value: Any) -> TypeGuard[int | np.integer]:
 
 
 def _same_dir(path: str, directory: str) -> bool:
+    if gfile.is_remote(path) or gfile.is_remote(directory):
+        return os.path.dirname(path).rstrip("/") == directory.rstrip("/")
     return os.path.normcase(os.path.abspath(os.path.dirname(path))) == os.path.normcase(
         os.path.abspath(directory))
 
 
 def _exists(path: str) -> bool:
     """Whether a checkpoint exists at ``path``: an engine file or a TF checkpoint prefix."""
+    if gfile.is_remote(path):
+        return gfile.isfile(path)  # TF's own checkpoints are read from local disk only
     return os.path.isfile(path) or is_tf_checkpoint(path)
 
 
@@ -193,8 +197,17 @@ def _atomic_write(path: str, write: Callable[[IO[bytes]], object]) -> None:
     """Writes ``path`` through a temp file in the same directory: flush, fsync, ``os.replace``.
 
     A crash at any point leaves either the old file or the new one, never a torn file; the temp
-    file is removed when the write fails inside this process.
+    file is removed when the write fails inside this process. On an object store the file is
+    written locally and uploaded in one go: the object appears only once its upload is complete
+    (a failed or killed upload leaves the previous object, or none).
     """
+    if gfile.is_remote(path):
+        with tempfile.TemporaryDirectory(prefix="estimator-upload-") as staging:
+            local = os.path.join(staging, os.path.basename(path))
+            with open(local, "wb") as handle:
+                write(handle)
+            gfile.put_file(local, path)
+        return
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.{os.getpid()}.", suffix=_TEMP_SUFFIX,
                                dir=directory)
@@ -248,7 +261,7 @@ class _State(NamedTuple):
 
 
 def _state_path(checkpoint_dir: str) -> str:
-    return os.path.join(checkpoint_dir, STATE_FILENAME)
+    return gfile.join(checkpoint_dir, STATE_FILENAME)
 
 
 def _state_error(state_file: str, problem: str) -> CheckpointError:
@@ -264,10 +277,15 @@ def _read_state(checkpoint_dir: str) -> _State | None:
     """Parses ``<dir>/checkpoint``; ``None`` when there is no state file."""
     state_file = _state_path(checkpoint_dir)
     try:
-        with open(state_file, encoding="utf-8") as handle:
-            text = handle.read()
+        if gfile.is_remote(state_file):
+            text = gfile.read_bytes(state_file).decode("utf-8")
+        else:
+            with open(state_file, encoding="utf-8") as handle:
+                text = handle.read()
     except (FileNotFoundError, NotADirectoryError):
         return None
+    except gfile.StorageError:  # the store refused (credentials, network): not a damaged file
+        raise
     except (OSError, UnicodeDecodeError) as exc:
         raise _state_error(state_file, f"{type(exc).__name__}: {exc}") from exc
     newest: str | None = None
@@ -333,6 +351,11 @@ def _write_state(checkpoint_dir: str, entries: list[tuple[str, float]],
 
 def _resolve_entry(checkpoint_dir: str, raw: str) -> str:
     """Absolute path of a state-file entry; relative entries are relative to the directory."""
+    if gfile.is_remote(checkpoint_dir):
+        if gfile.is_remote(raw):
+            return raw
+        # A local absolute path in a store's state file: the model_dir was copied there.
+        return gfile.join(checkpoint_dir, os.path.basename(raw) if os.path.isabs(raw) else raw)
     if os.path.isabs(raw):
         if not _exists(raw):
             moved = os.path.join(checkpoint_dir, os.path.basename(raw))
@@ -344,12 +367,17 @@ def _resolve_entry(checkpoint_dir: str, raw: str) -> str:
 
 def _stored_entry(checkpoint_dir: str, path: str) -> str:
     """The form written to the state file: relative inside the directory, absolute otherwise."""
-    return os.path.basename(path) if _same_dir(path, checkpoint_dir) else os.path.abspath(path)
+    return os.path.basename(path) if _same_dir(path, checkpoint_dir) else gfile.abspath(path)
 
 
 def _entry_time(path: str, recorded: float | None) -> float:
     if recorded is not None and math.isfinite(recorded):
         return recorded
+    if gfile.is_remote(path):
+        try:
+            return gfile.getmtime(path)
+        except OSError:
+            return time.time()
     try:
         return os.path.getmtime(path if os.path.isfile(path) else path + ".index")
     except OSError:
@@ -451,9 +479,10 @@ def save_checkpoint(
     _check_loadable(payload, "state", safe_types)
 
     entries, last_preserved = _existing_entries(directory)  # a bad state file fails before writing
-    os.makedirs(directory, exist_ok=True)
-    remove_stale_temp_files(directory)
-    path = os.path.abspath(os.path.join(directory, f"{basename}-{int(global_step)}"))
+    gfile.makedirs(directory)
+    if not gfile.is_remote(directory):  # a store has no temp files: uploads are all-or-nothing
+        remove_stale_temp_files(directory)
+    path = gfile.abspath(gfile.join(directory, f"{basename}-{int(global_step)}"))
     _atomic_write(path, lambda handle: torch.save(payload, handle))
 
     now = time.time()
@@ -479,13 +508,13 @@ def save_checkpoint(
         if not _same_dir(old, directory):
             logger.info("Not deleting %s: it lies outside the model_dir %s.", old, directory)
             continue
-        if not os.path.isfile(old) and is_tf_checkpoint(old):
+        if not gfile.is_remote(old) and not os.path.isfile(old) and is_tf_checkpoint(old):
             # TensorFlow's files (a model_dir imported from TF) are never the engine's to delete.
             logger.info("Not deleting TensorFlow checkpoint %s (no longer listed in %s).", old,
                         _state_path(directory))
             continue
         with contextlib.suppress(FileNotFoundError):
-            os.remove(old)
+            gfile.remove(old)
     return path
 
 
@@ -500,7 +529,7 @@ def rebuild_checkpoint_state(checkpoint_dir: str | os.PathLike[str],
     files = list_checkpoint_files(directory, basename=basename)
     if not files:
         return None
-    _write_state(directory, [(os.path.basename(p), os.path.getmtime(p)) for p in files], None)
+    _write_state(directory, [(os.path.basename(p), gfile.getmtime(p)) for p in files], None)
     return files[-1]
 
 
@@ -556,15 +585,16 @@ def list_checkpoint_files(checkpoint_dir: str | os.PathLike[str],
     directory = _fspath(checkpoint_dir, "checkpoint_dir")
     pattern = re.compile(rf"^{re.escape(basename)}-(\d+)$")
     try:
-        names = os.listdir(directory)
+        names = gfile.listdir(directory)
     except (FileNotFoundError, NotADirectoryError):
         return []
     found = []
+    remote = gfile.is_remote(directory)
     for name in names:
         match = pattern.match(name)
-        full = os.path.join(directory, name)
-        if match and os.path.isfile(full):
-            found.append((int(match.group(1)), os.path.abspath(full)))
+        full = gfile.join(directory, name)
+        if match and (remote or os.path.isfile(full)):  # a store lists objects only
+            found.append((int(match.group(1)), gfile.abspath(full)))
     return [path for _, path in sorted(found)]
 
 
@@ -575,6 +605,8 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> str:
         CheckpointNotFoundError: the directory holds no checkpoint, or the file does not exist.
     """
     target = _fspath(path, "checkpoint")
+    if gfile.is_remote(target):
+        return _resolve_remote(target)
     if os.path.isdir(target):
         latest = latest_checkpoint(target)
         if latest is None:
@@ -594,6 +626,19 @@ def resolve_checkpoint(path: str | os.PathLike[str]) -> str:
         f"Checkpoint {target!r} does not exist: pass a model_dir holding a 'checkpoint' state "
         "file, the path of a checkpoint file such as '<model_dir>/model.ckpt-100', a TF "
         "checkpoint prefix (the part before '.index') or a SavedModel directory.")
+
+
+def _resolve_remote(target: str) -> str:
+    """resolve_checkpoint for a URL: a model_dir (its ``checkpoint`` object) or a checkpoint file."""
+    latest = latest_checkpoint(target)
+    if latest is not None:
+        return latest
+    if gfile.isfile(target) and os.path.basename(target) != STATE_FILENAME:
+        return target
+    raise CheckpointNotFoundError(
+        f"Could not find a checkpoint at {target}: it is neither a model_dir holding a "
+        "'checkpoint' state object nor a checkpoint object such as '<model_dir>/model.ckpt-100'. "
+        "Train first, or check the URL.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -620,16 +665,24 @@ def _invalid(path: str, problem: str) -> CheckpointError:
 
 
 def _load(path: str, map_location: Any = "cpu", mmap: bool = False) -> dict[str, Any]:
-    if not os.path.isfile(path) and is_tf_checkpoint(path):
+    source: str | io.BytesIO = path
+    if gfile.is_remote(path):
+        # The object is read whole into memory and loaded from there, without pickle as ever.
+        try:
+            source = io.BytesIO(gfile.read_bytes(path))
+        except FileNotFoundError as exc:
+            raise CheckpointNotFoundError(f"Checkpoint {path} does not exist.") from exc
+        mmap = False
+    elif not os.path.isfile(path) and is_tf_checkpoint(path):
         return _load_tf(path)
-    if _is_tf_v1(path):
+    if _is_tf_v1(source):
         raise CheckpointError(
             f"Checkpoint file {path} is a TensorFlow V1 checkpoint (the single-file TensorSlice "
             "format of Saver(write_version=SaverDef.V1)); only TF's V2 format (<prefix>.index + "
             "<prefix>.data-*) is read. Re-save it as V2 with TensorFlow: "
             "tf.compat.v1.train.Saver().save(session, prefix) after restoring it.")
     try:
-        data = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+        data = torch.load(source, map_location=map_location, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
         # Never relay torch's advice (load with weights_only=False / add safe globals): for a
         # crafted file that advice is the exploit.
@@ -654,8 +707,11 @@ def _load(path: str, map_location: Any = "cpu", mmap: bool = False) -> dict[str,
     return data
 
 
-def _is_tf_v1(path: str) -> bool:
+def _is_tf_v1(path: str | io.BytesIO) -> bool:
     """A TF V1 checkpoint: one SSTable file (it ends in the table magic), not a torch zip."""
+    if isinstance(path, io.BytesIO):
+        data = path.getbuffer()
+        return len(data) >= 48 and bytes(data[-8:]) == bytes.fromhex("57fb808b247547db")
     try:
         with open(path, "rb") as handle:
             handle.seek(0, os.SEEK_END)
@@ -864,7 +920,7 @@ def read_global_step(model_dir: str | os.PathLike[str]) -> int:
         latest = latest_checkpoint(model_dir)
         if latest is None:
             return 0
-        if not os.path.isfile(latest) and is_tf_checkpoint(latest):
+        if not gfile.is_remote(latest) and not os.path.isfile(latest) and is_tf_checkpoint(latest):
             return int(TFCheckpoint(latest).read(GLOBAL_STEP_NAME))  # not the whole model
         return int(_load(latest, mmap=True)["global_step"])
     except Exception:  # TF: any failure to read counts as step 0
@@ -885,7 +941,7 @@ def list_variables(checkpoint: str | os.PathLike[str]) -> list[tuple[str, list[i
         [('dnn/hiddenlayer_0/bias', [8]), ('dnn/hiddenlayer_0/kernel', [4, 8]), ...]
     """
     path = resolve_checkpoint(checkpoint)
-    if not os.path.isfile(path) and is_tf_checkpoint(path):
+    if not gfile.is_remote(path) and not os.path.isfile(path) and is_tf_checkpoint(path):
         return sorted(TFCheckpoint(path).shapes().items())
     data = _load(path, mmap=True)
     pairs = [(name, list(value.shape)) for name, value in data["variables"].items()]
@@ -911,7 +967,7 @@ def load_variable(checkpoint: str | os.PathLike[str], name: str) -> np.ndarray:
         ValueError: no variable of that name (close names are listed).
     """
     path = resolve_checkpoint(checkpoint)
-    if not os.path.isfile(path) and is_tf_checkpoint(path):
+    if not gfile.is_remote(path) and not os.path.isfile(path) and is_tf_checkpoint(path):
         reader = TFCheckpoint(path)
         if name not in reader:
             _raise_unknown(name, list(reader.shapes()), path)

@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from estimator_engine import gfile
 from estimator_engine.hooks.base import SessionRunContext, SessionRunHook, SessionRunValues
 from estimator_engine.hooks.timer import SecondOrStepTimer
 from estimator_engine.summary import SUMMARIES_FILENAME, read_eval_metrics
@@ -55,7 +56,7 @@ def _metric(metrics: dict[str, float], metric_name: str, step: int, eval_dir: st
 
 
 def _eval_dir(estimator: Any, eval_dir: str | os.PathLike | None) -> str:
-    return os.fspath(eval_dir) if eval_dir else estimator.eval_dir()
+    return gfile.normalize(eval_dir) if eval_dir else estimator.eval_dir()
 
 
 def _when_results_change(predicate: Callable[[], bool], eval_dir: str) -> Callable[[], bool]:
@@ -65,13 +66,17 @@ def _when_results_change(predicate: Callable[[], bool], eval_dir: str) -> Callab
     (``run_every_steps=1``, to stop in the step an in-process evaluation is made) costs a
     ``stat`` per step instead of a re-read of every evaluation.
     """
-    path = os.path.join(eval_dir, SUMMARIES_FILENAME)
+    path = gfile.join(eval_dir, SUMMARIES_FILENAME)
     seen: list[Any] = [object(), False]  # (file signature, answer)
+    remote = gfile.is_remote(path)
 
     def checked() -> bool:
         try:
-            info = os.stat(path)
-            signature: Any = (info.st_ino, info.st_size, info.st_mtime_ns)
+            if remote:  # one metadata request (HEAD) to the store
+                signature: Any = gfile.version(path)
+            else:
+                info = os.stat(path)
+                signature = (info.st_ino, info.st_size, info.st_mtime_ns)
         except FileNotFoundError:
             signature = None
         if signature != seen[0]:
@@ -218,9 +223,9 @@ def make_early_stopping_hook(estimator: Any, should_stop_fn: Callable[[], bool],
                          "to check every N steps pass run_every_secs=None.")
     if estimator.config.is_chief:
         return _StopOnPredicateHook(should_stop_fn, run_every_secs, run_every_steps,
-                                    marker=os.path.join(estimator.model_dir, STOP_MARKER)
+                                    marker=gfile.join(estimator.model_dir, STOP_MARKER)
                                     if estimator.config.world_size > 1 else None)
-    return _CheckForStoppingHook(os.path.join(estimator.model_dir, STOP_MARKER))
+    return _CheckForStoppingHook(gfile.join(estimator.model_dir, STOP_MARKER))
 
 
 class _StopOnPredicateHook(SessionRunHook):
@@ -242,8 +247,8 @@ class _StopOnPredicateHook(SessionRunHook):
     def begin(self) -> None:
         self._timer.reset()
         self.stopped_at = None
-        if self._marker is not None and os.path.exists(self._marker):
-            os.remove(self._marker)  # a stale signal of an earlier run
+        if self._marker is not None and gfile.exists(self._marker):
+            gfile.remove(self._marker)  # a stale signal of an earlier run
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         if run_context.session is None:
@@ -256,8 +261,7 @@ class _StopOnPredicateHook(SessionRunHook):
                 _log.info("Requesting early stopping at global step %d", global_step)
                 self.stopped_at = global_step
                 if self._marker is not None:
-                    with open(self._marker, "w", encoding="utf-8") as f:
-                        f.write(str(global_step))
+                    gfile.write_bytes(self._marker, str(global_step).encode("utf-8"))
                 run_context.request_stop()
 
 
@@ -273,7 +277,7 @@ class _CheckForStoppingHook(SessionRunHook):
 
     def after_run(self, run_context: SessionRunContext, run_values: SessionRunValues) -> None:
         try:
-            signalled = os.stat(self._marker).st_mtime >= self._started - 1.0  # not a stale marker
+            signalled = gfile.getmtime(self._marker) >= self._started - 1.0  # not a stale marker
         except FileNotFoundError:
             signalled = False
         if signalled:

@@ -34,7 +34,7 @@ from typing import Any, cast
 import numpy as np
 import torch
 
-from estimator_engine import checkpoints, distribute
+from estimator_engine import checkpoints, distribute, gfile
 from estimator_engine import model_state as _model_state
 from estimator_engine import spec as spec_lib
 from estimator_engine._fn_args import call_with_declared, fn_args
@@ -138,6 +138,8 @@ def _set_rng_state(state: Mapping[str, Any]) -> None:
 
 
 def _file_marker(path: str) -> tuple[str, int, int]:
+    if gfile.is_remote(path):
+        return gfile.version(path)
     # A TensorFlow checkpoint is a prefix, not a file: its .index stands for it.
     stat = os.stat(path if os.path.isfile(path) or not os.path.isfile(path + ".index") else path + ".index")
     return (os.path.abspath(path), stat.st_mtime_ns, stat.st_size)
@@ -202,7 +204,7 @@ class _Session:
         # The checkpoint file this state was restored from: saving again before any step would
         # write the same state under the same name (a resumed call's first save).
         restored_path = state.checkpoint_path
-        self._restored_from = (os.path.abspath(restored_path), state.global_step) if restored_path is not None else None
+        self._restored_from = (gfile.abspath(restored_path), state.global_step) if restored_path is not None else None
         self.writer = _CheckpointWriter()
         self._before_checkpoint: list[Callable[[], None]] = []
 
@@ -301,7 +303,7 @@ class _Session:
         if not self.config.is_chief:
             return None
         directory, step = checkpoint_dir or self.model_dir, self.global_step
-        path = os.path.abspath(os.path.join(directory, f"{checkpoint_basename}-{step}"))
+        path = gfile.abspath(gfile.join(directory, f"{checkpoint_basename}-{step}"))
         if self._restored_from == (path, step) or (self._last_saved_step, self._last_saved_path) == (step, path):
             # Nothing trained since the restore from (or the last save to) this very file: it
             # already holds this state.
@@ -663,7 +665,7 @@ class Estimator:
 
     def eval_dir(self, name: str | None = None) -> str:
         """Where ``evaluate(name=...)`` writes its results: ``model_dir/eval`` or ``eval_<name>``."""
-        return os.path.join(self._model_dir, "eval" if not name else f"eval_{name}")
+        return gfile.join(self._model_dir, "eval" if not name else f"eval_{name}")
 
     def _require_checkpoint(self) -> str:
         path = self.latest_checkpoint()
@@ -1185,12 +1187,17 @@ class Estimator:
     @staticmethod
     def _check_model_dir(model_dir: Any, config: RunConfig) -> str | None:
         """The model_dir given by the constructor or the config (they must agree), or ``None``."""
-        model_dir = os.fspath(model_dir) if model_dir else None
-        if model_dir and config.model_dir and os.path.abspath(model_dir) != os.path.abspath(config.model_dir):
+        # A file:// URL is its local path; any other URL (s3://, gs://, ...) goes through fsspec.
+        model_dir = gfile.normalize(model_dir) if model_dir else None
+        configured = gfile.normalize(config.model_dir) if config.model_dir else None
+        if model_dir and configured and gfile.abspath(model_dir) != gfile.abspath(configured):
             raise ValueError(
                 "`model_dir` are set both in constructor and `RunConfig`, but with different values. "
                 f"In constructor: '{model_dir}', in `RunConfig`: '{config.model_dir}'. Set only one.")
-        return model_dir or config.model_dir or None
+        chosen = model_dir or configured or None
+        if chosen and gfile.is_remote(chosen):
+            gfile.filesystem(chosen)  # a missing fsspec / s3fs is reported now, not at the first save
+        return chosen
 
     @staticmethod
     def _temporary_model_dir() -> str:

@@ -43,6 +43,7 @@ import shutil
 import tempfile
 import time
 import warnings
+import weakref
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
@@ -50,7 +51,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from estimator_engine import checkpoints, serving
+from estimator_engine import checkpoints, gfile, serving
 from estimator_engine import feature_column as fc
 from estimator_engine import spec as spec_lib
 from estimator_engine.export_output import (
@@ -453,8 +454,8 @@ def _resolve_export_checkpoint(estimator: Any, checkpoint_path: str | os.PathLik
     settings = getattr(estimator, "_warm_start_settings", None)
     source = getattr(settings, "ckpt_to_initialize_from", None)
     if source:
-        source = os.fspath(source)
-        path = checkpoints.latest_checkpoint(source) if os.path.isdir(source) else checkpoints.resolve_checkpoint(source)
+        source = gfile.normalize(source)
+        path = checkpoints.latest_checkpoint(source) if gfile.isdir(source) else checkpoints.resolve_checkpoint(source)
         if path:
             return path
     raise ValueError(f"Couldn't find trained model at {estimator.model_dir}. Train first (or pass "
@@ -464,9 +465,9 @@ def _resolve_export_checkpoint(estimator: Any, checkpoint_path: str | os.PathLik
 def _new_export_dir(export_dir_base: str) -> str:
     """``<base>/<10-digit unix seconds>`` that does not exist yet (later seconds on a collision)."""
     stamp = int(time.time())
-    while os.path.exists(os.path.join(export_dir_base, str(stamp))):
+    while gfile.exists(gfile.join(export_dir_base, str(stamp))):
         stamp += 1
-    return os.path.join(export_dir_base, str(stamp))
+    return gfile.join(export_dir_base, str(stamp))
 
 
 def _tensor_info(tensor: torch.Tensor, batch_dynamic: bool) -> dict[str, Any]:
@@ -693,9 +694,14 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
         layouts.append(_flatten_outputs(spec.export_outputs)[0])
         return spec.export_outputs
 
-    base = os.fsdecode(export_dir_base)  # TF code may pass bytes
-    os.makedirs(base, exist_ok=True)
-    temp_dir = tempfile.mkdtemp(prefix="temp-", dir=base)
+    base = gfile.normalize(export_dir_base)  # TF code may pass bytes
+    remote = gfile.is_remote(base)
+    if remote:  # built locally, then uploaded with the signature file last (the commit marker)
+        gfile.filesystem(base)
+        temp_dir = gfile.local_staging_dir("estimator-export-")
+    else:
+        os.makedirs(base, exist_ok=True)
+        temp_dir = tempfile.mkdtemp(prefix="temp-", dir=base)
     try:
         plan = None
         with state.activated(ModeKeys.PREDICT), torch.no_grad(), _full_validation():
@@ -785,7 +791,7 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
             target = os.path.join(temp_dir, ASSETS_EXTRA_DIRNAME, dest)
             os.makedirs(os.path.dirname(target), exist_ok=True)
             shutil.copyfile(os.fspath(source), target)
-        while True:
+        while not remote:
             final = _new_export_dir(base)
             try:
                 os.rename(temp_dir, final)
@@ -793,6 +799,12 @@ def export_saved_model(estimator: Any, export_dir_base: str | bytes | os.PathLik
             except OSError:
                 if not os.path.exists(final):
                     raise
+        if remote:
+            # An object store has no rename: every file goes to the final prefix and the signature
+            # file, which load() requires, goes last, so an interrupted upload is no export.
+            final = _new_export_dir(base)
+            gfile.upload_tree(temp_dir, final, last=SIGNATURE_FILENAME)
+            shutil.rmtree(temp_dir, ignore_errors=True)
     except BaseException:
         shutil.rmtree(temp_dir, ignore_errors=True)
         raise
@@ -1032,6 +1044,26 @@ class LoadedModel:
         return parse_records(records, spec)
 
 
+def _load_remote(url: str, signature: str, runtime: str) -> LoadedModel:
+    """load() of an export on an object store: its files are downloaded to a local folder first
+    (removed when the loaded model is collected)."""
+    if not gfile.isfile(gfile.join(url, SIGNATURE_FILENAME)):
+        raise ValueError(f"{url} is not an export directory: {SIGNATURE_FILENAME} is missing (or its "
+                         "upload did not finish). Pass the <export_dir_base>/<timestamp> URL "
+                         "export_saved_model returned.")
+    local = gfile.local_staging_dir("estimator-export-")
+    try:
+        fs, inner = gfile.filesystem(url)
+        with gfile.reporting("download", url):
+            fs.get(inner.rstrip("/") + "/", local + os.sep, recursive=True)
+        model = load(local, signature, runtime)
+    except BaseException:
+        shutil.rmtree(local, ignore_errors=True)
+        raise
+    weakref.finalize(model, shutil.rmtree, local, True)
+    return model
+
+
 def load(path: str | os.PathLike, signature: str = DEFAULT_SERVING_SIGNATURE_DEF_KEY,
          runtime: str = "torch") -> LoadedModel:
     """Loads an export written by ``export_saved_model`` and returns a callable for ``signature``.
@@ -1044,7 +1076,9 @@ def load(path: str | os.PathLike, signature: str = DEFAULT_SERVING_SIGNATURE_DEF
     Example:
         >>> # outputs = load(path)({'x': np.ones((3, 1), np.float32)})
     """
-    path = os.fspath(path)
+    path = gfile.normalize(path)
+    if gfile.is_remote(path):
+        return _load_remote(path, signature, runtime)
     signature_file = os.path.join(path, SIGNATURE_FILENAME)
     if not os.path.isfile(signature_file):
         raise ValueError(f"{path} is not an export directory: {SIGNATURE_FILENAME} is missing. "

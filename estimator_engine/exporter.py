@@ -16,10 +16,10 @@ from __future__ import annotations
 import glob
 import logging
 import os
-import shutil
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from estimator_engine import gfile
 from estimator_engine._fn_args import fn_args
 from estimator_engine.errors import EstimatorError
 from estimator_engine.summary import read_eval_metrics
@@ -148,14 +148,14 @@ def _garbage_collect_exports(export_dir_base: str, exports_to_keep: int | None) 
     if exports_to_keep is None:
         return
     try:
-        names = os.listdir(export_dir_base)
+        names = gfile.listdir(export_dir_base)
     except FileNotFoundError:
         return
     versions = sorted(int(name) for name in names if len(name) == 10 and name.isdigit())
     for version in versions[:-exports_to_keep]:
-        path = os.path.join(export_dir_base, str(version))
+        path = gfile.join(export_dir_base, str(version))
         try:
-            shutil.rmtree(path)
+            gfile.rmtree(path)
         except FileNotFoundError as exc:
             _log.warning("Can not delete %s recursively: %s", path, exc)
 
@@ -318,7 +318,14 @@ class BestExporter(Exporter):
         """The best past result (steps before ``before_step``) of the eval dirs the pattern's directory matches."""
         directory_pattern = os.path.dirname(full_pattern)
         best: dict[str, Any] | None = None
-        for eval_dir in sorted(glob.glob(directory_pattern)):
+        if gfile.is_remote(directory_pattern):
+            fs, inner = gfile.filesystem(directory_pattern)
+            scheme = directory_pattern.split("://", 1)[0]
+            with gfile.reporting("list", directory_pattern):
+                eval_dirs = [f"{scheme}://{found}" for found in fs.glob(inner)]
+        else:
+            eval_dirs = glob.glob(directory_pattern)
+        for eval_dir in sorted(eval_dirs):
             for step, metrics in read_eval_metrics(eval_dir).items():
                 if before_step is not None and step >= before_step:
                     continue  # the evaluation being exported was written before this call

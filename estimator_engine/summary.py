@@ -16,6 +16,17 @@ workbench) may read it while training runs; a line cut short by a crash is skipp
 Writes to both files are buffered in memory and reach them on ``flush()``/``close()``, on the
 first write that comes ``flush_secs`` or more after the oldest pending line (no background
 thread: writing stays cheap), and at interpreter exit. Hooks flush their writer in ``end()``.
+
+A logdir on an object store (``s3://...``, see ``estimator_engine.gfile``): both files are written
+in a local staging directory and each is uploaded whole ("append by rewrite") on ``flush()`` /
+``close()`` and at most every ``REMOTE_UPLOAD_SECS`` on the periodic flushes. This is what TF's
+own GCS and S3 file systems did for event files (they buffered the file locally and uploaded it
+whole on ``Flush``), because an object store has no append. TensorBoard reads the result: the
+new object starts with the bytes of the old one, so its event-file reader, which remembers how
+far it read, picks up where it stopped. ``summaries.jsonl`` already on the store is downloaded
+first, so an evaluation in a new process appends to it; each process writes its own event file.
+Two processes writing the same logdir's ``summaries.jsonl`` at once would overwrite each other's
+lines (the chief alone writes, as in TF).
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ import itertools
 import json
 import logging
 import os
+import shutil
 import socket
 import struct
 import threading
@@ -36,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from estimator_engine import model_state
+from estimator_engine import gfile, model_state
 
 __all__ = [
     "SUMMARIES_FILENAME",
@@ -48,6 +60,8 @@ __all__ = [
 ]
 
 SUMMARIES_FILENAME = "summaries.jsonl"
+# Between two uploads of a remote logdir's files on the periodic flushes (explicit ones upload).
+REMOTE_UPLOAD_SECS = 30.0
 
 _LOG = logging.getLogger("estimator_engine")
 _MAX_PENDING_LINES = 1000  # bounds memory between flushes
@@ -87,7 +101,8 @@ class _EventFile:
         # another process) from appending to this file.
         name = (f"events.out.tfevents.{int(time.time())}.{socket.gethostname()}."
                 f"{os.getpid()}.{next(self._opened)}")
-        self._file = open(os.path.join(logdir, name), "ab")
+        self.path = os.path.join(logdir, name)
+        self._file = open(self.path, "ab")
         self._write(Event(wall_time=time.time(), file_version="brain.Event:2"))
 
     def _write(self, event: Any) -> None:
@@ -122,18 +137,25 @@ class _EventFile:
 class _WriterState:
     """The parts of a writer that must be flushed even if the writer itself is garbage-collected."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, remote_dir: str | None = None) -> None:
         self.path = path
         self.pending: list[str] = []
         self.fd: int | None = None
         self.tensorboard: Any = None
+        # A logdir on an object store: ``path`` lies in a local staging directory, mirrored here.
+        self.remote_dir = remote_dir
+        self.uploaded: dict[str, int] = {}  # local file -> size at its last upload
+        self.last_upload = time.monotonic()
+        self.fetched = False
+        self.closed_event_files: list[str] = []  # closed before their last upload
 
-    def flush(self, sync: bool = True) -> None:
+    def flush(self, sync: bool = True, periodic: bool = False) -> None:
         if self.pending:
             data = "".join(self.pending).encode("utf-8")
             self.pending.clear()
             if self.fd is None:
                 os.makedirs(os.path.dirname(self.path), exist_ok=True)
+                self._fetch_remote()
                 self.fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
             view = memoryview(data)
             while view:  # one write() of whole lines, so readers rarely see a partial line
@@ -141,6 +163,39 @@ class _WriterState:
                 view = view[written:]
         if self.tensorboard is not None:
             self.tensorboard.flush(sync)
+        if self.remote_dir is not None and (
+                not periodic or time.monotonic() - self.last_upload >= REMOTE_UPLOAD_SECS):
+            self.upload()
+
+    def _fetch_remote(self) -> None:
+        """Starts the local copy from the store's summaries.jsonl, so that lines are appended to it."""
+        if self.remote_dir is None or self.fetched:
+            return
+        self.fetched = True
+        try:
+            data = gfile.read_bytes(gfile.join(self.remote_dir, SUMMARIES_FILENAME))
+        except FileNotFoundError:
+            return
+        with open(self.path, "wb") as handle:
+            handle.write(data)
+        self.uploaded[self.path] = len(data)
+
+    def upload(self) -> None:
+        """Uploads each staged file that grew since its last upload, whole (append by rewrite)."""
+        if self.remote_dir is None:
+            return
+        self.last_upload = time.monotonic()
+        staged = [self.path, *self.closed_event_files]
+        if self.tensorboard is not None:
+            staged.append(self.tensorboard.path)
+        for local in staged:
+            try:
+                size = os.path.getsize(local)
+            except FileNotFoundError:
+                continue
+            if self.uploaded.get(local) != size:
+                gfile.put_file(local, gfile.join(self.remote_dir, os.path.basename(local)))
+                self.uploaded[local] = size
 
     def close(self) -> None:
         try:
@@ -152,6 +207,18 @@ class _WriterState:
             if self.tensorboard is not None:
                 tensorboard, self.tensorboard = self.tensorboard, None
                 tensorboard.close()
+                if self.remote_dir is not None:
+                    self.closed_event_files.append(tensorboard.path)
+        if self.remote_dir is not None:
+            self.upload()  # flush() uploaded what was pending; this catches the closed event file
+
+    def close_and_discard(self) -> None:
+        """close(), then removes a remote logdir's local staging directory."""
+        try:
+            self.close()
+        finally:
+            if self.remote_dir is not None:
+                shutil.rmtree(os.path.dirname(self.path), ignore_errors=True)
 
 
 class SummaryWriter:
@@ -181,14 +248,19 @@ class SummaryWriter:
             raise TypeError(f"logdir must be a non-empty path, given {logdir!r}.")
         if not isinstance(flush_secs, (int, float)) or flush_secs < 0:
             raise ValueError(f"flush_secs must be a number >= 0, given {flush_secs!r}.")
-        self._logdir = os.fspath(logdir)
+        self._logdir = gfile.normalize(logdir)
         self._flush_secs = float(flush_secs)
         self._use_tensorboard = tensorboard
-        self._state = _WriterState(os.path.join(self._logdir, SUMMARIES_FILENAME))
+        if gfile.is_remote(self._logdir):
+            gfile.filesystem(self._logdir)  # fsspec (and the store's package) must be installed
+            staging = gfile.local_staging_dir("estimator-summaries-")
+            self._state = _WriterState(os.path.join(staging, SUMMARIES_FILENAME), remote_dir=self._logdir)
+        else:
+            self._state = _WriterState(os.path.join(self._logdir, SUMMARIES_FILENAME))
         self._oldest_pending: float | None = None  # monotonic time of the first unflushed line
         self._lock = threading.Lock()
         # Flushes and closes the file when the writer is collected or at interpreter exit.
-        self._finalizer = weakref.finalize(self, self._state.close)
+        self._finalizer = weakref.finalize(self, self._state.close_and_discard)
 
     def __repr__(self) -> str:
         return f"SummaryWriter(logdir={self._logdir!r})"
@@ -199,7 +271,7 @@ class SummaryWriter:
 
     @property
     def path(self) -> str:
-        """The JSON lines file this writer appends to."""
+        """The JSON lines file this writer appends to (the local staging copy for a remote logdir)."""
         return self._state.path
 
     def __enter__(self) -> SummaryWriter:
@@ -215,8 +287,9 @@ class SummaryWriter:
             if importlib.util.find_spec("tensorboardX") is None:
                 raise ImportError("SummaryWriter(tensorboard=True) needs tensorboardX: "
                                   "`pip install tensorboardX`.")
-            os.makedirs(self._logdir, exist_ok=True)
-            self._state.tensorboard = _EventFile(self._logdir)
+            local_dir = os.path.dirname(self._state.path)  # the logdir, or its staging copy
+            os.makedirs(local_dir, exist_ok=True)
+            self._state.tensorboard = _EventFile(local_dir)
         return self._state.tensorboard
 
     def _append(self, lines: list[str]) -> None:
@@ -229,7 +302,7 @@ class SummaryWriter:
                 or len(state.pending) >= _MAX_PENDING_LINES):
             # Readable now; no fsync in the training thread (seconds on a slow shared disk), as
             # tensorboardX's thread did it. flush() and close() sync.
-            state.flush(sync=False)
+            state.flush(sync=False, periodic=True)
             self._oldest_pending = None
 
     def add_scalar(self, tag: str, value: Any, step: int) -> None:
@@ -342,7 +415,7 @@ class SummaryWriterCache:
     @classmethod
     def get(cls, logdir: str | os.PathLike[str]) -> SummaryWriter:
         """Returns the writer of ``logdir``, creating it the first time."""
-        key = os.path.abspath(os.fspath(logdir))
+        key = gfile.abspath(gfile.normalize(logdir))
         with cls._lock:
             writer = cls._writers.get(key)
             if writer is None:
@@ -364,8 +437,11 @@ atexit.register(SummaryWriterCache.clear)
 
 def _iter_lines(path: str) -> list[dict[str, Any]]:
     try:
-        with open(path, "rb") as f:
-            raw_lines = f.read().split(b"\n")
+        if gfile.is_remote(path):
+            raw_lines = gfile.read_bytes(path).split(b"\n")
+        else:
+            with open(path, "rb") as f:
+                raw_lines = f.read().split(b"\n")
     except (FileNotFoundError, NotADirectoryError):
         return []
     records = []
@@ -393,7 +469,7 @@ def read_summaries(logdir: str | os.PathLike[str]) -> list[dict[str, Any]]:
         >>> read_summaries('/nonexistent')
         []
     """
-    return _iter_lines(os.path.join(os.fspath(logdir), SUMMARIES_FILENAME))
+    return _iter_lines(gfile.join(gfile.normalize(logdir), SUMMARIES_FILENAME))
 
 
 def read_eval_metrics(eval_dir: str | os.PathLike[str]) -> dict[int, dict[str, float]]:

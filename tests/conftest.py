@@ -10,8 +10,9 @@ import child_processes
 import pytest
 import torch
 
-# postgres_server, postgres_url, db_backend: the run registry on PostgreSQL too
-pytest_plugins = ["postgres_server"]
+# postgres_server, postgres_url, db_backend: the run registry on PostgreSQL too;
+# s3_server, s3_bucket: model_dirs and run artifacts on an S3-compatible server (moto)
+pytest_plugins = ["postgres_server", "s3_server"]
 
 
 @pytest.fixture(autouse=True)

@@ -351,8 +351,16 @@ def _cmd_predict(args: argparse.Namespace, root: Path) -> int:
     if out.exists() and out.is_dir():
         raise UsageError(f"--out {args.out!r} is a folder; give a file name like predictions.csv.")
     reg = _registry(root)
-    if not (reg.run_dir(parent.run_id) / paths.MODEL_DIR).is_dir():
+    local_model = reg.run_dir(parent.run_id) / paths.MODEL_DIR
+    location = paths.model_location(reg.run_dir(parent.run_id))
+    if not local_model.is_dir() and location == str(local_model):
         raise UsageError(f"Run {parent.run_id!r} has no model/ folder (no checkpoint to predict from).")
+    if not local_model.is_dir():  # on the workspace's storage (a URL)
+        from estimator_engine import checkpoints
+
+        if checkpoints.latest_checkpoint(location) is None:
+            raise UsageError(f"Run {parent.run_id!r} has no checkpoint in {location} (nothing to "
+                             "predict from).")
     try:
         dataset = _dataset_of(parent, str(data.resolve()), "predict")
     except ValueError as exc:
@@ -419,6 +427,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--helper-slots", type=non_negative_int, metavar="N",
                         help="evaluate/predict runs of trained models at once beside them, so that they never "
                              "wait behind training (default: $WORKBENCH_HELPER_SLOTS, else 1; 0: they queue)")
+    parser.add_argument("--storage-url", metavar="URL",
+                        help="where runs keep their model_dir (checkpoints, event files), e.g. "
+                             "s3://bucket/prefix: <URL>/runs/<run_id>/model (default: "
+                             "$WORKBENCH_STORAGE_URL, else the run folder); needs the remote extra")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     ui = sub.add_parser("ui", help="start the UI (the default without a command)")
@@ -560,6 +572,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             resolve_url(root, args.database_url)  # a bad URL: one line, exit 2
             os.environ[DATABASE_URL_ENV] = args.database_url  # runners inherit it
         _slot_settings(args)
+        if args.storage_url is not None:
+            os.environ[paths.STORAGE_URL_ENV] = args.storage_url  # runners inherit it
+        try:
+            paths.check_storage_url()  # a bad URL, fsspec / s3fs missing: one line, exit 2
+        except (ValueError, ImportError) as exc:
+            raise UsageError(str(exc)) from None
         if root.exists() and not root.is_dir():
             raise UsageError(f"--workspace {str(root)!r} is a file, not a folder.")
         note = paths.secure_workspace(root)

@@ -105,12 +105,15 @@ def execute_with_engine(ctx: RunContext) -> None:
         return
     from estimator_workbench.execution.build import build_estimator
 
-    ctx.model_dir.mkdir(parents=True, exist_ok=True)
+    model_dir = ctx.model_location  # <run_dir>/model, or <storage URL>/runs/<id>/model
+    remote = model_dir != str(ctx.model_dir)
+    if not remote:
+        ctx.model_dir.mkdir(parents=True, exist_ok=True)
     lineage = prepare_lineage(ctx)
     action = ctx.spec.action
-    if ctx.is_chief and action in TRAINING_ACTIONS:
+    if ctx.is_chief and action in TRAINING_ACTIONS and not remote:
         drop_orphaned_metrics(ctx.metrics_path, ctx.model_dir)
-    estimator, input_fns = build_estimator(ctx.spec, str(ctx.model_dir), task_info=lineage.task_info,
+    estimator, input_fns = build_estimator(ctx.spec, model_dir, task_info=lineage.task_info,
                                            warm_start_from=lineage.warm_start_from)
     info = getattr(input_fns, "info", None)
     if ctx.is_chief and info is not None and not (ctx.run_dir / TASK_INFO_FILE).exists():

@@ -51,6 +51,10 @@ def prepare_lineage(ctx: RunContext) -> Lineage:
     relation = ctx.spec.parent_relation
     checkpoint = ctx.spec.checkpoint_path
     parent_model = None if parent_dir is None else parent_dir / paths.MODEL_DIR
+    if parent_dir is not None and parent_model is not None and not parent_model.is_dir():
+        remote_parent = paths.model_location(parent_dir)
+        if remote_parent != str(parent_model):  # the parent's artifacts are on the workspace's storage
+            return _prepare_remote_lineage(ctx, task_info, relation, checkpoint, remote_parent)
     if parent_dir is not None and parent_model is not None and checkpoint and not os.path.isabs(checkpoint):
         # 'model.ckpt-100' as the checkpoint list shows it, or 'model/model.ckpt-100' from the run folder
         in_model_dir = parent_model / checkpoint
@@ -65,6 +69,31 @@ def prepare_lineage(ctx: RunContext) -> Lineage:
     elif relation in ("evaluate_from", "predict_from") and not checkpoint and parent_model is not None:
         from estimator_engine import checkpoints
 
+        checkpoint = checkpoints.latest_checkpoint(parent_model)
+        if checkpoint is None:
+            raise ValueError(f"The parent run {ctx.spec.parent_run_id!r} has no checkpoint "
+                             f"in {parent_model}; train it first.")
+    return Lineage(task_info, warm_start_from, checkpoint)
+
+
+def _prepare_remote_lineage(ctx: RunContext, task_info: dict[str, Any] | None, relation: str | None,
+                            checkpoint: str | None, parent_model: str) -> Lineage:
+    """prepare_lineage for a parent whose model_dir is on the workspace's storage (a URL)."""
+    from estimator_engine import checkpoints, gfile
+
+    warm_start_from = None
+    if checkpoint and not gfile.is_url(checkpoint) and not os.path.isabs(checkpoint):
+        checkpoint = gfile.join(parent_model, checkpoint.removeprefix(f"{paths.MODEL_DIR}/"))
+    if relation == "warm_start":
+        warm_start_from = checkpoint or parent_model
+    elif relation == "resume":
+        target = ctx.model_location
+        if checkpoints.latest_checkpoint(target) is None:  # copy the parent's checkpoints once
+            fs, inner = gfile.filesystem(parent_model)
+            _, target_inner = gfile.filesystem(target)
+            with gfile.reporting("copy", parent_model):
+                fs.copy(inner.rstrip("/") + "/", target_inner.rstrip("/") + "/", recursive=True)
+    elif relation in ("evaluate_from", "predict_from") and not checkpoint:
         checkpoint = checkpoints.latest_checkpoint(parent_model)
         if checkpoint is None:
             raise ValueError(f"The parent run {ctx.spec.parent_run_id!r} has no checkpoint "

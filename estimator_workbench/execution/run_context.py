@@ -114,7 +114,13 @@ class RunContext:
 
     @property
     def model_dir(self) -> Path:
+        """The local model folder (see ``model_location`` for where the Estimator writes)."""
         return self.run_dir / paths.MODEL_DIR
+
+    @property
+    def model_location(self) -> str:
+        """The Estimator's model_dir: the local folder, or a URL on the workspace's storage."""
+        return paths.model_location(self.run_dir)
 
     def stop_requested(self) -> bool:
         """A graceful stop was asked for (stop file) or the process got SIGTERM."""

@@ -6,11 +6,16 @@ Layout::
     <workspace>/.ui/server-<port>.json   the running UI server's URL and access token (0600)
     <workspace>/runs/<run_id>/run.json  metrics.jsonl  worker.log  model/  predictions.csv
                               export/  stop.request
+
+With a storage URL (``$WORKBENCH_STORAGE_URL`` or ``--storage-url``, e.g. ``s3://bucket/prefix``)
+a run's model_dir (checkpoints, event files, the engine's exports) is ``<storage>/runs/<run_id>/model``
+on that object store; the registry, run.json, metrics.jsonl, logs and predictions stay local.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 
@@ -25,14 +30,18 @@ __all__ = [
     "RUNS_DIR",
     "RUN_JSON",
     "STOP_FILE",
+    "STORAGE_URL_ENV",
     "UI_DIR",
     "WORKER_LOG",
+    "check_storage_url",
+    "model_location",
     "owner_only_umask",
     "registry_path",
     "run_dir",
     "runs_root",
     "safe_child",
     "secure_workspace",
+    "storage_url",
     "ui_server_file",
     "workspace_root",
 ]
@@ -48,6 +57,7 @@ PREDICTIONS_FILE = "predictions.csv"
 EXPORT_DIR = "export"
 STOP_FILE = "stop.request"
 UI_DIR = ".ui"
+STORAGE_URL_ENV = "WORKBENCH_STORAGE_URL"
 # Uploads, the registry, run records, predictions and logs are private to the workspace's owner:
 # the workbench's processes create folders 0700 and files 0600 whatever the shell's umask.
 OWNER_ONLY_UMASK = 0o077
@@ -66,6 +76,65 @@ def workspace_root(override: str | os.PathLike[str] | None = None) -> Path:
     if env:
         return Path(env).expanduser().resolve()
     return (Path.cwd() / "workspace").resolve()
+
+
+def storage_url() -> str | None:
+    """The workspace's storage URL for run artifacts (``$WORKBENCH_STORAGE_URL``), or ``None``.
+
+    Raises:
+        ValueError: it is set but is not an object-store URL such as ``s3://bucket/prefix``.
+
+    Example:
+        >>> storage_url() is None or "://" in storage_url()
+        True
+    """
+    url = os.environ.get(STORAGE_URL_ENV, "").strip()
+    if not url:
+        return None
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*)://", url)
+    if scheme is None or scheme.group(1).lower() == "file":  # estimator_engine.gfile.is_remote's rule
+        raise ValueError(f"{STORAGE_URL_ENV}={url!r} is not a storage URL: use an object store's URL "
+                         "such as s3://bucket/prefix or gs://bucket/prefix (unset it to keep run "
+                         "artifacts in the workspace folder).")
+    return url.rstrip("/")
+
+
+def check_storage_url() -> str | None:
+    """``storage_url()``, checked further: fsspec and the URL's file-system package import.
+
+    Raises:
+        ValueError: a bad URL, or one fsspec does not know.
+        ImportError: fsspec or the store's package (s3fs, gcsfs) is missing.
+    """
+    url = storage_url()
+    if url is None:
+        return None
+    try:
+        import fsspec
+    except ImportError as exc:
+        raise ImportError(f"{STORAGE_URL_ENV}={url!r} needs fsspec: install the remote extra, "
+                          "pip install 'estimator-workbench[remote]'.") from exc
+    try:
+        fsspec.core.url_to_fs(url)
+    except ImportError as exc:
+        raise ImportError(f"{url!r}: {exc} (install the remote extra: pip install "
+                          "'estimator-workbench[remote]').") from exc
+    except ValueError as exc:
+        raise ValueError(f"{url!r} is not a storage URL fsspec knows ({exc}).") from exc
+    return url
+
+
+def model_location(run_dir: str | os.PathLike[str]) -> str:
+    """A run's model_dir: ``<storage>/runs/<run_id>/model`` with a storage URL, else ``<run_dir>/model``.
+
+    Example:
+        >>> model_location("/ws/runs/r-1") if storage_url() is None else "/ws/runs/r-1/model"
+        '/ws/runs/r-1/model'
+    """
+    url = storage_url()
+    if url is None:
+        return os.path.join(os.fspath(run_dir), MODEL_DIR)
+    return f"{url}/{RUNS_DIR}/{Path(run_dir).name}/{MODEL_DIR}"
 
 
 def safe_child(root: str | os.PathLike[str], name: str) -> Path:
