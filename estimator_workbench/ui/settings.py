@@ -8,6 +8,8 @@ from typing import Any
 
 import streamlit as st
 
+from estimator_workbench.ui.signin import current_actor
+
 __all__ = ["concurrency_settings"]
 
 
@@ -18,6 +20,11 @@ def concurrency_settings(launcher: Any, key: str = "settings") -> None:
     with st.expander("Settings: runs at once", icon=":material/tune:", key=f"{key}-open"):
         if not hasattr(launcher, "helper_slots"):
             st.caption("Runs go to a Ray cluster, which schedules them; these settings are for local runs.")
+            return
+        actor = current_actor()
+        if not actor.admin:  # the launcher is shared by everyone on this server
+            st.caption(f"Training runs at once: {launcher.max_concurrent}; evaluate/predict slots: "
+                       f"{launcher.helper_slots}. Only an admin can change them ({actor.name} is not one).")
             return
         with st.form(f"{key}-concurrency", border=False):
             c1, c2 = st.columns(2)

@@ -102,3 +102,15 @@ def test_a_run_started_in_a_signed_in_session_is_that_persons(home):
     at.button[0].click().run()  # the form's submit button
     assert not at.exception, at.exception
     assert [r.owner for r in RunRegistry(home).list_runs()] == ["carol"]
+
+
+def test_only_an_admin_changes_how_many_runs_run_at_once(home):
+    users.add_user(home, "alice", "alice password")
+    users.add_user(home, "root", "root password", admin=True)
+    at = open_page("runs", **{signin.ACTOR_KEY: Actor("alice")})
+    assert not at.exception
+    assert not [n for n in at.number_input if n.key == "settings-max-concurrent"]  # no form for alice
+    assert any("Only an admin can change them (alice is not one)." in c.value for c in at.caption)
+    at = open_page("runs", **{signin.ACTOR_KEY: Actor("root", admin=True)})
+    assert [n.key for n in at.number_input if n.key.startswith("settings-")] == [
+        "settings-max-concurrent", "settings-helper-slots"]
