@@ -33,7 +33,9 @@ class TestStorageUrl:
             paths.storage_url()
 
     def test_cli_refuses_a_bad_storage_url_in_one_line(self, workspace, capsys, monkeypatch):
-        monkeypatch.delenv(paths.STORAGE_URL_ENV, raising=False)
+        # main() sets the variable for the runners it starts: restored (unset) after this test
+        monkeypatch.setenv(paths.STORAGE_URL_ENV, "")
+        monkeypatch.delenv(paths.STORAGE_URL_ENV)
         assert cli.main(["--storage-url", "nosuchproto://x", "runs"]) == 2
         err = capsys.readouterr().err
         assert err.startswith("estimator-workbench: error: 'nosuchproto://x' is not a storage URL fsspec knows")
@@ -93,16 +95,14 @@ class TestLineageOnTheStore:
     """A child run whose parent's model_dir is on the storage (fsspec's memory:// store)."""
 
     def make_ctx(self, workspace, **kwargs):
-        import json
-
         from estimator_workbench.execution import run_context
+        from estimator_workbench.store.run_spec import RunSpec
 
         rec = RunRegistry(workspace).create_run(
             name="t", action="train", dataset={"name": "none"}, template={"name": "t", "code": ""},
             params={}, run_config={}, schedule={}, **kwargs)
         folder = RunRegistry(workspace).run_dir(rec.run_id)
-        spec = json.loads((folder / "run.json").read_text())
-        return run_context.RunContext(run_dir=folder, spec=spec, schedule=run_context.run_schedule(spec))
+        return run_context.RunContext(run_dir=folder, spec=RunSpec.read(folder / "run.json"))
 
     def parent_on_store(self, workspace, storage):
         from estimator_engine import checkpoints
@@ -122,23 +122,20 @@ class TestLineageOnTheStore:
         monkeypatch.setenv(paths.STORAGE_URL_ENV, storage)
         parent, model = self.parent_on_store(workspace, storage)
 
-        spec: dict = {}
-        lineage.prepare_lineage(self.make_ctx(workspace, parent_run_id=parent.run_id,
-                                              parent_relation="warm_start"), spec)
-        assert spec["warm_start_from"] == model
+        found = lineage.prepare_lineage(self.make_ctx(workspace, parent_run_id=parent.run_id,
+                                                      parent_relation="warm_start"))
+        assert found.warm_start_from == model
 
-        spec = {}
-        lineage.prepare_lineage(self.make_ctx(workspace, parent_run_id=parent.run_id,
-                                              parent_relation="warm_start",
-                                              checkpoint_path="model/model.ckpt-5"), spec)
-        assert spec["warm_start_from"] == f"{model}/model.ckpt-5"
+        found = lineage.prepare_lineage(self.make_ctx(workspace, parent_run_id=parent.run_id,
+                                                      parent_relation="warm_start",
+                                                      checkpoint_path="model/model.ckpt-5"))
+        assert found.warm_start_from == f"{model}/model.ckpt-5"
 
         child = self.make_ctx(workspace, parent_run_id=parent.run_id, parent_relation="resume")
-        lineage.prepare_lineage(child, {})
+        lineage.prepare_lineage(child)
         assert checkpoints.latest_checkpoint(child.model_location) == f"{child.model_location}/model.ckpt-5"
         assert checkpoints.load_variable(child.model_location, "net/w").tolist() == [1.0]
 
-        spec = {}
-        lineage.prepare_lineage(self.make_ctx(workspace, parent_run_id=parent.run_id,
-                                              parent_relation="predict_from"), spec)
-        assert spec["checkpoint_path"] == f"{model}/model.ckpt-5"
+        found = lineage.prepare_lineage(self.make_ctx(workspace, parent_run_id=parent.run_id,
+                                                      parent_relation="predict_from"))
+        assert found.checkpoint_path == f"{model}/model.ckpt-5"

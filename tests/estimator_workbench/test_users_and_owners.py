@@ -11,6 +11,7 @@ import stat
 import time
 
 import pytest
+from stub_runs import STUB_TEMPLATE
 
 from estimator_workbench.cli.commands import main
 from estimator_workbench.execution import run_actions
@@ -126,7 +127,7 @@ class TestOwnersAndAudit:
     def test_submit_records_the_owner(self, workspace, monkeypatch):
         reg = RunRegistry(workspace)
         monkeypatch.setenv("WORKBENCH_USER", "carol")
-        common = dict(name="n", action="evaluate", dataset={}, template={"name": "t", "code": "x"}, params={},
+        common = dict(name="n", action="evaluate", dataset={}, template=STUB_TEMPLATE, params={},
                       run_config={}, schedule={})
         assert submit_run(reg, None, **common).owner == "carol"  # the CLI / API: $WORKBENCH_USER
         assert submit_run(reg, None, owner="alice", **common).owner == "alice"  # the UI's signed-in user

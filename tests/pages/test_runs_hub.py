@@ -280,7 +280,14 @@ def test_the_redraw_shows_a_run_from_elsewhere_keeping_filter_and_ticked_runs_an
 
     arrived = add_run(home, "alpha-3", status="queued")  # e.g. ws.submit() in a notebook
     polls: list[int] = []
-    monkeypatch.setattr(session, "get_launcher", lambda: polls.append(1))
+    shared = session.get_launcher(poll=False)  # the server's launcher, as the redraw gets it unpolled
+
+    def get_launcher(poll=True):
+        if poll:
+            polls.append(1)
+        return shared
+
+    monkeypatch.setattr(session, "get_launcher", get_launcher)
     monkeypatch.setattr(panels, "get_launcher", lambda: polls.append(2))  # (the run's buttons)
     at.session_state["_runs_refreshed"] = True  # as the watcher leaves it for its redraw
     at.run()
