@@ -37,7 +37,7 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -168,34 +168,28 @@ def reporting(operation: str, url: str) -> Iterator[None]:
                            f"{hint}") from exc
 
 
+def _probe(path: str, local: Callable[[str], bool], method: str, operation: str) -> bool:
+    if not is_remote(path):
+        return local(path)
+    fs, inner = filesystem(path)
+    with reporting(operation, path):
+        fs.invalidate_cache(inner)  # another process may have written it since a listing
+        return bool(getattr(fs, method)(inner))
+
+
 def exists(path: str) -> bool:
     """Whether a file or directory exists at ``path``."""
-    if not is_remote(path):
-        return os.path.exists(path)
-    fs, inner = filesystem(path)
-    with reporting("check", path):
-        fs.invalidate_cache(inner)  # another process may have written it since a listing
-        return bool(fs.exists(inner))
+    return _probe(path, os.path.exists, "exists", "check")
 
 
 def isfile(path: str) -> bool:
     """Whether ``path`` is a file (an object, on a store)."""
-    if not is_remote(path):
-        return os.path.isfile(path)
-    fs, inner = filesystem(path)
-    with reporting("check", path):
-        fs.invalidate_cache(inner)  # another process may have written it since a listing
-        return bool(fs.isfile(inner))
+    return _probe(path, os.path.isfile, "isfile", "check")
 
 
 def isdir(path: str) -> bool:
     """Whether ``path`` is a directory (on a store: a prefix that holds objects)."""
-    if not is_remote(path):
-        return os.path.isdir(path)
-    fs, inner = filesystem(path)
-    with reporting("list", path):
-        fs.invalidate_cache(inner)  # another process may have written it since a listing
-        return bool(fs.isdir(inner))
+    return _probe(path, os.path.isdir, "isdir", "list")
 
 
 def listdir(path: str) -> list[str]:
