@@ -84,7 +84,7 @@ def _check_mlflow(schedule: dict[str, Any]) -> None:
     """The run's MLflow switch: on by default when ``$WORKBENCH_MLFLOW_URI`` is set. Without it the
     run is not mirrored, whatever its schedule says (a rerun of a mirrored run on a workbench
     started without MLflow); the front ends refuse an explicit ask (``run --mlflow``) themselves."""
-    uri = mlflow_state.mirror_uri()
+    uri = mlflow_state.mirror_target()
     if schedule.get("mlflow") is None:
         schedule.pop("mlflow", None)
         if uri is not None:
@@ -195,7 +195,7 @@ def submit_run(registry: RunRegistry, launcher: Any, *, name: str, action: str, 
         parent_run_id=spec.parent_run_id, parent_relation=spec.parent_relation,
         checkpoint_path=spec.checkpoint_path, owner=owner or current_user())
     if spec.schedule.mlflow:  # mirrored once it has finished (estimator_workbench.tracking)
-        mlflow_state.mark_pending(registry.root, record.run_id, tracking_uri=mlflow_state.mirror_uri(),
+        mlflow_state.mark_pending(registry.root, record.run_id, tracking_uri=mlflow_state.mirror_target(),
                                   reason="waiting for the run to finish")
     if report is not None and hasattr(report, "to_dict"):
         from estimator_workbench.execution.engine_run import PREFLIGHT_FILE

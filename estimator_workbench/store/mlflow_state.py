@@ -42,10 +42,15 @@ from typing import Any
 
 from estimator_workbench.store import paths
 
-__all__ = ["MIRROR_FILE", "PENDING_DIR", "STATES", "URI_ENV_VAR", "MirrorState", "clear_pending", "describe",
-           "is_due", "mark_pending", "mirror_uri", "pending_run_ids", "read_state", "redact_uri", "write_state"]
+__all__ = ["MIRROR_FILE", "PENDING_DIR", "STATES", "TARGET_ENV_VAR", "URI_ENV_VAR", "MirrorState", "clear_pending",
+           "describe", "is_due", "mark_pending", "mirror_target", "mirror_uri", "pending_run_ids", "read_state",
+           "redact_uri", "write_state"]
 
 URI_ENV_VAR = "WORKBENCH_MLFLOW_URI"
+# The server, without its password, that runs submitted by a process started without secrets (a
+# sweep's driver) are mirrored to; that process queues their mirrors, and a process holding
+# $WORKBENCH_MLFLOW_URI (the UI, the CLI) syncs them.
+TARGET_ENV_VAR = "WORKBENCH_MLFLOW_MIRROR_TO"
 MIRROR_FILE = "mlflow.json"
 PENDING_DIR = ".mlflow-pending"
 STATES = ("pending", "synced", "failed")
@@ -89,6 +94,13 @@ def mirror_uri(environ: Mapping[str, str] | None = None) -> str | None:
     """``$WORKBENCH_MLFLOW_URI`` (stripped), or None when it is unset or blank."""
     value = (os.environ if environ is None else environ).get(URI_ENV_VAR, "").strip()
     return value or None
+
+
+def mirror_target(environ: Mapping[str, str] | None = None) -> str | None:
+    """Where runs submitted by this process are mirrored: ``$WORKBENCH_MLFLOW_URI``, else the
+    redacted URI a process without secrets was given (``$WORKBENCH_MLFLOW_MIRROR_TO``), else None."""
+    env = os.environ if environ is None else environ
+    return mirror_uri(env) or env.get(TARGET_ENV_VAR, "").strip() or None
 
 
 def redact_uri(uri: str) -> str:

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,7 @@ __all__ = [
     "SweepNotFoundError",
     "create_study",
     "driver_alive",
+    "driver_environment",
     "driver_state",
     "list_sweeps",
     "load_spec",
@@ -210,6 +212,26 @@ def _reap_started() -> None:
                 _STARTED.remove(proc)
 
 
+def driver_environment(owner: str | None = None, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A sweep driver's environment: this process's without its secrets; its trials' owner; and,
+    when this process mirrors to MLflow, the server without its password, so that the trials
+    are queued for the mirror (which this process, holding the credentials, then syncs)."""
+    from estimator_workbench.execution.processes import without_secrets
+    from estimator_workbench.store import mlflow_state
+
+    source = dict(os.environ if environ is None else environ)
+    env = without_secrets(source)
+    env["PYTHONUNBUFFERED"] = "1"
+    uri = mlflow_state.mirror_uri(source)
+    if uri is not None:
+        env[mlflow_state.TARGET_ENV_VAR] = mlflow_state.redact_uri(uri)
+    if owner:
+        from estimator_workbench.store.users import USER_ENV
+
+        env[USER_ENV] = owner
+    return env
+
+
 def start_driver(root: str | os.PathLike[str], name: str, owner: str | None = None) -> int:
     """Starts the sweep's driver as a detached process (``python -m estimator_workbench.sweeps.driver``, a
     session of its own, output in ``driver.log``), as the launcher starts runners: it outlives the
@@ -223,14 +245,7 @@ def start_driver(root: str | os.PathLike[str], name: str, owner: str | None = No
     folder = sweep_dir(root, name)
     with contextlib.suppress(FileNotFoundError):
         (folder / STOP_FILE).unlink()
-    from estimator_workbench.execution.processes import without_secrets
-
-    env = without_secrets(dict(os.environ))
-    env["PYTHONUNBUFFERED"] = "1"
-    if owner:
-        from estimator_workbench.store.users import USER_ENV
-
-        env[USER_ENV] = owner
+    env = driver_environment(owner)
     with open(folder / DRIVER_LOG, "ab") as log:
         log.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} driver start\n".encode())
         log.flush()

@@ -136,3 +136,26 @@ def test_a_copied_switch_without_a_server_is_off_rather_than_refused(workspace):
     new run is simply not mirrored."""
     record = _submit(workspace, mlflow=True)
     assert record.schedule["mlflow"] is False and mlflow_state.read_state(workspace / "runs" / record.run_id) is None
+
+
+def test_a_sweeps_trials_are_queued_for_the_mirror_without_the_credentials(workspace, monkeypatch):
+    """The sweep driver runs without secrets: it gets the server without its password, queues its
+    trials' mirrors, and never syncs; the UI or CLI holding the URI syncs them."""
+    from estimator_workbench.sweeps.store import driver_environment
+
+    env = driver_environment("carol", {mlflow_state.URI_ENV_VAR: "http://bob:s3cret@127.0.0.1:9/x", "HOME": "/h"})
+    assert mlflow_state.URI_ENV_VAR not in env and "s3cret" not in " ".join(env.values())
+    assert env[mlflow_state.TARGET_ENV_VAR] == "http://bob@127.0.0.1:9/x"
+    assert mlflow_state.TARGET_ENV_VAR not in driver_environment(None, {"HOME": "/h"})  # no mirror configured
+
+    monkeypatch.delenv(mlflow_state.URI_ENV_VAR, raising=False)
+    monkeypatch.setenv(mlflow_state.TARGET_ENV_VAR, env[mlflow_state.TARGET_ENV_VAR])  # as in the driver
+    record = _submit(workspace)
+    state = mlflow_state.read_state(workspace / "runs" / record.run_id)
+    assert record.schedule["mlflow"] is True and state.state == "pending"
+    assert state.tracking_uri == "http://bob@127.0.0.1:9/x" and mlflow_state.pending_run_ids(workspace) == [record.run_id]
+    assert not MirrorTrigger(RunRegistry(workspace)).enabled  # the driver never syncs
+    monkeypatch.setenv(mlflow_state.URI_ENV_VAR, "http://bob:s3cret@127.0.0.1:9/x")  # the UI / CLI
+    from estimator_workbench.tracking.mlflow_mirror import tracking_uri_for
+
+    assert tracking_uri_for(state) == "http://bob:s3cret@127.0.0.1:9/x"  # it syncs with the password
