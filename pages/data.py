@@ -92,7 +92,7 @@ distributions.dataframe(session.dataset_distributions(path, inferred, **read), h
                             "distribution", help="Numbers: a histogram over 20 bins. Dates: rows per month. "
                                                  "Text: the 10 most frequent values, then the rest.")})
 with stats:  # a mean reads 5.843, not 5.843333333333334
-    session.show_table(datasets.summary(df), height=260)
+    session.show_table(session.dataset_summary(path, **read), height=260)  # once per file, server-wide
 
 st.subheader("Roles and types")
 table = pd.DataFrame([{"column": c.name, "role": c.role, "type": c.dtype, "missing": c.n_missing}

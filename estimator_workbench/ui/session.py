@@ -37,7 +37,7 @@ from estimator_workbench.store.registry import RunRegistry
 from estimator_workbench.ui import login_throttle, ui_state
 from estimator_workbench.ui.ui_state import UI_STATE_FILE, load_ui_state, save_ui_state
 
-__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'dataset_distributions', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'label', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'plural', 'register_pages', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_selected_run', 'show_error', 'show_table', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
+__all__ = ['DEFAULT_DATASET', 'DEFAULT_TEMPLATE', 'PASSWORD_ENV', 'PASSWORD_FILE_ENV', 'UI_STATE_FILE', 'apply_template_edit', 'bound_addresses', 'current_dataset', 'current_template', 'dataset_distributions', 'dataset_summary', 'dataset_token', 'editor_key', 'get_launcher', 'get_registry', 'inferred_schema', 'is_edited', 'label', 'load_dataset_frame', 'load_ui_state', 'md', 'page_link', 'password', 'plural', 'register_pages', 'require_password', 'restore_context', 'revert_template', 'save_ui_state', 'selected_run_id', 'set_selected_run', 'show_error', 'show_table', 'switch_to', 'template_code', 'use_template', 'warn_if_exposed', 'workspace']
 
 
 DEFAULT_DATASET = "iris"
@@ -350,6 +350,21 @@ def inferred_schema(path: str | Path, delimiter: str | None = None, encoding: st
     detection parses text columns, too slow to redo on every widget change)."""
     stat = os.stat(path)
     return _inferred_schema(str(path), stat.st_mtime_ns, stat.st_size, delimiter, encoding)
+
+
+@st.cache_data(show_spinner="Summarising the columns…", max_entries=16)
+def _summary(path: str, mtime_ns: int, size: int, delimiter: str | None = None,
+             encoding: str | None = None) -> pd.DataFrame:
+    from estimator_workbench.data import datasets
+
+    return datasets.summary(_load_frame(path, mtime_ns, size, delimiter, encoding))
+
+
+def dataset_summary(path: str | Path, delimiter: str | None = None, encoding: str | None = None) -> pd.DataFrame:
+    """``summary`` of the table at ``path`` (exact, over every row), computed once per file for the
+    whole server (cached like ``inferred_schema``), not on every rerun of every session."""
+    stat = os.stat(path)
+    return _summary(str(path), stat.st_mtime_ns, stat.st_size, delimiter, encoding)
 
 
 @st.cache_data(show_spinner="Profiling the columns…", max_entries=16)

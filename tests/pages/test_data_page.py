@@ -181,3 +181,20 @@ def test_a_csv_upload_shows_its_detected_format_and_reads_it_as_chosen(home):
     frame = datasets.DatasetSpec.from_dict(record.dataset).load()  # as the runner loads it
     assert frame["catégorie"].iloc[0] == "hiver \x80"  # Latin-1 as chosen; detected cp1252 reads '€'
     assert frame["prix"].iloc[0] == 10.5
+
+
+def test_the_column_summary_is_computed_once_per_file_for_the_server(tmp_path, monkeypatch):
+    """Issue 24.3: the whole-table summary ran on every rerun of every session; now once per file."""
+    from estimator_workbench.ui import session
+
+    path = tmp_path / "once.csv"
+    path.write_text("x,y\n1,a\n2,b\n3,a\n")
+    calls = []
+    real = datasets.summary
+    monkeypatch.setattr(datasets, "summary", lambda df: calls.append(len(df)) or real(df))
+    first = session.dataset_summary(path)
+    again = session.dataset_summary(path)  # another rerun, or another browser
+    assert calls == [3] and first.equals(again)
+    assert first.loc["y", "top"] == "a" and first.loc["x", "max"] == 3.0
+    path.write_text("x,y\n1,a\n2,b\n")  # a new version of the file is summarised again
+    assert session.dataset_summary(path).loc["x", "count"] == 2 and calls == [3, 2]
