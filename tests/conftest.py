@@ -23,6 +23,19 @@ def _deterministic_torch():
 
 
 @pytest.fixture(autouse=True)
+def _environment_restored():
+    """Restores os.environ after each test: ``cli.main()`` sets variables for the runners it
+    starts (--database-url, --storage-url, --max-concurrent, --helper-slots), which an in-process
+    test would otherwise leave to the tests after it (a leaked --max-concurrent 2 let queued runs
+    start in a fresh-clone CI)."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+@pytest.fixture(autouse=True)
 def _no_ui_warm_spare(monkeypatch):
     """The UI's shared launcher keeps no pre-started runner in tests (it would outlive the test);
     tests of the spare set WORKBENCH_WARM_SPARES=1 or build their own launcher."""

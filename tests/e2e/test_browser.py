@@ -133,7 +133,7 @@ def test_analyst_journey(server, page):
 
     # Runs table.
     goto_page(page, "Runs")
-    page.get_by_test_id("stDataFrame").wait_for()
+    page.get_by_test_id("stDataFrame").first.wait_for()  # the runs table (the audit log has one too)
     shot(page, "4-runs")
 
     # Compare: both runs overlaid, the differing param, one CSV of every series.

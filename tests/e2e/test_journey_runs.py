@@ -74,7 +74,7 @@ def _tick_rows(page, grid, rows: list[int]) -> None:
 
 
 def _filter_to(page, pattern: str) -> None:
-    box = page.get_by_label("Filter (regex on id, name, template, dataset, tags)")
+    box = page.get_by_label("Filter (regex on id, name, template, dataset, tags, notes)")
     box.fill(pattern)
     box.press("Enter")
     wait_idle(page)
@@ -128,7 +128,7 @@ def test_runs_hub_journey(server, page):
     page.get_by_text("Trash", exact=True).click()
     wait_idle(page)
     wait_idle(page)
-    trash_grid = page.get_by_test_id("stDataFrame").last
+    trash_grid = page.locator(".st-key-runs-trash").get_by_test_id("stDataFrame")  # (the audit log has one too)
     _settled_box(page, trash_grid)  # the expander has finished opening (and the screenshot shows it)
     trashed = [t.record.run_id for t in trash.trashed_runs(registry(home))]
     shot(page, "runs-trash")

@@ -28,7 +28,7 @@ from estimator_workbench import Workspace
 
 pytestmark = MARKS
 
-FILTER = "Filter (regex on id, name, template, dataset, tags)"
+FILTER = "Filter (regex on id, name, template, dataset, tags, notes)"
 
 
 def _filter_to(page, pattern: str) -> None:

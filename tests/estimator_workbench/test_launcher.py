@@ -506,7 +506,7 @@ def test_ui_launcher_has_a_warm_spare_for_the_real_runner_only(workspace, monkey
 def _helper_run(workspace, parent, action="predict", **schedule):
     return RunRegistry(workspace).create_run(
         name=f"{action} with stub", action=action, dataset={"name": "none"},
-        template={"name": "stub", "code": ""}, params={}, run_config={}, schedule=schedule,
+        template={"name": "stub", "code": ""}, run_config={}, **stub_run_args(schedule),
         parent_run_id=parent, parent_relation=f"{action}_from").run_id
 
 

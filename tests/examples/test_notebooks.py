@@ -43,7 +43,7 @@ def test_notebook_runs_headless_on_a_fresh_kernel(path, tmp_path, monkeypatch):
     if path.stem == "workbench_tour":
         assert len(list((tmp_path / "workspace" / "runs").iterdir())) == 2
         assert list(tmp_path.glob("r-*.ipynb"))
-        assert "best for eval accuracy -> r-" in text  # ws.compare() of the two runs
+        assert "best for final eval accuracy -> r-" in text  # ws.compare() of the two runs
         compared = next(c for c in notebook.cells if c.cell_type == "code" and "ws.compare(" in c.source)
         views = [o for o in compared.outputs if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
         assert len(views) == 3  # live widgets in a kernel: curves, parallel coordinates, scatter

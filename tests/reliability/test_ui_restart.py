@@ -31,7 +31,7 @@ from estimator_workbench.store.registry import RunRegistry
 REPO = Path(__file__).resolve().parents[2]
 STUB_DIR = REPO / "tests" / "estimator_workbench"
 
-UI_PROCESS = """
+UI_PROCESS = r"""
 import sys, time
 from estimator_workbench.ui import forms
 code = 'PARAMS = {"sleep": {"type": "float", "default": 0.02}}\ndef model_fn(features): ...\n'
