@@ -152,8 +152,8 @@ def test_the_pyfunc_model_predicts_what_estimator_predict_gives(mirrored_run):
     model = mlflow.pyfunc.load_model(state.model_uri)
     assert [c.name for c in model.metadata.get_input_schema().inputs] == task["feature_names"]
     got = model.predict(frame)  # a plain DataFrame: ints, floats and strings as read from the CSV
-    spec = {**json.loads((run_dir / "run.json").read_text()), "task_info": task, "action": "predict"}
-    estimator, _ = build_estimator(spec, str(run_dir / "model"))
+    spec = {**json.loads((run_dir / "run.json").read_text()), "action": "predict"}
+    estimator, _ = build_estimator(spec, str(run_dir / "model"), task_info=task)
     import estimator_engine as ee
 
     typed = frame.astype({n: np.float32 for n in task["numeric_features"]})
