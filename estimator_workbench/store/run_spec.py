@@ -59,7 +59,9 @@ class RunSpecError(ValueError):
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=False)
+    # RunSpec.model_dir is the run's field, not pydantic's: pydantic 2.0 (the declared minimum)
+    # refuses fields named model_* unless the protected namespaces are cleared; later ones warn.
+    model_config = ConfigDict(extra="forbid", strict=False, protected_namespaces=())
 
 
 class EarlyStoppingSettings(_Strict):
