@@ -6,10 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
 
 import psutil
 
-__all__ = ["child_pids", "kill"]
+__all__ = ["child_pids", "kill", "stop_group"]
 
 
 def child_pids(pid: int) -> list[int]:
@@ -33,3 +34,15 @@ def kill(pid: int) -> None:
             os.killpg(pid, signal.SIGKILL)
     with contextlib.suppress(psutil.Error):
         psutil.Process(pid).kill()
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 10.0) -> None:
+    """Stops a server started in a session of its own: SIGTERM to its process group, then, after
+    ``grace`` seconds or once the leader has exited, SIGKILL to whatever is left of the group."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # workers that outlived their leader
+    proc.wait()

@@ -9,17 +9,17 @@ Without it, the test venv's ``mlflow`` is used when it can serve. ``find_server`
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
+
+from child_processes import stop_group
 
 __all__ = ["SERVER_ENV_VAR", "MlflowServer", "find_server", "free_port"]
 
@@ -93,16 +93,7 @@ class MlflowServer:
     def stop(self) -> None:
         """SIGTERM to the server's group (uvicorn and its workers), SIGKILL to what is left."""
         if self.proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                pass
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            if self.proc.poll() is None:
-                self.proc.wait(timeout=30)
+            stop_group(self.proc, grace=30)
             self.proc = None
         if self._log is not None:
             self._log.close()

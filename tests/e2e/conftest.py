@@ -9,7 +9,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import time
 import urllib.request
@@ -27,6 +26,7 @@ from browser_kit import (
     free_port,
     kill_runners,
 )
+from child_processes import stop_group
 
 
 @pytest.fixture(scope="session")
@@ -57,13 +57,7 @@ def server(tmp_path_factory):
         assert printed, "the UI printed no URL with a token:\n" + (home.parent / "server.log").read_text()
         yield {"url": url, "home": home, "login_url": printed.group(0)}
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
         kill_runners(home)
         log.close()
 

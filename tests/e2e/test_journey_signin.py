@@ -15,7 +15,6 @@ import contextlib
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from browser_kit import (
     kill_runners,
     wait_idle,
 )
+from child_processes import stop_group
 
 pytestmark = MARKS
 
@@ -60,16 +60,6 @@ def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60)
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"{url} did not answer:\n{log.read_text()}")
         time.sleep(0.2)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +91,9 @@ def team_server(tmp_path_factory):
         yield {"url": url, "home": home, "log": ui_log}
     finally:
         if ui is not None:
-            _stop(ui)
+            stop_group(ui)
             kill_runners(home)
-        _stop(provider)
+        stop_group(provider)
 
 
 def test_alice_signs_in_with_the_identity_provider(team_server, playwright, tmp_path):
